@@ -1,0 +1,1 @@
+"""Everything that judges and changes the world: rules, engine, plans, executor, journal."""

@@ -1,0 +1,1 @@
+"""Everything that reads the world: sources, the Snapshot model, the hub."""

@@ -1,0 +1,1 @@
+"""A real throwaway Ceph cluster on this host, for rehearsal, demos and tests."""

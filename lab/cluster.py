@@ -1,0 +1,618 @@
+"""The lab cluster: one mon, one mgr, N OSDs and optionally Prometheus, all on 127.0.0.1.
+
+Everything it starts is recorded in a state file in the lab directory as it
+is started, so `down` can stop exactly that, by PID, even after `up` or the
+shell that ran it crashed. It shells out to Ceph's own binaries: the lab
+stands apart from the collectors it exists to exercise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab import procs
+from stormdeck.errors import UserError
+
+STATE_FILE = "lab.json"
+STATE_VERSION = 1
+CEPH_BINARIES = ("ceph", "ceph-mon", "ceph-mgr", "ceph-osd", "monmaptool", "rados")
+PROMETHEUS_BINARIES = ("prometheus", "prometheus-node-exporter")
+DEBIAN_CEPH = "ceph-mon ceph-osd ceph-mgr ceph-common"
+DEBIAN_PROMETHEUS = "prometheus prometheus-node-exporter"
+STORM_POOL = "lab-storm"
+BENCH_POOL = "lab-bench"
+GIB = 1 << 30
+
+Progress = Callable[[str], None]
+
+
+class LabError(UserError):
+    """A lab operation that cannot go on; the message says why and what to do."""
+
+
+def default_dir() -> Path:
+    env = os.environ.get("STORMDECK_LAB_DIR")
+    if env:
+        return Path(env)
+    uid = os.geteuid()
+    return Path("/var/tmp/stormdeck-lab" if uid == 0 else f"/var/tmp/stormdeck-lab-{uid}")
+
+
+@dataclass
+class Ports:
+    mon: int = 3300
+    mgr_prometheus: int = 9283
+    prometheus: int = 9090
+    node_exporter: int = 9100
+
+
+@dataclass
+class Proc:
+    """One process the lab started: how to start it again, and where it runs."""
+
+    name: str
+    argv: list[str]
+    pid: int = 0
+    device: str | None = None  # the loop device under an OSD
+    image: str | None = None  # the file behind that loop device
+
+
+@dataclass
+class State:
+    fsid: str
+    objectstore: str
+    ports: Ports
+    created: float
+    procs: dict[str, Proc] = field(default_factory=dict)
+    prometheus: bool = False
+    version: int = STATE_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> State:
+        raw = json.loads(text)
+        if raw.get("version") != STATE_VERSION:
+            raise ValueError(f"state version {raw.get('version')!r}, expected {STATE_VERSION}")
+        return cls(
+            fsid=raw["fsid"],
+            objectstore=raw["objectstore"],
+            ports=Ports(**raw["ports"]),
+            created=raw["created"],
+            procs={k: Proc(**v) for k, v in raw["procs"].items()},
+            prometheus=raw.get("prometheus", False),
+        )
+
+
+def parse_size(text: str) -> int:
+    """'4K', '64k', '4M', '1G' or plain bytes, in bytes (binary units, as rados bench takes)."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    num, unit = (t[:-1], t[-1]) if t and t[-1] in "KMG" else (t, "")
+    try:
+        value = int(num) * units[unit]
+    except ValueError:
+        raise LabError(f"'{text}' is not a size; write it like 4096, 4K or 4M") from None
+    if value <= 0:
+        raise LabError(f"size '{text}' must be above zero")
+    return value
+
+
+def ceph_conf(directory: Path, fsid: str, ports: Ports, objectstore: str) -> str:
+    d = directory
+    return f"""# Written by `stormdeck lab up`; removed by `stormdeck lab down`.
+[global]
+fsid = {fsid}
+mon host = [v2:127.0.0.1:{ports.mon}]
+public addr = 127.0.0.1
+cluster addr = 127.0.0.1
+auth cluster required = none
+auth service required = none
+auth client required = none
+auth allow insecure global id reclaim = false
+run dir = {d}/run
+crash dir = {d}/crash
+osd objectstore = {objectstore}
+bluestore block create = false
+memstore device bytes = 536870912
+osd memory target = 939524096
+bluestore cache autotune = false
+bluestore cache size = 134217728
+osd pool default size = 1
+osd pool default min size = 1
+osd crush chooseleaf type = 0
+osd pool default pg autoscale mode = off
+mon allow pool size one = true
+mon allow pool delete = true
+mon warn on pool no redundancy = false
+# The lab's disk may be a busy shared one; its free space is no verdict on Ceph.
+mon data avail warn = 2
+mon data avail crit = 1
+mgr initial modules = prometheus
+
+[mon]
+mon data = {d}/data/$name
+log file = {d}/log/$name.log
+admin socket = {d}/run/$name.asok
+
+[mgr]
+mgr data = {d}/data/$name
+log file = {d}/log/$name.log
+admin socket = {d}/run/$name.asok
+
+[osd]
+osd data = {d}/data/$name
+log file = {d}/log/$name.log
+admin socket = {d}/run/$name.asok
+
+[client]
+# Clients are many processes at once: each needs its own socket.
+admin socket = {d}/run/$cluster-$name.$pid.$cctid.asok
+"""
+
+
+def prometheus_yml(ports: Ports) -> str:
+    return f"""# Written by `stormdeck lab up --prometheus`.
+global:
+  scrape_interval: 5s
+  evaluation_interval: 5s
+scrape_configs:
+  - job_name: ceph
+    honor_labels: true
+    static_configs:
+      - targets: ["127.0.0.1:{ports.mgr_prometheus}"]
+  - job_name: node
+    static_configs:
+      - targets: ["127.0.0.1:{ports.node_exporter}"]
+"""
+
+
+def _binary(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise LabError(f"{name} is not installed")
+    return path
+
+
+def _http_ok(url: str, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return 200 <= resp.status < 300
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _pg_counts(pg_stat: dict[str, Any]) -> tuple[int, dict[str, int]]:
+    """(total PGs, PGs by state) from `ceph pg stat -f json`, in Pacific's and later shapes."""
+    summary = pg_stat.get("pg_summary", pg_stat)
+    by_state = {s["name"]: int(s["num"]) for s in summary.get("num_pg_by_state", [])}
+    return int(summary.get("num_pgs", sum(by_state.values()))), by_state
+
+
+class Lab:
+    """A lab cluster rooted at one directory."""
+
+    def __init__(self, directory: Path | None = None, progress: Progress | None = None) -> None:
+        self.dir = (directory or default_dir()).absolute()
+        self.conf = self.dir / "ceph.conf"
+        self.state_path = self.dir / STATE_FILE
+        self._progress = progress or (lambda msg: print(f"lab: {msg}", file=sys.stderr))
+
+    # ---- state -------------------------------------------------------------
+
+    def read_state(self) -> State | None:
+        try:
+            text = self.state_path.read_text()
+        except FileNotFoundError:
+            return None
+        except PermissionError:
+            raise LabError(f"cannot read {self.state_path}: permission denied "
+                           "(the lab was started by another user; use sudo)") from None
+        try:
+            return State.from_json(text)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise LabError(f"{self.state_path} is not a lab state file this version "
+                           f"understands ({exc})") from None
+
+    def _save(self, state: State) -> None:
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(state.to_json())
+        os.replace(tmp, self.state_path)
+
+    def _marker(self) -> str:
+        # Every process the lab starts names the lab directory in its argv.
+        return str(self.dir) + "/"
+
+    def alive(self, proc: Proc) -> bool:
+        return procs.is_ours(proc.pid, self._marker())
+
+    def _require(self) -> State:
+        state = self.read_state()
+        if state is None:
+            raise LabError(f"no lab in {self.dir}; start one with `stormdeck lab up`")
+        mon = state.procs.get("mon.a")
+        if mon is None or not self.alive(mon):
+            raise LabError(f"the lab in {self.dir} is not running (its monitor is down); "
+                           "clean it with `stormdeck lab down`")
+        return state
+
+    # ---- talking to the cluster ---------------------------------------------
+
+    def ceph(self, *args: str, timeout: float = 30.0) -> Any:
+        """Run `ceph ARGS -f json` against the lab and return the parsed output."""
+        out = self._ceph_raw(*args, "-f", "json", timeout=timeout)
+        return json.loads(out) if out.strip() else None
+
+    def _ceph_raw(self, *args: str, timeout: float = 30.0) -> str:
+        argv = [_binary("ceph"), "-c", str(self.conf), "--connect-timeout", "10", *args]
+        try:
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise LabError(f"`ceph {' '.join(args)}` did not answer in {timeout:.0f} s") from None
+        if res.returncode != 0:
+            lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()]
+            why = lines[-1] if lines else f"exit {res.returncode}"
+            raise LabError(f"`ceph {' '.join(args)}` failed: {why}")
+        return res.stdout
+
+    def _wait(self, what: str, check: Callable[[], bool], timeout: float,
+              interval: float = 0.5) -> float:
+        start = time.monotonic()
+        last_error: str | None = None
+        while time.monotonic() - start < timeout:
+            try:
+                if check():
+                    return time.monotonic() - start
+                last_error = None
+            except LabError as exc:
+                last_error = str(exc)
+            time.sleep(interval)
+        extra = f" (last error: {last_error})" if last_error else ""
+        raise LabError(f"timed out after {timeout:.0f} s waiting for {what}{extra}; "
+                       f"logs are in {self.dir / 'log'}")
+
+    def pg_counts(self) -> tuple[int, dict[str, int]]:
+        return _pg_counts(self.ceph("pg", "stat"))
+
+    def all_clean(self) -> bool:
+        total, by_state = self.pg_counts()
+        return by_state.get("active+clean", 0) == total
+
+    def osd_up_count(self) -> tuple[int, int]:
+        raw = self.ceph("osd", "stat")
+        stat = raw.get("osdmap", raw)  # older releases wrap it
+        return int(stat["num_up_osds"]), int(stat["num_osds"])
+
+    # ---- up ------------------------------------------------------------------
+
+    def preflight(self, osds: int, memstore: bool, prometheus: bool, ports: Ports) -> None:
+        if osds < 1 or osds > 16:
+            raise LabError(f"--osds {osds}: a lab has 1 to 16 OSDs")
+        if not memstore and os.geteuid() != 0:
+            raise LabError("`lab up` needs root for its loop devices (run it with sudo, "
+                           "or use --memstore for OSDs in memory)")
+        missing = [b for b in CEPH_BINARIES if shutil.which(b) is None]
+        if missing:
+            raise LabError(f"Ceph is not installed here (missing {', '.join(missing)}); "
+                           f"install it with ./dev setup or apt-get install {DEBIAN_CEPH}")
+        if prometheus:
+            missing = [b for b in PROMETHEUS_BINARIES if shutil.which(b) is None]
+            if missing:
+                raise LabError(f"--prometheus needs {', '.join(missing)}; "
+                               f"install it with apt-get install {DEBIAN_PROMETHEUS}")
+        state = self.read_state()
+        if state is not None:
+            mon = state.procs.get("mon.a")
+            if mon is not None and self.alive(mon):
+                raise LabError(f"a lab is already running in {self.dir} (mon pid {mon.pid}); "
+                               "stop it with `stormdeck lab down` or use another --dir")
+            raise LabError(f"a stopped lab is left in {self.dir}; "
+                           "clean it with `stormdeck lab down` first")
+        if self.dir.exists() and any(self.dir.iterdir()):
+            raise LabError(f"{self.dir} exists and is not a lab; choose another --dir")
+        wanted = {"mon": ports.mon, "mgr prometheus": ports.mgr_prometheus}
+        if prometheus:
+            wanted |= {"prometheus": ports.prometheus, "node exporter": ports.node_exporter}
+        if len(set(wanted.values())) != len(wanted):
+            raise LabError(f"the lab's ports must differ: {wanted}")
+        busy = [f"{name} {port}" for name, port in wanted.items() if not procs.port_free(port)]
+        if busy:
+            raise LabError(f"port in use on 127.0.0.1: {', '.join(busy)}; "
+                           "stop what holds it or choose other ports (see lab up --help)")
+
+    def up(self, osds: int = 3, memstore: bool = False, prometheus: bool = False,
+           ports: Ports | None = None, osd_size: int = 2 * GIB, timeout: float = 300.0) -> State:
+        ports = ports or Ports()
+        self.preflight(osds, memstore, prometheus, ports)
+        t0 = time.monotonic()
+        for sub in ("run", "log", "data", "crash"):
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        state = State(fsid=str(uuid.uuid4()), objectstore="memstore" if memstore else "bluestore",
+                      ports=ports, created=time.time(), prometheus=prometheus)
+        self._save(state)
+        try:
+            self._bring_up(state, osds, osd_size, timeout)
+        except BaseException as exc:
+            self._progress(f"start-up failed, cleaning up: {exc}")
+            with contextlib.suppress(Exception):
+                self.down()
+            raise
+        self._progress(f"up in {time.monotonic() - t0:.1f} s")
+        return state
+
+    def _start(self, state: State, proc: Proc) -> None:
+        proc.pid = procs.spawn(proc.argv, self.dir / "log" / f"{proc.name}.out")
+        state.procs[proc.name] = proc
+        self._save(state)
+
+    def _bring_up(self, state: State, osds: int, osd_size: int, timeout: float) -> None:
+        d, conf, ports = self.dir, str(self.conf), state.ports
+        self.conf.write_text(ceph_conf(d, state.fsid, ports, state.objectstore))
+
+        monmap = d / "monmap"
+        self._run([_binary("monmaptool"), "--create", "--addv", "a",
+                   f"[v2:127.0.0.1:{ports.mon}]", "--fsid", state.fsid, str(monmap)])
+        self._run([_binary("ceph-mon"), "-c", conf, "--mkfs", "-i", "a", "--monmap", str(monmap)])
+        self._start(state, Proc("mon.a", [_binary("ceph-mon"), "-f", "-c", conf, "-i", "a"]))
+        took = self._wait("the monitor", lambda: self._ceph_raw("mon", "stat", timeout=15) != "",
+                          timeout)
+        self._progress(f"mon.a answering on 127.0.0.1:{ports.mon} ({took:.1f} s)")
+
+        (d / "data" / "mgr.x").mkdir()
+        self._start(state, Proc("mgr.x", [_binary("ceph-mgr"), "-f", "-c", conf, "-i", "x"]))
+        self._wait("the manager", lambda: bool(self.ceph("mgr", "stat").get("available")), timeout)
+        self._configure_mgr_prometheus(ports, timeout)
+        self._progress(f"mgr.x serving http://127.0.0.1:{ports.mgr_prometheus}/metrics")
+
+        for _ in range(osds):
+            self._add_osd(state, osd_size)
+        took = self._wait(f"{osds} OSDs to come up",
+                          lambda: self.osd_up_count() == (osds, osds), timeout)
+        self._progress(f"{osds} OSDs up ({took:.1f} s)")
+
+        if state.prometheus:
+            self._start_prometheus(state, timeout)
+
+        took = self._wait("every PG to be active+clean", self.all_clean, timeout)
+        self._progress(f"all PGs active+clean ({took:.1f} s)")
+
+    def _run(self, argv: list[str], timeout: float = 120.0) -> str:
+        try:
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise LabError(f"{Path(argv[0]).name} did not finish in {timeout:.0f} s") from None
+        if res.returncode != 0:
+            lines = [ln for ln in (res.stderr + res.stdout).strip().splitlines() if ln.strip()]
+            why = lines[-1] if lines else f"exit {res.returncode}"
+            raise LabError(f"{Path(argv[0]).name} failed: {why}")
+        return res.stdout
+
+    def _configure_mgr_prometheus(self, ports: Ports, timeout: float) -> None:
+        # The monitor refuses mgr/... options until the mgr has reported its
+        # modules, which can lag behind "available": retry until accepted.
+        def configured() -> bool:
+            self._ceph_raw("config", "set", "mgr", "mgr/prometheus/server_addr", "127.0.0.1")
+            self._ceph_raw("config", "set", "mgr", "mgr/prometheus/server_port",
+                           str(ports.mgr_prometheus))
+            return True
+
+        self._wait("the manager to accept prometheus options", configured, timeout, interval=1.0)
+        # The module reads its address once: restart it so it binds the lab's port.
+        self._ceph_raw("mgr", "module", "disable", "prometheus")
+        self._ceph_raw("mgr", "module", "enable", "prometheus")
+        url = f"http://127.0.0.1:{ports.mgr_prometheus}/metrics"
+        self._wait(f"the mgr prometheus module at {url}", lambda: _http_ok(url), timeout)
+
+    def _add_osd(self, state: State, osd_size: int) -> None:
+        conf = str(self.conf)
+        osd_uuid = str(uuid.uuid4())
+        osd_id = int(self._ceph_raw("osd", "new", osd_uuid).strip())
+        name = f"osd.{osd_id}"
+        (self.dir / "data" / name).mkdir()
+        extra: list[str] = []
+        proc = Proc(name, [])
+        if state.objectstore == "bluestore":
+            image = self.dir / f"{name}.img"
+            with open(image, "wb") as f:
+                f.truncate(osd_size)
+            proc.image = str(image)
+            # Record the image before attaching, so `down` can always find the device.
+            state.procs[name] = proc
+            self._save(state)
+            proc.device = self._run([_binary("losetup"), "--find", "--show", str(image)]).strip()
+            self._save(state)
+            extra = ["--bluestore-block-path", proc.device]
+        self._run([_binary("ceph-osd"), "-c", conf, "-i", str(osd_id), "--mkfs",
+                   "--osd-uuid", osd_uuid, *extra])
+        proc.argv = [_binary("ceph-osd"), "-f", "-c", conf, "-i", str(osd_id), *extra]
+        self._start(state, proc)
+        where = f" on {proc.device}" if proc.device else " in memory"
+        self._progress(f"{name} started{where}")
+
+    def _start_prometheus(self, state: State, timeout: float) -> None:
+        ports, d = state.ports, self.dir
+        (d / "prometheus").mkdir(exist_ok=True)
+        (d / "textfile").mkdir(exist_ok=True)
+        yml = d / "prometheus" / "prometheus.yml"
+        yml.write_text(prometheus_yml(ports))
+        self._start(state, Proc("node-exporter", [
+            _binary("prometheus-node-exporter"),
+            f"--web.listen-address=127.0.0.1:{ports.node_exporter}",
+            # Also the marker that makes this process ours to stop.
+            f"--collector.textfile.directory={d}/textfile",
+        ]))
+        self._start(state, Proc("prometheus", [
+            _binary("prometheus"),
+            f"--config.file={yml}",
+            f"--storage.tsdb.path={d}/prometheus/data",
+            "--storage.tsdb.retention.time=2d",
+            f"--web.listen-address=127.0.0.1:{ports.prometheus}",
+        ]))
+        base = f"http://127.0.0.1:{ports.prometheus}"
+        self._wait("Prometheus", lambda: _http_ok(f"{base}/-/ready"), timeout)
+        self._wait("the node exporter",
+                   lambda: _http_ok(f"http://127.0.0.1:{ports.node_exporter}/metrics"), timeout)
+        self._progress(f"prometheus at {base}, node exporter on 127.0.0.1:{ports.node_exporter}")
+
+    # ---- down ----------------------------------------------------------------
+
+    def down(self) -> list[str]:
+        """Stop everything the lab started, detach its loop devices, remove its directory."""
+        state = self.read_state()
+        if state is None:
+            if self.dir.exists() and any(self.dir.iterdir()):
+                raise LabError(f"{self.dir} holds no lab state file; not touching it")
+            return []
+        if os.geteuid() != 0 and any(p.device for p in state.procs.values()):
+            raise LabError(f"`lab down` needs root to detach the loop devices of {self.dir}")
+        marker = self._marker()
+        # Everything but the monitor at once (the load is killed outright: its
+        # pool goes with the lab), then the monitor, so daemons can say goodbye.
+        first = [p for n, p in state.procs.items() if n != "mon.a"]
+        stopped = procs.stop_all(
+            [(p.pid, p.name == "load", signal.SIGKILL if p.name == "load" else signal.SIGTERM)
+             for p in first], marker)
+        names = [p.name for p, ok in zip(first, stopped, strict=True) if ok]
+        mon = state.procs.get("mon.a")
+        if mon and procs.stop(mon.pid, marker):
+            names.append(mon.name)
+        for proc in state.procs.values():
+            if proc.image:
+                self._detach(Path(proc.image))
+        self._unmount_below()
+        shutil.rmtree(self.dir)
+        return names
+
+    def _detach(self, image: Path) -> None:
+        # Find every loop device backed by this image, not just the recorded
+        # one: a crash between losetup and saving state leaves it unrecorded.
+        losetup = _binary("losetup")
+        res = subprocess.run([losetup, "--noheadings", "--output", "NAME", "-j", str(image)],
+                             capture_output=True, text=True, timeout=30)
+        for dev in res.stdout.split():
+            self._run([losetup, "-d", dev], timeout=30)
+
+    def _unmount_below(self) -> None:
+        prefix = self._marker()
+        with open("/proc/mounts") as f:
+            points = [line.split()[1] for line in f if line.split()[1].startswith(prefix)]
+        for point in sorted(points, reverse=True):
+            self._run([_binary("umount"), point], timeout=60)
+
+    # ---- status --------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        state = self.read_state()
+        if state is None:
+            return {"dir": str(self.dir), "running": False, "exists": False}
+        daemons = [{"name": p.name, "pid": p.pid, "alive": self.alive(p), "device": p.device}
+                   for p in state.procs.values()]
+        mon_alive = any(d["alive"] for d in daemons if d["name"] == "mon.a")
+        out: dict[str, Any] = {
+            "dir": str(self.dir), "exists": True, "running": mon_alive,
+            "conf": str(self.conf), "fsid": state.fsid, "objectstore": state.objectstore,
+            "ports": asdict(state.ports), "prometheus": state.prometheus,
+            "daemons": daemons, "health": None, "pgs": None, "osds": None,
+        }
+        if mon_alive:
+            try:
+                health = self.ceph("health", timeout=15)
+                total, by_state = self.pg_counts()
+                up, count = self.osd_up_count()
+            except LabError as exc:
+                out["error"] = str(exc)
+            else:
+                out["health"] = health.get("status")
+                out["checks"] = sorted(health.get("checks", {}))
+                out["pgs"] = {"total": total, "by_state": by_state}
+                out["osds"] = {"up": up, "total": count}
+        return out
+
+    # ---- load ----------------------------------------------------------------
+
+    def load_start(self, size: int, threads: int, seconds: float) -> Proc:
+        state = self._require()
+        current = state.procs.get("load")
+        if current and self.alive(current):
+            raise LabError(f"load is already running (pid {current.pid}); "
+                           "stop it with `stormdeck lab load --stop`")
+        if threads < 1 or threads > 1024:
+            raise LabError(f"--threads {threads}: give 1 to 1024")
+        if seconds < 0:
+            raise LabError("--seconds must be zero (until stopped) or more")
+        self._ensure_pool(BENCH_POOL, 32)
+        proc = Proc("load", [sys.executable, "-m", "lab.loadgen", "--conf", str(self.conf),
+                             "--pool", BENCH_POOL, "--size", str(size),
+                             "--threads", str(threads), "--seconds", str(seconds)])
+        self._start(state, proc)
+        return proc
+
+    def load_stop(self) -> bool:
+        state = self.read_state()
+        proc = state.procs.get("load") if state else None
+        if proc is None:
+            return False
+        stopped = procs.stop(proc.pid, self._marker(), group=True)
+        del state.procs["load"]  # type: ignore[union-attr]
+        self._save(state)  # type: ignore[arg-type]
+        return stopped
+
+    def _ensure_pool(self, pool: str, pgs: int) -> None:
+        pools = self.ceph("osd", "pool", "ls")
+        if pool not in pools:
+            self._ceph_raw("osd", "pool", "create", pool, str(pgs), str(pgs))
+            # Without an application tag the cluster warns POOL_APP_NOT_ENABLED.
+            self._ceph_raw("osd", "pool", "application", "enable", pool, "rbd")
+
+    # ---- storms --------------------------------------------------------------
+
+    def storm_pgs(self, pgs: int) -> None:
+        """Peering storm: (re)create a pool whose PGs all have to be created and peered."""
+        self._require()
+        if pgs < 1:
+            raise LabError("--pgs must be at least 1")
+        if STORM_POOL in self.ceph("osd", "pool", "ls"):
+            self._ceph_raw("osd", "pool", "rm", STORM_POOL, STORM_POOL,
+                           "--yes-i-really-really-mean-it")
+        self._ensure_pool(STORM_POOL, pgs)
+        self._progress(f"created pool {STORM_POOL} with {pgs} PGs")
+
+    def storm_restart_osd(self, osd_id: int, down_timeout: float = 30.0) -> Proc:
+        """Kill an OSD as a crash would, wait until the cluster sees it down, start it again."""
+        state = self._require()
+        proc = state.procs.get(f"osd.{osd_id}")
+        if proc is None:
+            known = ", ".join(sorted(n for n in state.procs if n.startswith("osd.")))
+            raise LabError(f"the lab has no osd.{osd_id} (it has {known})")
+        if self.alive(proc):
+            procs.stop(proc.pid, self._marker(), sig=signal.SIGKILL)
+        try:
+            self._wait(f"osd.{osd_id} to be marked down", lambda: not self._osd_is_up(osd_id),
+                       down_timeout)
+        except LabError:
+            self._ceph_raw("osd", "down", str(osd_id))
+        self._progress(f"osd.{osd_id} killed and marked down; starting it again")
+        self._start(state, proc)
+        return proc
+
+    def _osd_is_up(self, osd_id: int) -> bool:
+        dump = self.ceph("osd", "dump")
+        return any(o["osd"] == osd_id and o["up"] for o in dump["osds"])
+
+    def wait_clean(self, timeout: float) -> float:
+        return self._wait("every PG to be active+clean", self.all_clean, timeout)
