@@ -50,6 +50,13 @@ def is_ours(pid: int, marker: str) -> bool:
     if pid <= 0:
         return False
     argv = cmdline(pid)
+    # In the moment of exec the kernel shows a live process with an empty
+    # command line; a freshly spawned daemon is in that moment. Look again.
+    for _ in range(40):
+        if argv != []:
+            break
+        time.sleep(0.005)
+        argv = cmdline(pid)
     return argv is not None and any(marker in arg for arg in argv)
 
 
