@@ -1,0 +1,540 @@
+"""The Ceph source: mon and mgr commands through one persistent librados connection.
+
+Parsers are plain functions over the commands' JSON (or bytes, where the
+output is too large to load as JSON every poll), tested on outputs captured
+from the lab; they accept Pacific's shapes and newer ones. `CephSource`
+runs the commands on a cadence: cheap ones every poll, heavy ones (the PG
+dump, OSD metadata) less often, and keeps the last good result of each.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from collectors.model import (
+    Cluster,
+    ConfigOption,
+    Daemon,
+    HealthCheck,
+    Partial,
+    Pool,
+    pg_flags_from_states,
+)
+
+# Options the advisors read (KNOWLEDGE.md K1.6, K3.1-K3.6, K1.9). Their
+# existence is asked of the running release: several are gone in new ones.
+WATCHED_OPTIONS = (
+    "osd_scrub_sleep", "osd_scrub_load_threshold", "osd_scrub_min_interval",
+    "osd_scrub_max_interval", "osd_deep_scrub_interval",
+    "osd_op_num_shards", "osd_op_num_shards_hdd", "osd_op_num_shards_ssd",
+    "osd_op_num_threads_per_shard", "osd_op_num_threads_per_shard_hdd",
+    "osd_op_num_threads_per_shard_ssd",
+    "mon_osd_cache_size", "osd_map_cache_size", "osd_map_max_advance",
+    "osd_map_share_max_epochs", "osd_pg_epoch_persisted_max_stale", "osd_map_message_max",
+    "osd_peering_wq_threads", "osd_peering_wq_batch_size", "filestore_op_threads",
+    "ms_cluster_mode", "ms_service_mode", "ms_client_mode", "osd_memory_target",
+)
+
+ENOENT = 2
+
+
+class CommandError(Exception):
+    """A command the cluster refused or did not answer; the text says which and why."""
+
+
+# ---- parsers -------------------------------------------------------------------
+
+
+def _float(value: Any) -> float | None:
+    """A number from JSON that may be a string, "inf", "nan" or missing."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _int(value: Any) -> int | None:
+    f = _float(value)
+    return int(f) if f is not None and math.isfinite(f) else None
+
+
+def parse_status(d: Mapping[str, Any]) -> dict[str, Any]:
+    """`status`: fsid, health, PG states, OSD counts, client IO (as Cluster fields)."""
+    pgmap = d.get("pgmap", {})
+    osdmap = d.get("osdmap", {})
+    osdmap = osdmap.get("osdmap", osdmap)  # Nautilus and older nest it once more
+    states = {s["state_name"]: int(s["count"]) for s in pgmap.get("pgs_by_state", [])}
+    return {
+        "fsid": d.get("fsid"),
+        "health": d.get("health", {}).get("status"),
+        "num_pgs": _int(pgmap.get("num_pgs")),
+        "pg_states": states,
+        "pg_flags": pg_flags_from_states(states),
+        "osdmap_epoch": _int(osdmap.get("epoch")),
+        "num_osds": _int(osdmap.get("num_osds")),
+        "num_up_osds": _int(osdmap.get("num_up_osds")),
+        "num_in_osds": _int(osdmap.get("num_in_osds")),
+        # Absent keys mean "no IO", not "unknown": Ceph omits zero rates.
+        "client_read_iops": float(pgmap.get("read_op_per_sec", 0)),
+        "client_write_iops": float(pgmap.get("write_op_per_sec", 0)),
+        "client_read_bps": float(pgmap.get("read_bytes_sec", 0)),
+        "client_write_bps": float(pgmap.get("write_bytes_sec", 0)),
+        "recovering_bps": float(pgmap.get("recovering_bytes_per_sec", 0)),
+    }
+
+
+_SLOW_COUNT = re.compile(r"(\d+) slow ops")
+_SLOW_DAEMONS = re.compile(r"daemons \[([^\]]*)\]")
+_SLOW_ONE = re.compile(r"\b(osd\.\d+|mon\.\S+) has slow ops")
+
+
+def parse_health(d: Mapping[str, Any]) -> tuple[tuple[HealthCheck, ...], int, tuple[str, ...]]:
+    """`health detail`: the checks, the slow-op count and the daemons that have them."""
+    checks = []
+    slow, slow_daemons = 0, []
+    for code, c in sorted(d.get("checks", {}).items()):
+        summary = c.get("summary", {})
+        message = summary.get("message", "") if isinstance(summary, dict) else str(summary)
+        detail = tuple(str(x.get("message", "")) for x in c.get("detail", []) or [])
+        checks.append(HealthCheck(code=code, severity=c.get("severity", ""), summary=message,
+                                  count=_int(summary.get("count")) if isinstance(summary, dict)
+                                  else None, detail=detail, muted=bool(c.get("muted"))))
+        if code == "SLOW_OPS":
+            m = _SLOW_COUNT.search(message)
+            slow = int(m.group(1)) if m else (checks[-1].count or 0)
+            m = _SLOW_DAEMONS.search(message)
+            if m:
+                slow_daemons += [x.strip() for x in m.group(1).split(",") if x.strip()]
+            for line in (message, *detail):
+                slow_daemons += _SLOW_ONE.findall(line)
+    return tuple(checks), slow, tuple(dict.fromkeys(slow_daemons))
+
+
+def parse_osd_perf(d: Mapping[str, Any]) -> dict[int, tuple[float | None, float | None]]:
+    """`osd perf`: osd id -> (commit latency, apply latency) in seconds."""
+    infos = d.get("osdstats", d).get("osd_perf_infos", [])
+    out = {}
+    for info in infos:
+        p = info.get("perf_stats", {})
+        commit = _float(p.get("commit_latency_ns"))
+        apply = _float(p.get("apply_latency_ns"))
+        commit = commit / 1e9 if commit is not None else _ms(p.get("commit_latency_ms"))
+        apply = apply / 1e9 if apply is not None else _ms(p.get("apply_latency_ms"))
+        out[int(info["id"])] = (commit, apply)
+    return out
+
+
+def _ms(value: Any) -> float | None:
+    f = _float(value)
+    return f / 1000 if f is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class OsdIO:
+    host: str | None
+    read_iops: float
+    write_iops: float
+    read_bps: float
+    write_bps: float
+    state: str
+
+
+_UNITS = {"": 1, "k": 1e3, "K": 1024, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
+_BYTE_UNITS = {"": 1, "k": 1024, "K": 1024, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
+               "P": 1 << 50}
+
+
+def _human(text: str, units: Mapping[str, float]) -> float:
+    """'1619k', '3.5M', '0' from the mgr status module's tables."""
+    m = re.fullmatch(r"([0-9.]+)([kKMGTP]?)(?:i?B)?", text)
+    if not m:
+        raise ValueError(f"not a number: {text!r}")
+    return float(m.group(1)) * units[m.group(2)]
+
+
+def parse_osd_status(raw: bytes) -> dict[int, OsdIO]:
+    """`osd status`: per-OSD client IO rates.
+
+    Quincy and later answer JSON; Pacific answers only its table, whatever
+    format is asked (ID HOST USED AVAIL WR-OPS WR-DATA RD-OPS RD-DATA STATE),
+    with ops in powers of 1000 and data in powers of 1024.
+    """
+    text = raw.decode(errors="replace").strip()
+    if text.startswith(("[", "{")):
+        data = json.loads(text)
+        rows = data.get("OSDs", data) if isinstance(data, dict) else data
+        return {int(r["id"]): OsdIO(r.get("host_name") or r.get("hostname"),
+                                    float(r.get("rd_ops", 0)), float(r.get("wr_ops", 0)),
+                                    float(r.get("rd_data", 0)), float(r.get("wr_data", 0)),
+                                    ",".join(r.get("state", [])) if isinstance(r.get("state"),
+                                                                                list)
+                                    else str(r.get("state", "")))
+                for r in rows}
+    lines = text.splitlines()
+    if not lines or not lines[0].split() or lines[0].split()[0] != "ID":
+        raise ValueError("osd status: neither JSON nor the status table")
+    out = {}
+    for line in lines[1:]:
+        parts = line.split()
+        if len(parts) < 9 or not parts[0].isdigit():
+            continue
+        osd, host, _used, _avail, wr_ops, wr_data, rd_ops, rd_data, state = parts[:9]
+        out[int(osd)] = OsdIO(host, _human(rd_ops, _UNITS), _human(wr_ops, _UNITS),
+                              _human(rd_data, _BYTE_UNITS), _human(wr_data, _BYTE_UNITS), state)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class OsdUsage:
+    pgs: int | None
+    utilization: float | None  # 0..1
+    device_class: str | None
+    up: bool | None
+    in_: bool | None
+
+
+def parse_osd_df(d: Mapping[str, Any]) -> dict[int, OsdUsage]:
+    """`osd df`: PGs (all, not primaries), fullness, class, up, in (reweight > 0)."""
+    out = {}
+    for n in d.get("nodes", []):
+        if n.get("type", "osd") != "osd":
+            continue
+        util = _float(n.get("utilization"))
+        status = n.get("status")
+        reweight = _float(n.get("reweight"))
+        out[int(n["id"])] = OsdUsage(
+            _int(n.get("pgs")), util / 100 if util is not None else None, n.get("device_class"),
+            status == "up" if status else None, reweight > 0 if reweight is not None else None)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class OsdMeta:
+    host: str | None
+    devices: tuple[str, ...]
+    objectstore: str | None
+    rotational: bool | None
+    release: str | None
+    version: str | None
+
+
+def parse_osd_metadata(rows: Iterable[Mapping[str, Any]]) -> dict[int, OsdMeta]:
+    """`osd metadata`: host, devices (kernel names), object store, rotational."""
+    out = {}
+    for r in rows:
+        if "id" not in r:
+            continue
+        devices = tuple(x for x in str(r.get("devices", "")).split(",") if x)
+        rot = r.get("rotational", r.get("bluestore_bdev_rotational"))
+        out[int(r["id"])] = OsdMeta(r.get("hostname"), devices, r.get("osd_objectstore"),
+                                    None if rot in (None, "") else rot == "1",
+                                    r.get("ceph_release"), r.get("ceph_version_short"))
+    return out
+
+
+_PRIMARY = re.compile(rb'"acting_primary":\s*(-?\d+)')
+_PGID = re.compile(rb'"pgid":')
+
+
+def count_primaries(raw: bytes) -> tuple[dict[int, int], int]:
+    """`pg dump pgs_brief`: acting primaries per OSD, and the PG count.
+
+    A million-PG dump is ~100 MB of JSON; loading it every poll would cost
+    seconds and a gigabyte, so the two fields are read straight from the
+    bytes. Both shapes (a bare list; {"pg_stats": [...]}) carry them alike.
+    """
+    body = raw.strip()
+    if not body or body[:1] not in b"[{" or body[-1:] not in b"]}":
+        raise ValueError("pg dump pgs_brief: not JSON")
+    primaries = _PRIMARY.findall(body)
+    total = len(_PGID.findall(body))
+    if len(primaries) != total:
+        raise ValueError(f"pg dump pgs_brief: {total} PGs but {len(primaries)} primaries")
+    counts = Counter(primaries)
+    return {int(k): v for k, v in counts.items() if k != b"-1"}, total
+
+
+def parse_osd_dump(d: Mapping[str, Any]) -> dict[str, Any]:
+    """`osd dump`: epoch, cluster flags, per-OSD up/in, erasure-code profiles."""
+    flags = d.get("flags", "")
+    flag_list = [f for f in (flags.split(",") if isinstance(flags, str) else flags) if f]
+    osds = {int(o["osd"]): (bool(o.get("up")), bool(o.get("in"))) for o in d.get("osds", [])}
+    return {"epoch": _int(d.get("epoch")), "flags": tuple(flag_list), "osds": osds,
+            "ec_profiles": d.get("erasure_code_profiles", {})}
+
+
+# Flags every modern cluster has set; the ones an operator sets (noout,
+# noscrub, ...) are what matters, so these are not shown as "set".
+ROUTINE_FLAGS = frozenset({"sortbitwise", "recovery_deletes", "purged_snapdirs",
+                           "pglog_hardlimit", "require_jewel_osds", "require_kraken_osds"})
+
+
+def parse_pools(rows: Iterable[Mapping[str, Any]],
+                ec_profiles: Mapping[str, Mapping[str, Any]]) -> tuple[Pool, ...]:
+    """`osd pool ls detail` joined with the erasure-code profiles of `osd dump`."""
+    pools = []
+    for r in rows:
+        erasure = r.get("type") == 3 or r.get("type") == "erasure"
+        profile_name = r.get("erasure_code_profile") or None
+        k = m = stripe_unit = None
+        if erasure and profile_name:
+            prof = ec_profiles.get(profile_name, {})
+            k, m = _int(prof.get("k")), _int(prof.get("m"))
+            stripe_unit = _size(prof.get("stripe_unit"))
+            width = _int(r.get("stripe_width"))
+            if stripe_unit is None and k and width:
+                stripe_unit = width // k
+        flags = r.get("flags_names", "")
+        rb = r.get("read_balance")
+        score = _float(rb.get("score_acting")) if isinstance(rb, dict) else \
+            _float(r.get("read_balance_score"))
+        pools.append(Pool(
+            id=int(r["pool_id"]), name=str(r["pool_name"]),
+            type="erasure" if erasure else "replicated",
+            size=int(r.get("size", 0)), min_size=int(r.get("min_size", 0)),
+            pg_num=int(r.get("pg_num", 0)), pgp_num=_int(r.get("pg_placement_num")),
+            crush_rule=_int(r.get("crush_rule")), ec_profile=profile_name if erasure else None,
+            ec_k=k, ec_m=m, stripe_unit=stripe_unit,
+            flags=tuple(f for f in (flags.split(",") if isinstance(flags, str) else flags) if f),
+            applications=tuple(sorted(r.get("application_metadata", {}) or {})),
+            read_balance_score=score))
+    return tuple(pools)
+
+
+def _size(value: Any) -> int | None:
+    """'4K', '16384', '64KiB' in erasure-code profiles, in bytes."""
+    if value in (None, ""):
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*([kKmM]?)(?:i?[bB])?\s*", str(value))
+    if not m:
+        return None
+    return int(m.group(1)) * {"": 1, "k": 1024, "K": 1024, "m": 1 << 20, "M": 1 << 20}[m.group(2)]
+
+
+_VERSION = re.compile(r"ceph version (\d+\.\d+\.\d+)\S* \([0-9a-f]+\) (\w+)")
+
+
+def parse_versions(d: Mapping[str, Any]) -> tuple[str | None, str | None, bool]:
+    """`versions`: (release, oldest running version, whether versions are mixed)."""
+    found = set()
+    for text in d.get("overall", {}):
+        m = _VERSION.search(text)
+        if m:
+            found.add((tuple(int(x) for x in m.group(1).split(".")), m.group(2)))
+    if not found:
+        return None, None, False
+    oldest = min(found)
+    return oldest[1], ".".join(map(str, oldest[0])), len(found) > 1
+
+
+def parse_config_dump(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """`config dump`: option -> {who: value}, who being a section or section/mask."""
+    out: dict[str, dict[str, str]] = {}
+    for r in rows:
+        who = r.get("section", "global")
+        if r.get("mask"):
+            who = f"{who}/{r['mask']}"
+        out.setdefault(str(r["name"]), {})[who] = str(r.get("value", ""))
+    return out
+
+
+def parse_config_help(name: str, d: Mapping[str, Any] | None) -> ConfigOption:
+    """`config help NAME`; None (ENOENT) means the running release has no such option."""
+    if d is None:
+        return ConfigOption(name=name, exists=False)
+    runtime = d.get("can_update_at_runtime")
+    default = d.get("default")
+    return ConfigOption(name=name, exists=True,
+                        runtime=bool(runtime) if runtime is not None else None,
+                        default=None if default is None else str(default), type=d.get("type"))
+
+
+# ---- the source ------------------------------------------------------------------
+
+Send = Callable[[str, dict[str, Any], float], bytes]
+
+
+@dataclass
+class _Cached:
+    value: Any = None
+    at: float = 0.0  # monotonic time of the last success
+    error: str | None = None
+
+
+class CephSource:
+    """Polls a Ceph cluster through librados. One connection, kept and re-made on failure."""
+
+    name = "ceph"
+
+    # Seconds between runs of each command group; 0 = every poll.
+    FAST, SLOW, RARE = 0.0, 10.0, 300.0
+
+    def __init__(self, conffile: str | None = None, client_name: str | None = None,
+                 keyring: str | None = None, cluster: str = "ceph", timeout: float = 10.0,
+                 options: Iterable[str] = WATCHED_OPTIONS) -> None:
+        self.conffile = conffile
+        self.client_name = client_name
+        self.keyring = keyring
+        self.cluster_name = cluster
+        self.timeout = timeout
+        self.options = tuple(options)
+        self._rados: Any = None
+        self._cache: dict[str, _Cached] = {}
+
+    # -- connection --
+
+    def _connect(self) -> Any:
+        try:
+            import rados
+        except ImportError:
+            raise CommandError("librados for Python is missing (Debian: apt-get install "
+                               "python3-rados; run ./dev setup)") from None
+        conf = {"rados_mon_op_timeout": str(int(self.timeout)),
+                "rados_osd_op_timeout": str(int(self.timeout)),
+                "client_mount_timeout": str(int(self.timeout))}
+        if self.keyring:
+            conf["keyring"] = self.keyring
+        try:
+            cluster = rados.Rados(conffile=self.conffile or "", name=self.client_name,
+                                  clustername=self.cluster_name, conf=conf)
+            cluster.connect(timeout=int(self.timeout))
+        except rados.Error as exc:
+            raise CommandError(f"cannot connect to the Ceph cluster: {exc}") from None
+        return cluster
+
+    def close(self) -> None:
+        if self._rados is not None:
+            try:
+                self._rados.shutdown()
+            finally:
+                self._rados = None
+
+    def _send(self, target: str, cmd: dict[str, Any], timeout: float) -> bytes:
+        if self._rados is None:
+            self._rados = self._connect()
+        body = json.dumps({**cmd, "format": "json"})
+        call = self._rados.mgr_command if target == "mgr" else self._rados.mon_command
+        try:
+            ret, out, err = call(body, b"", timeout=int(max(1, timeout)))
+        except Exception as exc:  # rados.Error and its kin: the connection is suspect
+            self.close()
+            raise CommandError(f"{cmd['prefix']}: {exc}") from None
+        if ret == -ENOENT and cmd["prefix"] == "config help":
+            return b""
+        if ret != 0:
+            raise CommandError(f"{cmd['prefix']}: {err or f'error {ret}'}")
+        return out
+
+    # -- polling --
+
+    def _due(self, key: str, every: float, now: float) -> bool:
+        c = self._cache.get(key)
+        return c is None or c.error is not None or now - c.at >= every
+
+    def _run(self, key: str, every: float, now: float, fetch: Callable[[], Any],
+             errors: list[str]) -> Any:
+        """The command's parsed value: fetched when due, else the last good one."""
+        c = self._cache.setdefault(key, _Cached())
+        if self._due(key, every, now):
+            try:
+                c.value, c.at, c.error = fetch(), now, None
+            except (CommandError, ValueError, KeyError, TypeError) as exc:
+                c.error = str(exc) if isinstance(exc, CommandError) else \
+                    f"{key}: unexpected output ({type(exc).__name__}: {exc})"
+                errors.append(c.error)
+        return c.value
+
+    def poll(self) -> Partial:
+        """One poll. Raises CommandError if the cluster cannot be reached at all."""
+        now = time.monotonic()
+        errors: list[str] = []
+        t = self.timeout
+
+        def mon(prefix: str, **kw: Any) -> Any:
+            return json.loads(self._send("mon", {"prefix": prefix, **kw}, t))
+
+        def mgr(prefix: str, **kw: Any) -> Any:
+            return json.loads(self._send("mgr", {"prefix": prefix, **kw}, t))
+
+        # Status first and unguarded: if it fails, the cluster is unreachable.
+        try:
+            status = parse_status(mon("status"))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CommandError(f"status: unexpected output ({exc})") from None
+        self._cache["status"] = _Cached(status, now)
+        r = self._run
+        health = r("health", self.FAST, now, lambda: parse_health(mon("health", detail="detail")),
+                   errors)
+        perf = r("osd perf", self.FAST, now, lambda: parse_osd_perf(mgr("osd perf")), errors)
+        io = r("osd status", self.FAST, now,
+               lambda: parse_osd_status(self._send("mgr", {"prefix": "osd status"}, t)), errors)
+        df = r("osd df", self.SLOW, now, lambda: parse_osd_df(mgr("osd df")), errors)
+        dump = r("osd dump", self.SLOW, now, lambda: parse_osd_dump(mon("osd dump")), errors)
+        primaries = r("pgs_brief", self.SLOW, now, lambda: count_primaries(
+            self._send("mgr", {"prefix": "pg dump", "dumpcontents": ["pgs_brief"]}, t * 3)),
+            errors)
+        pools_raw = r("pools", self.SLOW, now, lambda: mon("osd pool ls", detail="detail"), errors)
+        config = r("config dump", self.SLOW, now, lambda: parse_config_dump(mon("config dump")),
+                   errors)
+        meta = r("osd metadata", self.RARE, now, lambda: parse_osd_metadata(mon("osd metadata")),
+                 errors)
+        versions = r("versions", self.RARE, now, lambda: parse_versions(mon("versions")), errors)
+        helps = r("config help", self.RARE, now, self._config_help, errors)
+        return self._assemble(status, health, perf, io, df, dump, primaries, pools_raw, config,
+                              meta, versions, helps, errors)
+
+    def _config_help(self) -> dict[str, ConfigOption]:
+        out = {}
+        for name in self.options:
+            raw = self._send("mon", {"prefix": "config help", "key": name}, self.timeout)
+            out[name] = parse_config_help(name, json.loads(raw) if raw.strip() else None)
+        return out
+
+    def _assemble(self, status: dict[str, Any], health: Any, perf: Any, io: Any, df: Any,
+                  dump: Any, primaries: Any, pools_raw: Any, config: Any, meta: Any,
+                  versions: Any, helps: Any, errors: list[str]) -> Partial:
+        checks, slow, slow_daemons = health or ((), None, ())
+        release, version, mixed = versions or (None, None, False)
+        dump = dump or {"epoch": None, "flags": (), "osds": {}, "ec_profiles": {}}
+        options = {}
+        for name, opt in (helps or {}).items():
+            options[name] = replace(opt, values=dict((config or {}).get(name, {})))
+        cluster = Cluster(
+            **status, checks=checks, slow_ops=slow, slow_ops_daemons=slow_daemons,
+            osd_flags=tuple(f for f in dump["flags"] if f not in ROUTINE_FLAGS),
+            pools=parse_pools(pools_raw, dump["ec_profiles"]) if pools_raw is not None else (),
+            config=options, release=release, version=version, versions_mixed=mixed)
+        ids: set[int] = set(dump["osds"]) | set(df or {}) | set(perf or {}) | set(meta or {})
+        prim_counts = primaries[0] if primaries else None
+        slow_set = set(slow_daemons)
+        daemons = {}
+        for i in sorted(ids):
+            m = (meta or {}).get(i)
+            u = (df or {}).get(i)
+            p = (perf or {}).get(i, (None, None))
+            o = (io or {}).get(i)
+            up, in_ = dump["osds"].get(i, (u.up if u else None, u.in_ if u else None))
+            name = f"osd.{i}"
+            daemons[name] = Daemon(
+                id=name, kind="osd", host=(m.host if m else None) or (o.host if o else None),
+                devices=m.devices if m else None, up=up, in_=in_,
+                objectstore=m.objectstore if m else None,
+                device_class=u.device_class if u else None,
+                read_iops=o.read_iops if o else None, write_iops=o.write_iops if o else None,
+                read_bps=o.read_bps if o else None, write_bps=o.write_bps if o else None,
+                commit_latency=p[0], apply_latency=p[1],
+                pgs=u.pgs if u else None,
+                primary_pgs=prim_counts.get(i, 0) if prim_counts is not None else None,
+                utilization=u.utilization if u else None,
+                has_slow_ops=None if health is None else name in slow_set)
+        return Partial(source=self.name, time=time.time(), cluster=cluster, daemons=daemons,
+                       errors=tuple(errors))

@@ -1,0 +1,434 @@
+"""The host source: this host's OSD and chunkserver processes and disks, as the kernel sees them.
+
+Per daemon: cores used (rate of CPU time), cores allowed (CPU affinity and
+cgroup v1/v2 CPU quota), threads, RSS, and the block devices it holds open.
+Per disk: iostat's figures from /proc/diskstats deltas, and from pyudev and
+sysfs the rotational flag, model, transport, the kernel's write-cache view
+and the device's own (scsi_disk cache_type) where readable.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from collectors.model import Daemon, Disk, Partial
+
+OSD_NAMES = frozenset({"ceph-osd"})
+FD_REFRESH = 60.0  # a daemon's open devices change only when it restarts
+VIRTUAL_PREFIXES = ("loop", "dm-", "md", "rbd", "nbd", "zram", "ram", "sr", "drbd")
+
+
+def short_hostname() -> str:
+    # Ceph records the short name in osd metadata; match it.
+    return socket.gethostname().split(".")[0]
+
+
+# ---- processes -------------------------------------------------------------------
+
+
+def osd_id_from_argv(argv: list[str]) -> int | None:
+    """The OSD id from a ceph-osd command line: -i N, --id N, --id=N."""
+    for i, arg in enumerate(argv):
+        if arg in ("-i", "--id") and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("--id="):
+            value = arg[5:]
+        elif arg.startswith("-i") and arg[2:].isdigit():
+            value = arg[2:]
+        else:
+            continue
+        return int(value) if value.isdigit() else None
+    return None
+
+
+def conf_from_argv(argv: list[str]) -> str:
+    for i, arg in enumerate(argv):
+        if arg in ("-c", "--conf") and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--conf="):
+            return arg[7:]
+    cluster = "ceph"
+    for i, arg in enumerate(argv):
+        if arg == "--cluster" and i + 1 < len(argv):
+            cluster = argv[i + 1]
+    return f"/etc/ceph/{cluster}.conf"
+
+
+_FSID = re.compile(r"^\s*fsid\s*=\s*([0-9a-fA-F-]{36})\s*$", re.MULTILINE)
+
+
+def fsid_from_conf(path: str) -> str | None:
+    try:
+        m = _FSID.search(Path(path).read_text(errors="replace"))
+    except OSError:
+        return None
+    return m.group(1).lower() if m else None
+
+
+_CS_FLAG = re.compile(r"^--?chunkServer(Ip|Port)=(.+)$")
+
+
+def chunkserver_addr_from_argv(argv: list[str]) -> str | None:
+    """'10.0.0.1:8200' from a Curve chunkserver's -chunkServerIp=... -chunkServerPort=..."""
+    found = {}
+    for arg in argv:
+        m = _CS_FLAG.match(arg)
+        if m:
+            found[m.group(1)] = m.group(2)
+    if "Port" not in found:
+        return None
+    return f"{found.get('Ip', '127.0.0.1')}:{found['Port']}"
+
+
+def cgroup_cpu_limit(pid: int, proc: Path = Path("/proc"),
+                     cgroup_root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """The tightest CPU quota (in cores) over the process's cgroup and its ancestors.
+
+    cgroup v2: cpu.max ("max 100000" or "200000 100000"); v1: cpu.cfs_quota_us
+    over cpu.cfs_period_us (-1 = none). None if no quota applies.
+    """
+    try:
+        lines = (proc / str(pid) / "cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    limits: list[float] = []
+    for line in lines:
+        hid, controllers, path = line.split(":", 2)
+        if hid == "0" and controllers == "":
+            base = cgroup_root
+            read = _v2_limit
+        elif "cpu" in controllers.split(","):
+            base = _v1_cpu_mount(cgroup_root, controllers)
+            read = _v1_limit
+        else:
+            continue
+        if base is None:
+            continue
+        here = base / path.lstrip("/")
+        # Walk up to the mount: any ancestor's quota binds the whole subtree.
+        while True:
+            lim = read(here)
+            if lim is not None:
+                limits.append(lim)
+            if here == base or base not in here.parents:
+                break
+            here = here.parent
+    return min(limits) if limits else None
+
+
+def _v1_cpu_mount(root: Path, controllers: str) -> Path | None:
+    for name in (controllers, "cpu,cpuacct", "cpu", "cpuacct,cpu"):
+        if (root / name).is_dir():
+            return root / name
+    return None
+
+
+def _v2_limit(directory: Path) -> float | None:
+    try:
+        quota, period = (directory / "cpu.max").read_text().split()
+    except (OSError, ValueError):
+        return None
+    if quota == "max":
+        return None
+    return int(quota) / int(period)
+
+
+def _v1_limit(directory: Path) -> float | None:
+    try:
+        quota = int((directory / "cpu.cfs_quota_us").read_text())
+        period = int((directory / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return quota / period if quota > 0 and period > 0 else None
+
+
+# ---- disks -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DiskCounters:
+    reads: int
+    read_sectors: int
+    read_ms: int
+    writes: int
+    write_sectors: int
+    write_ms: int
+    in_flight: int
+    io_ms: int
+    weighted_ms: int
+
+
+def parse_diskstats(text: str) -> dict[str, DiskCounters]:
+    """/proc/diskstats, the fields iostat uses (Documentation/admin-guide/iostats.rst)."""
+    out = {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) < 14:
+            continue
+        try:
+            out[f[2]] = DiskCounters(int(f[3]), int(f[5]), int(f[6]), int(f[7]), int(f[9]),
+                                     int(f[10]), int(f[11]), int(f[12]), int(f[13]))
+        except ValueError:
+            continue
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class DiskRates:
+    util: float
+    read_iops: float
+    write_iops: float
+    read_bps: float
+    write_bps: float
+    read_await: float
+    write_await: float
+    queue_depth: float
+
+
+def disk_rates(a: DiskCounters, b: DiskCounters, seconds: float) -> DiskRates:
+    """What iostat -x prints for the interval between two samples."""
+    ms = seconds * 1000.0
+    reads, writes = b.reads - a.reads, b.writes - a.writes
+    return DiskRates(
+        util=min(1.0, max(0.0, (b.io_ms - a.io_ms) / ms)),
+        read_iops=reads / seconds, write_iops=writes / seconds,
+        read_bps=(b.read_sectors - a.read_sectors) * 512 / seconds,
+        write_bps=(b.write_sectors - a.write_sectors) * 512 / seconds,
+        read_await=(b.read_ms - a.read_ms) / reads / 1000 if reads > 0 else 0.0,
+        write_await=(b.write_ms - a.write_ms) / writes / 1000 if writes > 0 else 0.0,
+        queue_depth=max(0.0, (b.weighted_ms - a.weighted_ms) / ms))
+
+
+def transport_of(sys_path: str, name: str) -> str:
+    """The bus a disk hangs on, from its sysfs device path."""
+    p = sys_path
+    if name.startswith(VIRTUAL_PREFIXES) or "/virtual/" in p:
+        return name.rstrip("0123456789") or "virtual"
+    for needle, kind in (("/nvme", "nvme"), ("/virtio", "virtio"), ("/usb", "usb"),
+                         ("/end_device-", "sas"), ("/ata", "sata"), ("/host", "scsi")):
+        if needle in p:
+            return kind
+    return "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class DiskInfo:
+    rotational: bool | None
+    write_cache: str | None
+    device_cache: str | None
+    model: str | None
+    transport: str
+    virtual: bool
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def disk_info(name: str, sys_block: Path = Path("/sys/block")) -> DiskInfo:
+    """Attributes from sysfs (the udev database may be empty: no udev daemon runs)."""
+    d = sys_block / name
+    real = os.path.realpath(d)
+    rot = _read(d / "queue" / "rotational")
+    model = _read(d / "device" / "model")
+    vendor = _read(d / "device" / "vendor")
+    if model and vendor and not model.startswith(vendor):
+        model = f"{vendor} {model}"
+    device_cache = None
+    scsi_disk = d / "device" / "scsi_disk"
+    if scsi_disk.is_dir():
+        for entry in sorted(scsi_disk.iterdir()):
+            device_cache = _read(entry / "cache_type")
+            break
+    transport = transport_of(real, name)
+    return DiskInfo(rotational=None if rot is None else rot == "1",
+                    write_cache=_read(d / "queue" / "write_cache"),
+                    device_cache=device_cache, model=model or None, transport=transport,
+                    virtual=name.startswith(VIRTUAL_PREFIXES) or "/virtual/" in real)
+
+
+def list_disks(sys_block: Path = Path("/sys/block")) -> list[str]:
+    """Whole disks with a size: pyudev where it works, sysfs otherwise."""
+    names: list[str] = []
+    try:
+        import pyudev
+
+        context = pyudev.Context()
+        names = [dev.sys_name for dev in context.list_devices(subsystem="block", DEVTYPE="disk")]
+    except Exception:  # no udev, no libudev, a sandbox: sysfs still answers
+        names = []
+    if not names:
+        try:
+            names = [p.name for p in sys_block.iterdir()]
+        except OSError:
+            return []
+    return sorted(n for n in names if (_read(sys_block / n / "size") or "0") != "0")
+
+
+def whole_disk(dev_name: str, sys_class: Path = Path("/sys/class/block")) -> list[str]:
+    """The whole disks under a block device: sdb1 -> sdb, dm-3 -> its slaves' disks."""
+    d = sys_class / dev_name
+    if (d / "partition").exists():
+        return [Path(os.path.realpath(d)).parent.name]
+    slaves = d / "slaves"
+    if slaves.is_dir():
+        found = []
+        for s in sorted(slaves.iterdir()):
+            found += whole_disk(s.name, sys_class)
+        if found:
+            return found
+    return [dev_name]
+
+
+def open_block_devices(pid: int) -> tuple[str, ...]:
+    """Kernel names of the whole disks a process holds open (BlueStore keeps its device open)."""
+    fd_dir = Path(f"/proc/{pid}/fd")
+    names: set[str] = set()
+    try:
+        entries = list(fd_dir.iterdir())
+    except OSError:
+        return ()
+    for fd in entries:
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("/dev/") and not target.startswith(("/dev/pts", "/dev/null")):
+            dev = Path(target).name
+            if (Path("/sys/class/block") / dev).exists():
+                names.update(whole_disk(dev))
+    return tuple(sorted(names))
+
+
+# ---- the source ------------------------------------------------------------------
+
+
+@dataclass
+class _ProcSample:
+    cpu: float  # user + system seconds
+    at: float
+    devices: tuple[str, ...]
+    devices_at: float
+
+
+class HostSource:
+    """This host's storage daemons and disks. Rates need two polls; the first gives None."""
+
+    name = "host"
+
+    def __init__(self, ceph_conf: str | None = None, hostname: str | None = None,
+                 proc_names: Iterable[str] = OSD_NAMES) -> None:
+        self.hostname = hostname or short_hostname()
+        self.proc_names = frozenset(proc_names)
+        # Only OSDs of the watched cluster: two clusters on one host both have an osd.0.
+        self.fsid = fsid_from_conf(ceph_conf) if ceph_conf else None
+        self._fsids: dict[str, str | None] = {}
+        self._procs: dict[tuple[int, float], _ProcSample] = {}
+        self._disks: tuple[float, dict[str, DiskCounters]] | None = None
+
+    def close(self) -> None:
+        pass
+
+    def poll(self) -> Partial:
+        now = time.monotonic()
+        daemons = self._poll_daemons(now)
+        disks = self._poll_disks(now, daemons)
+        return Partial(source=self.name, time=time.time(), daemons=daemons, disks=disks)
+
+    def _belongs(self, argv: list[str]) -> bool:
+        if self.fsid is None:
+            return True
+        conf = conf_from_argv(argv)
+        if conf not in self._fsids:
+            self._fsids[conf] = fsid_from_conf(conf)
+        return self._fsids[conf] == self.fsid
+
+    def _poll_daemons(self, now: float) -> dict[str, Daemon]:
+        out: dict[str, Daemon] = {}
+        seen: set[tuple[int, float]] = set()
+        for p in psutil.process_iter(["name", "cmdline", "create_time"]):
+            try:
+                name = p.info["name"] or ""
+                argv = p.info["cmdline"] or []
+                if name in self.proc_names:
+                    osd = osd_id_from_argv(argv)
+                    if osd is None or not self._belongs(argv):
+                        continue
+                    daemon_id, kind = f"osd.{osd}", "osd"
+                elif "chunkserver" in name:
+                    addr = chunkserver_addr_from_argv(argv)
+                    if addr is None:
+                        continue
+                    daemon_id, kind = addr, "chunkserver"
+                else:
+                    continue
+                key = (p.pid, p.info["create_time"])
+                seen.add(key)
+                with p.oneshot():
+                    t = p.cpu_times()
+                    cpu = t.user + t.system
+                    threads = p.num_threads()
+                    rss = p.memory_info().rss
+                    affinity = len(p.cpu_affinity())
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+            prev = self._procs.get(key)
+            used = None
+            if prev is not None and now > prev.at:
+                used = max(0.0, (cpu - prev.cpu) / (now - prev.at))
+            if prev is None or now - prev.devices_at >= FD_REFRESH:
+                devices, devices_at = open_block_devices(p.pid), now
+            else:
+                devices, devices_at = prev.devices, prev.devices_at
+            self._procs[key] = _ProcSample(cpu, now, devices, devices_at)
+            quota = cgroup_cpu_limit(p.pid)
+            allowed = float(affinity) if quota is None else min(float(affinity), quota)
+            out[daemon_id] = Daemon(id=daemon_id, kind=kind, host=self.hostname, pid=p.pid,
+                                    devices=devices or None, cores_used=used,
+                                    cores_allowed=allowed, threads=threads, rss_bytes=rss)
+        for key in set(self._procs) - seen:
+            del self._procs[key]
+        return out
+
+    def _poll_disks(self, now: float, daemons: Mapping[str, Daemon]) -> dict[str, Disk]:
+        try:
+            counters = parse_diskstats(Path("/proc/diskstats").read_text())
+        except OSError:
+            return {}
+        prev, self._disks = self._disks, (now, counters)
+        holders: dict[str, list[str]] = {}
+        for d in daemons.values():
+            for dev in d.devices or ():
+                holders.setdefault(dev, []).append(d.id)
+        out = {}
+        for name in list_disks():
+            info = disk_info(name)
+            rates = None
+            if prev is not None and name in counters and name in prev[1] and now > prev[0]:
+                rates = disk_rates(prev[1][name], counters[name], now - prev[0])
+            disk = Disk(
+                host=self.hostname, name=name,
+                util=rates.util if rates else None,
+                read_iops=rates.read_iops if rates else None,
+                write_iops=rates.write_iops if rates else None,
+                read_bps=rates.read_bps if rates else None,
+                write_bps=rates.write_bps if rates else None,
+                read_await=rates.read_await if rates else None,
+                write_await=rates.write_await if rates else None,
+                queue_depth=rates.queue_depth if rates else None,
+                rotational=info.rotational, write_cache=info.write_cache,
+                device_cache=info.device_cache, model=info.model, transport=info.transport,
+                virtual=info.virtual, daemons=tuple(sorted(holders.get(name, ()))))
+            out[disk.key] = disk
+        return out

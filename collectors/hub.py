@@ -1,0 +1,247 @@
+"""The hub: runs each source in its own worker thread, merges their partials into Snapshots.
+
+A source that is slow or hangs delays nobody: its thread alone waits, and
+the hub keeps showing its last good values marked stale, with the error,
+until it answers again. Snapshots go into a bounded History from which
+windows and series (sparklines, rule windows) are read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from collectors.model import Cluster, Daemon, Disk, Partial, Snapshot, SourceHealth, merge_records
+
+
+class Source(Protocol):
+    name: str
+
+    def poll(self) -> Partial: ...
+
+    def close(self) -> None: ...
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text and text[0] else type(exc).__name__
+
+
+@dataclass
+class _State:
+    """What the hub knows of one source; written by its worker, read under the lock."""
+
+    partial: Partial | None = None
+    last_success: float | None = None  # wall clock
+    error: str | None = None
+    polling_since: float | None = None  # monotonic; set while a poll runs
+    polls: int = 0  # completed polls, good or bad
+    good_polls: int = 0
+    poll_seconds: float | None = None
+    last_failed: bool = False  # the last poll raised: what we hold is from before
+
+
+class History:
+    """The last N snapshots, oldest first."""
+
+    def __init__(self, maxlen: int = 600) -> None:
+        self._items: deque[Snapshot] = deque(maxlen=maxlen)
+        self._lock = threading.Lock()
+
+    def append(self, snap: Snapshot) -> None:
+        with self._lock:
+            self._items.append(snap)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[Snapshot]:
+        with self._lock:
+            return iter(list(self._items))
+
+    @property
+    def latest(self) -> Snapshot | None:
+        with self._lock:
+            return self._items[-1] if self._items else None
+
+    def window(self, seconds: float, now: float | None = None) -> list[Snapshot]:
+        with self._lock:
+            items = list(self._items)
+        if not items:
+            return []
+        end = now if now is not None else items[-1].time
+        return [s for s in items if end - s.time <= seconds]
+
+    def series(self, value: Callable[[Snapshot], float | None],
+               seconds: float | None = None) -> list[tuple[float, float]]:
+        """(time, value) pairs where `value` is known, for sparklines and rule windows."""
+        snaps = self.window(seconds) if seconds is not None else list(self)
+        out = []
+        for s in snaps:
+            v = value(s)
+            if v is not None:
+                out.append((s.time, v))
+        return out
+
+
+class Hub:
+    """Polls sources every `interval` seconds, each in its own thread."""
+
+    def __init__(self, sources: Sequence[Source], interval: float = 1.0,
+                 timeout: float = 10.0, history: int = 600) -> None:
+        if not sources:
+            raise ValueError("a hub needs at least one source")
+        self.sources = list(sources)  # in merge priority order: first wins
+        self.interval = interval
+        self.timeout = timeout
+        self.history = History(history)
+        self._states = {s.name: _State() for s in self.sources}
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # -- workers --
+
+    def start(self) -> None:
+        for src in self.sources:
+            t = threading.Thread(target=self._work, args=(src,), name=f"source-{src.name}",
+                                 daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self, wait: float = 2.0) -> None:
+        self._stop.set()
+        deadline = time.monotonic() + wait
+        for src, t in zip(self.sources, self._threads, strict=False):
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+            # Closing a librados handle under a command still in flight can
+            # crash in C; a hung worker is a daemon thread and dies with us.
+            if not t.is_alive():
+                with contextlib.suppress(Exception):
+                    src.close()
+
+    def _work(self, src: Source) -> None:
+        st = self._states[src.name]
+        while not self._stop.is_set():
+            started = time.monotonic()
+            with self._lock:
+                st.polling_since = started
+            try:
+                partial = src.poll()
+            except Exception as exc:  # a source's fault is data for the screen, not a crash
+                with self._changed:
+                    st.error = one_line(exc)
+                    st.last_failed = True
+                    st.polls += 1
+                    st.polling_since = None
+                    st.poll_seconds = time.monotonic() - started
+                    self._changed.notify_all()
+            else:
+                with self._changed:
+                    st.partial = partial
+                    st.last_success = partial.time
+                    st.error = "; ".join(partial.errors) if partial.errors else None
+                    st.last_failed = False
+                    st.polls += 1
+                    st.good_polls += 1
+                    st.polling_since = None
+                    st.poll_seconds = time.monotonic() - started
+                    self._changed.notify_all()
+            left = self.interval - (time.monotonic() - started)
+            if left > 0:
+                self._stop.wait(left)
+
+    def set_interval(self, seconds: float) -> None:
+        self.interval = max(0.1, seconds)
+
+    def wait_polls(self, count: int, timeout: float) -> bool:
+        """Wait until every source has completed `count` polls (good or bad) or is hung."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                now = time.monotonic()
+                if all(st.polls >= count or self._hung(st, now) for st in self._states.values()):
+                    return True
+                if now >= deadline:
+                    return False
+                self._changed.wait(min(0.1, deadline - now))
+
+    def _hung(self, st: _State, now: float) -> bool:
+        return st.polling_since is not None and now - st.polling_since > self.timeout
+
+    # -- snapshots --
+
+    def health(self) -> dict[str, SourceHealth]:
+        now = time.monotonic()
+        out = {}
+        with self._lock:
+            for name, st in self._states.items():
+                hung = self._hung(st, now)
+                error = st.error
+                if hung:
+                    error = f"no answer for {now - st.polling_since:.0f} s"  # type: ignore[operator]
+                # A poll that answered with some commands failing is not ok, but
+                # its values are current; only a failed or hung poll makes them stale.
+                out[name] = SourceHealth(
+                    name=name, ok=error is None and st.partial is not None,
+                    last_success=st.last_success, error=error,
+                    stale=st.partial is not None and (st.last_failed or hung),
+                    poll_seconds=st.poll_seconds)
+        return out
+
+    def snapshot(self) -> Snapshot:
+        """Merge the latest partial of every source into one Snapshot and keep it in History."""
+        health = self.health()
+        with self._lock:
+            partials = [self._states[s.name].partial for s in self.sources]
+        snap = merge([p for p in partials if p is not None], health)
+        self.history.append(snap)
+        return snap
+
+
+def merge(partials: Iterable[Partial], health: dict[str, SourceHealth] | None = None,
+          now: float | None = None) -> Snapshot:
+    """Partials in priority order -> one Snapshot; disks learn which daemons sit on them."""
+    parts = list(partials)
+    clusters = [p.cluster for p in parts if p.cluster is not None]
+    cluster: Cluster | None = merge_records(clusters) if clusters else None
+
+    by_id: dict[str, list[Daemon]] = {}
+    for p in parts:
+        for key, d in p.daemons.items():
+            by_id.setdefault(key, []).append(d)
+    daemons = {key: merge_records(ds) for key, ds in sorted(by_id.items(), key=_daemon_order)}
+
+    by_disk: dict[str, list[Disk]] = {}
+    for p in parts:
+        for key, disk in p.disks.items():
+            by_disk.setdefault(key, []).append(disk)
+    holders: dict[str, set[str]] = {}
+    for d in daemons.values():
+        if d.host:
+            for dev in d.devices or ():
+                holders.setdefault(f"{d.host}:/dev/{dev}", set()).add(d.id)
+    disks = {}
+    for key, ds in sorted(by_disk.items()):
+        disk = merge_records(ds)
+        on_it = holders.get(key, set()).union(*(x.daemons for x in ds))
+        if on_it != set(disk.daemons):
+            disk = replace(disk, daemons=tuple(sorted(on_it, key=_id_order)))
+        disks[key] = disk
+    return Snapshot(time=now if now is not None else time.time(), cluster=cluster,
+                    daemons=daemons, disks=disks, sources=health or {})
+
+
+def _id_order(daemon_id: str) -> tuple[str, int, str]:
+    kind, _, num = daemon_id.partition(".")
+    return (kind, int(num), "") if num.isdigit() else (daemon_id, 0, "")
+
+
+def _daemon_order(item: tuple[str, object]) -> tuple[str, int, str]:
+    return _id_order(item[0])

@@ -1,0 +1,276 @@
+"""The immutable Snapshot every view and advisor reads, and the partial snapshots sources make.
+
+Units are SI throughout: seconds, bytes, cores (float), ratios 0..1.
+Collectors convert at their boundary; displays convert back. A field is
+None when no source could say (unknown is not zero).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# ---- per daemon -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Daemon:
+    """A Ceph OSD ("osd.12") or a Curve chunkserver ("10.0.0.3:8200")."""
+
+    id: str
+    kind: str  # "osd" | "chunkserver"
+    host: str | None = None
+    devices: tuple[str, ...] | None = None  # kernel names: ("sdb",), ("nvme0n1",)
+    up: bool | None = None
+    in_: bool | None = None
+    objectstore: str | None = None
+    device_class: str | None = None
+    pid: int | None = None
+    cores_used: float | None = None
+    cores_allowed: float | None = None
+    threads: int | None = None
+    rss_bytes: int | None = None
+    read_iops: float | None = None
+    write_iops: float | None = None
+    read_bps: float | None = None
+    write_bps: float | None = None
+    commit_latency: float | None = None  # Ceph, seconds
+    apply_latency: float | None = None
+    op_read_latency: float | None = None
+    op_write_latency: float | None = None
+    raft_append_latency: float | None = None  # Curve, seconds
+    raft_send_latency: float | None = None
+    write_latency: float | None = None
+    pgs: int | None = None
+    primary_pgs: int | None = None
+    leaders: int | None = None
+    copysets: int | None = None
+    utilization: float | None = None  # of its capacity, 0..1
+    has_slow_ops: bool | None = None  # Ceph names the daemons, but counts only cluster-wide
+
+    @property
+    def iops(self) -> float | None:
+        if self.read_iops is None and self.write_iops is None:
+            return None
+        return (self.read_iops or 0.0) + (self.write_iops or 0.0)
+
+
+# ---- per disk ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Disk:
+    """A block device on a host, as iostat sees it, with its cache state and daemons."""
+
+    host: str
+    name: str  # kernel name: "sdb", "nvme0n1", "loop0"
+    util: float | None = None  # 0..1 of wall time busy
+    read_iops: float | None = None
+    write_iops: float | None = None
+    read_bps: float | None = None
+    write_bps: float | None = None
+    read_await: float | None = None  # seconds per completed read
+    write_await: float | None = None
+    queue_depth: float | None = None  # average requests in flight (aqu-sz)
+    rotational: bool | None = None
+    write_cache: str | None = None  # the kernel's view: "write back" | "write through"
+    device_cache: str | None = None  # the device's own, where readable (scsi_disk cache_type)
+    model: str | None = None
+    transport: str | None = None  # "nvme", "sata", "sas", "scsi", "virtio", "loop", ...
+    virtual: bool = False  # loop, dm, md, rbd, zram...: its "cache" is something else's
+    daemons: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.host}:/dev/{self.name}"
+
+
+# ---- cluster -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HealthCheck:
+    code: str  # "SLOW_OPS", "PG_AVAILABILITY", ...
+    severity: str  # "HEALTH_WARN" | "HEALTH_ERR"
+    summary: str
+    count: int | None = None
+    detail: tuple[str, ...] = ()
+    muted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    id: int
+    name: str
+    type: str  # "replicated" | "erasure"
+    size: int | None
+    min_size: int | None
+    pg_num: int
+    pgp_num: int | None = None
+    crush_rule: int | None = None
+    ec_profile: str | None = None
+    ec_k: int | None = None
+    ec_m: int | None = None
+    stripe_unit: int | None = None  # bytes
+    flags: tuple[str, ...] = ()
+    applications: tuple[str, ...] = ()
+    read_balance_score: float | None = None  # Reef+; may be inf or nan
+
+    @property
+    def ec_optimizations(self) -> bool:
+        return "ec_optimizations" in self.flags
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigOption:
+    """One option the rules need: does it exist here, can it change live, what is it set to."""
+
+    name: str
+    exists: bool
+    runtime: bool | None = None  # can_update_at_runtime
+    default: str | None = None
+    type: str | None = None
+    values: Mapping[str, str] = field(default_factory=dict)  # who ("osd", "osd.3") -> value
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    fsid: str | None = None
+    health: str | None = None  # HEALTH_OK | HEALTH_WARN | HEALTH_ERR
+    checks: tuple[HealthCheck, ...] = ()
+    num_pgs: int | None = None
+    pg_states: Mapping[str, int] = field(default_factory=dict)  # "active+clean" -> count
+    # PGs having each state word ("active", "clean", "peering", ...). Prometheus
+    # only knows these; librados' pg_states give them too (pg_flags_from_states).
+    pg_flags: Mapping[str, int] = field(default_factory=dict)
+    slow_ops: int | None = None
+    slow_ops_daemons: tuple[str, ...] = ()
+    osd_flags: tuple[str, ...] = ()
+    osdmap_epoch: int | None = None
+    num_osds: int | None = None
+    num_up_osds: int | None = None
+    num_in_osds: int | None = None
+    pools: tuple[Pool, ...] = ()
+    config: Mapping[str, ConfigOption] = field(default_factory=dict)
+    release: str | None = None  # "pacific", "reef", ...
+    version: str | None = None  # "16.2.15"; the oldest running, if mixed
+    versions_mixed: bool = False
+    client_read_iops: float | None = None
+    client_write_iops: float | None = None
+    client_read_bps: float | None = None
+    client_write_bps: float | None = None
+    recovering_bps: float | None = None
+
+    def pgs_in(self, *words: str) -> int:
+        """PGs whose state contains any of `words` ("peering", "degraded", ...)."""
+        if self.pg_states:
+            return sum(n for state, n in self.pg_states.items()
+                       if any(w in state.split("+") for w in words))
+        # Per-word counts overlap, so with several words this is a lower bound.
+        return max((self.pg_flags.get(w, 0) for w in words), default=0)
+
+    @property
+    def pgs_not_clean(self) -> int | None:
+        if self.num_pgs is None:
+            return None
+        if self.pg_states:
+            return self.num_pgs - self.pg_states.get("active+clean", 0)
+        if "clean" in self.pg_flags:
+            return self.num_pgs - self.pg_flags["clean"]
+        return None
+
+
+def pg_flags_from_states(states: Mapping[str, int]) -> dict[str, int]:
+    flags: dict[str, int] = {}
+    for state, n in states.items():
+        for word in state.split("+"):
+            flags[word] = flags.get(word, 0) + n
+    return flags
+
+
+# ---- sources and the whole ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SourceHealth:
+    name: str
+    ok: bool
+    last_success: float | None = None  # epoch seconds
+    error: str | None = None
+    stale: bool = False  # values shown are from last_success, not from now
+    poll_seconds: float | None = None  # how long the last poll took
+
+
+@dataclass(frozen=True, slots=True)
+class Partial:
+    """What one source saw in one poll. Fields it cannot see stay None/empty."""
+
+    source: str
+    time: float
+    cluster: Cluster | None = None
+    daemons: Mapping[str, Daemon] = field(default_factory=dict)
+    disks: Mapping[str, Disk] = field(default_factory=dict)  # keyed by Disk.key
+    errors: tuple[str, ...] = ()  # non-fatal: one command failed, the rest stand
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    time: float
+    cluster: Cluster | None
+    daemons: Mapping[str, Daemon]
+    disks: Mapping[str, Disk]
+    sources: Mapping[str, SourceHealth]
+
+    def source_ok(self, name: str) -> bool:
+        s = self.sources.get(name)
+        return s is not None and s.ok and not s.stale
+
+
+# ---- merging ------------------------------------------------------------------
+
+
+def merge_records(records: Iterable[T]) -> T:
+    """Field-wise merge: the first non-None (non-empty) value wins, in source priority order."""
+    items = list(records)
+    if len(items) == 1:
+        return items[0]
+    first = items[0]
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(first):  # type: ignore[arg-type]
+        for item in items:
+            v = getattr(item, f.name)
+            if v is not None and v != () and v != {}:
+                values[f.name] = v
+                break
+        else:
+            values[f.name] = getattr(first, f.name)
+    return type(first)(**values)
+
+
+# ---- to JSON -----------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {f.name.rstrip("_"): _plain(getattr(value, f.name))
+               for f in dataclasses.fields(value)}
+        for prop in ("iops", "key", "pgs_not_clean", "ec_optimizations"):
+            if hasattr(type(value), prop):
+                out[prop] = _plain(getattr(value, prop))
+        return out
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no inf/nan; keep the fact, as text
+    return value
+
+
+def to_json_dict(snapshot: Snapshot) -> dict[str, Any]:
+    return _plain(snapshot)

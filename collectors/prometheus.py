@@ -1,0 +1,249 @@
+"""The Prometheus source: the fleet view through PromQL, for a console far from the OSD hosts.
+
+It reads what ceph-mgr's prometheus module (9283), ceph-exporter (9926,
+Reef+), node_exporter and stormdeck's own exporter publish, and fills the
+same Snapshot model as librados and the host source. Every field is one
+PromQL expression, overridable, so a site's recording rules or relabelled
+series can be used instead.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from collectors.model import Cluster, Daemon, Disk, Partial, Pool
+
+RATE = "2m"  # at least four scrapes at the common 15-30 s intervals
+
+# Per-daemon series, keyed by their `ceph_daemon` label.
+DAEMON_QUERIES: dict[str, str] = {
+    "up": "ceph_osd_up",
+    "in_": "ceph_osd_in",
+    "commit_latency": "ceph_osd_commit_latency_ms / 1000",
+    "apply_latency": "ceph_osd_apply_latency_ms / 1000",
+    "read_iops": f"rate(ceph_osd_op_r[{RATE}])",
+    "write_iops": f"rate(ceph_osd_op_w[{RATE}])",
+    "read_bps": f"rate(ceph_osd_op_r_out_bytes[{RATE}])",
+    "write_bps": f"rate(ceph_osd_op_w_in_bytes[{RATE}])",
+    "op_read_latency": f"rate(ceph_osd_op_r_latency_sum[{RATE}])"
+                       f" / rate(ceph_osd_op_r_latency_count[{RATE}]) > -1",
+    "op_write_latency": f"rate(ceph_osd_op_w_latency_sum[{RATE}])"
+                        f" / rate(ceph_osd_op_w_latency_count[{RATE}]) > -1",
+    "pgs": "ceph_osd_numpg",
+    "utilization": "ceph_osd_stat_bytes_used / ceph_osd_stat_bytes",
+    # CPU: stormdeck's exporter where it runs, else ceph-exporter (Reef+, K7.1).
+    "cores_used": f"sum by (ceph_daemon) (rate(stormdeck_daemon_cpu_seconds_total[{RATE}]))"
+                  f" or sum by (ceph_daemon) (rate(ceph_exporter_cpu_total"
+                  f'{{mode=~"user|kernel|system"}}[{RATE}]))',
+    "cores_allowed": "stormdeck_daemon_cores_allowed",
+    "threads": "stormdeck_daemon_threads",
+    "rss_bytes": "stormdeck_daemon_rss_bytes",
+}
+INT_FIELDS = frozenset({"pgs", "threads", "rss_bytes"})
+BOOL_FIELDS = frozenset({"up", "in_"})
+
+# Disk series from node_exporter, given the host name through node_uname_info.
+_HOSTED = " * on(instance) group_left(nodename) node_uname_info"
+DISK_QUERIES: dict[str, str] = {
+    "util": f"rate(node_disk_io_time_seconds_total[{RATE}])" + _HOSTED,
+    "read_iops": f"rate(node_disk_reads_completed_total[{RATE}])" + _HOSTED,
+    "write_iops": f"rate(node_disk_writes_completed_total[{RATE}])" + _HOSTED,
+    "read_bps": f"rate(node_disk_read_bytes_total[{RATE}])" + _HOSTED,
+    "write_bps": f"rate(node_disk_written_bytes_total[{RATE}])" + _HOSTED,
+    "read_await": f"(rate(node_disk_read_time_seconds_total[{RATE}])"
+                  f" / rate(node_disk_reads_completed_total[{RATE}]) > -1)" + _HOSTED,
+    "write_await": f"(rate(node_disk_write_time_seconds_total[{RATE}])"
+                   f" / rate(node_disk_writes_completed_total[{RATE}]) > -1)" + _HOSTED,
+    "queue_depth": f"rate(node_disk_io_time_weighted_seconds_total[{RATE}])" + _HOSTED,
+}
+
+OTHER_QUERIES: dict[str, str] = {
+    "metadata": "ceph_osd_metadata",
+    "occupation": "ceph_disk_occupation",
+    "health": "ceph_health_status",
+    "slow_ops": "ceph_healthcheck_slow_ops",
+    "pg_total": "sum(ceph_pg_total)",
+    "pg_flags": 'sum by (__name__) ({__name__=~"ceph_pg_[a-z_]+", __name__!="ceph_pg_total"})',
+    "pools": "ceph_pool_metadata",
+    "pool_pgs": "ceph_pg_total",
+    "flags": '{__name__=~"ceph_osd_flag_.+"} == 1',
+    "disk_cache": "stormdeck_device_write_cache_on",
+}
+
+HEALTH = {0: "HEALTH_OK", 1: "HEALTH_WARN", 2: "HEALTH_ERR"}
+
+
+class PrometheusError(Exception):
+    """Prometheus did not answer or refused a query; the text says which."""
+
+
+def _value(sample: Mapping[str, Any]) -> float | None:
+    try:
+        v = float(sample["value"][1])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _short(host: str) -> str:
+    return host.split(".")[0]
+
+
+class PrometheusSource:
+    """Polls a Prometheus server. `queries` overrides any field's PromQL by name."""
+
+    name = "prometheus"
+
+    def __init__(self, url: str, timeout: float = 10.0,
+                 queries: Mapping[str, str] | None = None) -> None:
+        from prometheus_api_client import PrometheusConnect
+
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.queries = {**DAEMON_QUERIES, **DISK_QUERIES, **OTHER_QUERIES, **(queries or {})}
+        self._client = PrometheusConnect(url=self.url, disable_ssl=True, timeout=timeout)
+
+    def close(self) -> None:
+        self._client._session.close()
+
+    def query(self, name: str) -> list[dict[str, Any]]:
+        from prometheus_api_client import PrometheusApiClientException
+
+        expr = self.queries[name]
+        try:
+            result = self._client.custom_query(expr, timeout=self.timeout)
+        except PrometheusApiClientException as exc:
+            raise PrometheusError(f"Prometheus refused the {name} query: {exc}") from None
+        except Exception as exc:  # requests' connection errors and timeouts
+            raise PrometheusError(f"Prometheus at {self.url} did not answer: "
+                                  f"{type(exc).__name__}") from None
+        if not isinstance(result, list):
+            raise PrometheusError(f"Prometheus answered the {name} query with no vector")
+        return result
+
+    def poll(self) -> Partial:
+        # The first query doubles as the reachability check: if it fails, all fail.
+        health = self.query("health")
+        errors: list[str] = []
+
+        def q(name: str) -> list[dict[str, Any]]:
+            try:
+                return self.query(name)
+            except PrometheusError as exc:
+                errors.append(str(exc))
+                return []
+
+        fields: dict[str, dict[str, Any]] = {}
+        for field_name in DAEMON_QUERIES:
+            for s in q(field_name):
+                daemon = s.get("metric", {}).get("ceph_daemon")
+                v = _value(s)
+                if daemon is None or v is None:
+                    continue
+                if field_name in BOOL_FIELDS:
+                    v = v >= 1
+                elif field_name in INT_FIELDS:
+                    v = int(v)
+                fields.setdefault(daemon, {})[field_name] = v
+        for s in q("metadata"):
+            m = s.get("metric", {})
+            if "ceph_daemon" in m:
+                d = fields.setdefault(m["ceph_daemon"], {})
+                d["host"] = _short(m["hostname"]) if m.get("hostname") else None
+                d["device_class"] = m.get("device_class") or None
+                d["objectstore"] = m.get("objectstore") or None
+        for s in q("occupation"):
+            m = s.get("metric", {})
+            if "ceph_daemon" not in m:
+                continue
+            d = fields.setdefault(m["ceph_daemon"], {})
+            names = [x for x in m.get("devices", "").split(",") if x and x != "N/A"]
+            if not names and m.get("device", "").startswith("/dev/"):
+                names = [m["device"].removeprefix("/dev/")]
+            d["devices"] = tuple(sorted(set(d.get("devices", ())) | set(names)))
+            d.setdefault("host", _short(m["instance"]) if m.get("instance") else None)
+        daemons = {name: Daemon(id=name, kind="osd", **f) for name, f in fields.items()
+                   if name.startswith("osd.")}
+        disks = self._disks(q, daemons)
+        cluster = self._cluster(health, q)
+        return Partial(source=self.name, time=time.time(), cluster=cluster, daemons=daemons,
+                       disks=disks, errors=tuple(errors))
+
+    def _disks(self, q: Any, daemons: Mapping[str, Daemon]) -> dict[str, Disk]:
+        values: dict[tuple[str, str], dict[str, Any]] = {}
+        for field_name in DISK_QUERIES:
+            for s in q(field_name):
+                m = s.get("metric", {})
+                v = _value(s)
+                if v is None or not m.get("device") or not m.get("nodename"):
+                    continue
+                if field_name == "util":
+                    v = min(1.0, max(0.0, v))
+                values.setdefault((_short(m["nodename"]), m["device"]), {})[field_name] = v
+        for s in q("disk_cache"):
+            m = s.get("metric", {})
+            v = _value(s)
+            if v is not None and m.get("device") and m.get("hostname"):
+                key = (_short(m["hostname"]), m["device"])
+                values.setdefault(key, {})["write_cache"] = \
+                    "write back" if v >= 1 else "write through"
+        holders: dict[tuple[str, str], list[str]] = {}
+        for d in daemons.values():
+            for dev in d.devices or ():
+                if d.host:
+                    holders.setdefault((d.host, dev), []).append(d.id)
+        out = {}
+        for (host, dev), f in values.items():
+            disk = Disk(host=host, name=dev, daemons=tuple(sorted(holders.get((host, dev), ()))),
+                        **f)
+            out[disk.key] = disk
+        return out
+
+    def _cluster(self, health: list[dict[str, Any]], q: Any) -> Cluster:
+        status = _value(health[0]) if health else None
+        slow = q("slow_ops")
+        total = q("pg_total")
+        flags = {}
+        for s in q("pg_flags"):
+            name = s.get("metric", {}).get("__name__", "")
+            v = _value(s)
+            if name.startswith("ceph_pg_") and v is not None:
+                flags[name.removeprefix("ceph_pg_")] = int(v)
+        pool_pgs = {s["metric"].get("pool_id"): _value(s) for s in q("pool_pgs")}
+        pools = []
+        for s in q("pools"):
+            m = s.get("metric", {})
+            try:
+                pid = int(m["pool_id"])
+            except (KeyError, ValueError):
+                continue
+            desc = m.get("description", "")
+            erasure = m.get("type") == "erasure"
+            size = k = mm = None
+            if desc.startswith("replica:"):
+                size = int(desc.split(":")[1]) if desc.split(":")[1].isdigit() else None
+            elif desc.startswith("ec:") and "+" in desc:
+                try:
+                    k, mm = (int(x) for x in desc[3:].split("+"))
+                    size = k + mm
+                except ValueError:
+                    pass
+            pg = pool_pgs.get(m["pool_id"])
+            pools.append(Pool(id=pid, name=m.get("name", str(pid)),
+                              type="erasure" if erasure else "replicated",
+                              size=size, min_size=None, pg_num=int(pg) if pg else 0,
+                              ec_k=k, ec_m=mm))
+        # librados spells it nodeep-scrub; the exporter can only use underscores.
+        osd_flags = tuple(sorted(
+            s["metric"]["__name__"].removeprefix("ceph_osd_flag_").replace("nodeep_", "nodeep-")
+            for s in q("flags") if "__name__" in s.get("metric", {})))
+        num_pgs = _value(total[0]) if total else None
+        return Cluster(
+            health=HEALTH.get(int(status)) if status is not None else None,
+            num_pgs=int(num_pgs) if num_pgs is not None else None,
+            pg_flags=flags,
+            slow_ops=int(_value(slow[0]) or 0) if slow else None,
+            osd_flags=osd_flags, pools=tuple(sorted(pools, key=lambda p: p.id)))

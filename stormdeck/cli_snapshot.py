@@ -1,0 +1,155 @@
+"""`stormdeck snapshot`: one Snapshot, printed, for scripts and bug reports."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from stormdeck.sources import add_source_options, build_sources
+from stormdeck.text import printable
+
+CLUSTER_SOURCES = ("ceph", "prometheus")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("snapshot", help="print one snapshot of the cluster",
+                       description="Poll every source twice (so rates are real), merge, print. "
+                                   "Exits 0, or 3 when no cluster source could be read.")
+    p.add_argument("--json", action="store_true", help="the whole snapshot as JSON")
+    p.add_argument("--interval", type=float, default=1.0,
+                   help="seconds between the two polls (default 1)")
+    add_source_options(p)
+    p.set_defaults(handler=cmd_snapshot)
+
+
+def take_snapshot(args: argparse.Namespace):  # -> Snapshot
+    from collectors.hub import Hub
+
+    hub = Hub(build_sources(args), interval=max(0.2, args.interval), timeout=args.timeout)
+    hub.start()
+    try:
+        hub.wait_polls(2, timeout=args.timeout * 2 + args.interval + 1)
+        return hub.snapshot()
+    finally:
+        hub.stop()
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    from collectors.model import to_json_dict
+
+    snap = take_snapshot(args)
+    if args.json:
+        json.dump(to_json_dict(snap), sys.stdout, indent=1, allow_nan=False)
+        print()
+    else:
+        print(render_text(snap))
+    cluster_sources = [s for n, s in snap.sources.items() if n in CLUSTER_SOURCES]
+    if cluster_sources and not any(s.last_success for s in cluster_sources):
+        errors = "; ".join(f"{s.name}: {s.error}" for s in cluster_sources)
+        print(f"stormdeck: could not read the cluster ({printable(errors, 400)})",
+              file=sys.stderr)
+        return 3
+    return 0
+
+
+# ---- text rendering ----------------------------------------------------------------
+
+
+def _num(v: float | None, fmt: str = "{:.0f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v * 1000:.1f}ms"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:.0f}%"
+
+
+def _bytes(v: float | None) -> str:
+    if v is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(v) < 1024 or unit == "GiB":
+            return f"{v:.0f}{unit}" if unit == "B" else f"{v:.1f}{unit}"
+        v /= 1024
+    return f"{v:.1f}GiB"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*headers).rstrip(), *(fmt.format(*r).rstrip() for r in rows)]
+
+
+def render_text(snap) -> str:  # Snapshot -> str
+    p = printable
+    out: list[str] = []
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snap.time))
+    src = []
+    for s in snap.sources.values():
+        state = "ok" if s.ok else ("stale" if s.stale else "error")
+        took = f" {s.poll_seconds:.2f}s" if s.poll_seconds is not None else ""
+        src.append(f"{s.name} {state}{took}" + (f" ({p(s.error, 160)})" if s.error else ""))
+    out.append(f"snapshot {when}   sources: {', '.join(src)}")
+    c = snap.cluster
+    if c is not None:
+        ver = f"{p(c.release)} {p(c.version)}" if c.release else "version unknown"
+        if c.versions_mixed:
+            ver += " (mixed versions)"
+        out.append(f"cluster {p(c.fsid or '?')}  {p(c.health or '?')}  {ver}  "
+                   f"osdmap e{_num(c.osdmap_epoch)}  OSDs {_num(c.num_osds)}: "
+                   f"{_num(c.num_up_osds)} up, {_num(c.num_in_osds)} in")
+        for chk in c.checks:
+            out.append(f"  {p(chk.severity)} {p(chk.code)}: {p(chk.summary)}"
+                       + (" (muted)" if chk.muted else ""))
+        states = c.pg_states or c.pg_flags
+        out.append(f"pgs {_num(c.num_pgs)}: " + ", ".join(
+            f"{n} {p(k)}" for k, n in sorted(states.items(), key=lambda kv: -kv[1])))
+        out.append(f"client io: {_num(c.client_read_iops)} rd/s, {_num(c.client_write_iops)} "
+                   f"wr/s, {_bytes(c.client_read_bps)}/s rd, {_bytes(c.client_write_bps)}/s wr"
+                   f"; slow ops {_num(c.slow_ops)}"
+                   + (f" on {', '.join(p(d) for d in c.slow_ops_daemons)}"
+                      if c.slow_ops_daemons else "")
+                   + f"; flags: {', '.join(p(f) for f in c.osd_flags) or 'none'}")
+    if snap.daemons:
+        rows = []
+        for d in snap.daemons.values():
+            cores = f"{_num(d.cores_used, '{:.2f}')}/{_num(d.cores_allowed, '{:g}')}"
+            rows.append([
+                p(d.id, 40), p(d.host or "-", 30),
+                "up" if d.up else ("down" if d.up is False else "-"),
+                "in" if d.in_ else ("out" if d.in_ is False else "-"), cores,
+                f"{_num(d.read_iops)}/{_num(d.write_iops)}",
+                _ms(d.commit_latency if d.kind == "osd" else d.raft_append_latency),
+                _ms(d.apply_latency if d.kind == "osd" else d.raft_send_latency),
+                _num(d.pgs if d.kind == "osd" else d.copysets),
+                _num(d.primary_pgs if d.kind == "osd" else d.leaders),
+                p(",".join(d.devices or ()) or "-", 40), _pct(d.utilization)])
+        out.append("")
+        out += _table(["DAEMON", "HOST", "UP", "IN", "CORES", "IOPS r/w", "COMMIT", "APPLY",
+                       "PGS", "PRIMARY", "DEVICES", "FULL"], rows)
+    if snap.disks:
+        rows = []
+        for k in snap.disks.values():
+            rows.append([p(k.key, 60), _pct(k.util), _num(k.read_iops), _num(k.write_iops),
+                         _ms(k.read_await), _ms(k.write_await), _num(k.queue_depth, "{:.1f}"),
+                         p(k.write_cache or "-"), p(k.device_cache or "-"),
+                         p(k.transport or "-") + (" (virtual)" if k.virtual else ""),
+                         p(",".join(k.daemons) or "-", 60)])
+        out.append("")
+        out += _table(["DISK", "UTIL", "R/S", "W/S", "R_AWAIT", "W_AWAIT", "QUEUE",
+                       "KERNEL CACHE", "DEVICE CACHE", "TRANSPORT", "DAEMONS"], rows)
+    if c is not None and c.pools:
+        rows = [[str(pl.id), p(pl.name, 60), pl.type,
+                 _num(pl.size) + (f" ({pl.ec_k}+{pl.ec_m})" if pl.ec_k else ""),
+                 str(pl.pg_num), p(",".join(pl.flags) or "-", 60),
+                 _num(pl.read_balance_score, "{:.2f}")] for pl in c.pools]
+        out.append("")
+        out += _table(["POOL", "NAME", "TYPE", "SIZE", "PGS", "FLAGS", "READ BALANCE"], rows)
+    return "\n".join(out)

@@ -1,0 +1,76 @@
+"""Choosing the sources a command watches, from options that follow the `ceph` CLI's conventions."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from collectors.hub import Source
+from stormdeck.errors import UserError
+
+
+def add_source_options(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("what to watch")
+    g.add_argument("--ceph", action="store_true",
+                   help="watch a Ceph cluster through librados (implied by -c, --id, --name, "
+                        "and by CEPH_CONF or /etc/ceph/CLUSTER.conf when no other source is given)")
+    g.add_argument("-c", "--conf", default=None,
+                   help="ceph.conf of the cluster (default $CEPH_CONF, then /etc/ceph/ceph.conf)")
+    g.add_argument("--id", dest="client_id", default=None,
+                   help="client id for librados (as `ceph --id`: admin means client.admin)")
+    g.add_argument("--name", dest="client_name", default=None,
+                   help="full client name for librados (as `ceph --name client.admin`)")
+    g.add_argument("--keyring", default=None, help="keyring file for that client")
+    g.add_argument("--cluster", default="ceph", help="cluster name (default ceph)")
+    g.add_argument("--prometheus", metavar="URL", default=None,
+                   help="read the fleet through this Prometheus (http://host:9090)")
+    g.add_argument("--no-host", action="store_true",
+                   help="do not read this host's own daemons and disks")
+    g.add_argument("--timeout", type=float, default=10.0,
+                   help="seconds a source may take to answer (default 10)")
+
+
+def conf_path(args: argparse.Namespace) -> str | None:
+    if args.conf:
+        return args.conf
+    if os.environ.get("CEPH_CONF"):
+        return os.environ["CEPH_CONF"]
+    default = Path(f"/etc/ceph/{args.cluster}.conf")
+    return str(default) if default.exists() else None
+
+
+def build_sources(args: argparse.Namespace) -> list[Source]:
+    """Sources in merge priority: librados first, then this host, then Prometheus."""
+    explicit_ceph = bool(args.ceph or args.conf or args.client_id or args.client_name
+                         or args.keyring)
+    conf = conf_path(args)
+    want_ceph = explicit_ceph or (args.prometheus is None and conf is not None)
+    if args.conf and not Path(args.conf).is_file():
+        raise UserError(f"no such ceph.conf: {args.conf}")
+    if args.keyring and not Path(args.keyring).is_file():
+        raise UserError(f"no such keyring: {args.keyring}")
+    if args.timeout <= 0:
+        raise UserError("--timeout must be above zero")
+    if not want_ceph and args.prometheus is None:
+        raise UserError("no cluster to watch: give -c CONF (or set CEPH_CONF) for Ceph, "
+                        "or --prometheus URL", exit_code=3)
+    sources: list[Source] = []
+    if want_ceph:
+        from collectors.ceph import CephSource
+
+        name = args.client_name or (f"client.{args.client_id}" if args.client_id else None)
+        sources.append(CephSource(conffile=conf, client_name=name, keyring=args.keyring,
+                                  cluster=args.cluster, timeout=args.timeout))
+    if not args.no_host:
+        from collectors.host import HostSource
+
+        sources.append(HostSource(ceph_conf=conf if want_ceph else None))
+    if args.prometheus:
+        if not args.prometheus.startswith(("http://", "https://")):
+            raise UserError(f"--prometheus wants a URL like http://127.0.0.1:9090, "
+                            f"not {args.prometheus!r}")
+        from collectors.prometheus import PrometheusSource
+
+        sources.append(PrometheusSource(args.prometheus, timeout=args.timeout))
+    return sources
