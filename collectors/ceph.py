@@ -164,21 +164,25 @@ def _human(text: str, units: Mapping[str, float]) -> float:
 def parse_osd_status(raw: bytes) -> dict[int, OsdIO]:
     """`osd status`: per-OSD client IO rates.
 
-    Quincy and later answer JSON; Pacific answers only its table, whatever
-    format is asked (ID HOST USED AVAIL WR-OPS WR-DATA RD-OPS RD-DATA STATE),
-    with ops in powers of 1000 and data in powers of 1024.
+    Quincy and later answer JSON ({"OSDs": [{"id", "host name", "write ops
+    rate", ...}]}, keys with spaces, as the status module writes them);
+    Pacific answers only its table whatever format is asked (ID HOST USED
+    AVAIL WR-OPS WR-DATA RD-OPS RD-DATA STATE), ops in powers of 1000 and
+    data in powers of 1024 (mgr_util.format_dimless / format_bytes).
     """
     text = raw.decode(errors="replace").strip()
     if text.startswith(("[", "{")):
         data = json.loads(text)
-        rows = data.get("OSDs", data) if isinstance(data, dict) else data
-        return {int(r["id"]): OsdIO(r.get("host_name") or r.get("hostname"),
-                                    float(r.get("rd_ops", 0)), float(r.get("wr_ops", 0)),
-                                    float(r.get("rd_data", 0)), float(r.get("wr_data", 0)),
-                                    ",".join(r.get("state", [])) if isinstance(r.get("state"),
-                                                                                list)
-                                    else str(r.get("state", "")))
-                for r in rows}
+        rows = data["OSDs"] if isinstance(data, dict) else data
+        out_json = {}
+        for r in rows:
+            state = r.get("state", "")
+            out_json[int(r["id"])] = OsdIO(
+                r.get("host name") or None, float(r.get("read ops rate", 0)),
+                float(r.get("write ops rate", 0)), float(r.get("read byte rate", 0)),
+                float(r.get("write byte rate", 0)),
+                ",".join(state) if isinstance(state, list) else str(state))
+        return out_json
     lines = text.splitlines()
     if not lines or not lines[0].split() or lines[0].split()[0] != "ID":
         raise ValueError("osd status: neither JSON nor the status table")
@@ -366,7 +370,7 @@ Send = Callable[[str, dict[str, Any], float], bytes]
 @dataclass
 class _Cached:
     value: Any = None
-    at: float = 0.0  # monotonic time of the last success
+    at: float | None = None  # monotonic time of the last success; None: never
     error: str | None = None
 
 
@@ -438,7 +442,7 @@ class CephSource:
 
     def _due(self, key: str, every: float, now: float) -> bool:
         c = self._cache.get(key)
-        return c is None or c.error is not None or now - c.at >= every
+        return c is None or c.at is None or c.error is not None or now - c.at >= every
 
     def _run(self, key: str, every: float, now: float, fetch: Callable[[], Any],
              errors: list[str]) -> Any:

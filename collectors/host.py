@@ -103,7 +103,7 @@ def cgroup_cpu_limit(pid: int, proc: Path = Path("/proc"),
     for line in lines:
         hid, controllers, path = line.split(":", 2)
         if hid == "0" and controllers == "":
-            base = cgroup_root
+            base = _v2_mount(cgroup_root)
             read = _v2_limit
         elif "cpu" in controllers.split(","):
             base = _v1_cpu_mount(cgroup_root, controllers)
@@ -122,6 +122,14 @@ def cgroup_cpu_limit(pid: int, proc: Path = Path("/proc"),
                 break
             here = here.parent
     return min(limits) if limits else None
+
+
+def _v2_mount(root: Path) -> Path | None:
+    # Unified hierarchy at the root, or beside the v1 controllers (hybrid mode).
+    for candidate in (root, root / "unified"):
+        if (candidate / "cgroup.controllers").exists():
+            return candidate
+    return None
 
 
 def _v1_cpu_mount(root: Path, controllers: str) -> Path | None:

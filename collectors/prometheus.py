@@ -32,6 +32,8 @@ DAEMON_QUERIES: dict[str, str] = {
                        f" / rate(ceph_osd_op_r_latency_count[{RATE}]) > -1",
     "op_write_latency": f"rate(ceph_osd_op_w_latency_sum[{RATE}])"
                         f" / rate(ceph_osd_op_w_latency_count[{RATE}]) > -1",
+    # PGs instantiated on the OSD, strays awaiting removal included; librados'
+    # `osd df` counts PGs mapped to it. They agree once strays are purged.
     "pgs": "ceph_osd_numpg",
     "utilization": "ceph_osd_stat_bytes_used / ceph_osd_stat_bytes",
     # CPU: stormdeck's exporter where it runs, else ceph-exporter (Reef+, K7.1).

@@ -455,6 +455,8 @@ class Lab:
             f"--web.listen-address=127.0.0.1:{ports.node_exporter}",
             # Also the marker that makes this process ours to stop.
             f"--collector.textfile.directory={d}/textfile",
+            # The default leaves out loop devices, which are the lab's OSD disks.
+            r"--collector.diskstats.device-exclude=^(ram|fd)\d+$",
         ]))
         self._start(state, Proc("prometheus", [
             _binary("prometheus"),
@@ -609,6 +611,30 @@ class Lab:
         self._progress(f"osd.{osd_id} killed and marked down; starting it again")
         self._start(state, proc)
         return proc
+
+    def stop_daemon(self, name: str) -> None:
+        """Stop one of the lab's processes (for fault rehearsals); `start_daemon` brings it back."""
+        state = self._require_known(name)
+        proc = state.procs[name]
+        if not procs.stop(proc.pid, self._marker()):
+            raise LabError(f"{name} is not running")
+
+    def start_daemon(self, name: str) -> Proc:
+        state = self._require_known(name)
+        proc = state.procs[name]
+        if self.alive(proc):
+            raise LabError(f"{name} is already running (pid {proc.pid})")
+        self._start(state, proc)
+        return proc
+
+    def _require_known(self, name: str) -> State:
+        state = self.read_state()
+        if state is None:
+            raise LabError(f"no lab in {self.dir}; start one with `stormdeck lab up`")
+        if name not in state.procs or name == "load":
+            known = ", ".join(n for n in state.procs if n != "load")
+            raise LabError(f"the lab has no daemon {name!r} (it has {known})")
+        return state
 
     def _osd_is_up(self, osd_id: int) -> bool:
         dump = self.ceph("osd", "dump")

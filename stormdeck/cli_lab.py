@@ -80,6 +80,14 @@ def register(sub: Any) -> None:
                        help="seconds to wait for active+clean (default 600)")
     storm.set_defaults(handler=cmd_storm)
 
+    for action, verb in (("stop", "stop"), ("start", "start again")):
+        one = lab_sub.add_parser(action, parents=[common], help=f"{verb} one lab daemon",
+                                 description=f"{verb.capitalize()} one of the lab's processes "
+                                             "by name (mon.a, mgr.x, osd.N, prometheus, "
+                                             "node-exporter): for fault rehearsals.")
+        one.add_argument("daemon", help="the daemon's name, as `lab status` lists it")
+        one.set_defaults(handler=cmd_stop if action == "stop" else cmd_start)
+
 
 def cmd_up(args: argparse.Namespace) -> int:
     ports = Ports(mon=args.mon_port, mgr_prometheus=args.mgr_port,
@@ -172,4 +180,16 @@ def cmd_storm(args: argparse.Namespace) -> int:
     total, _ = lab.pg_counts()
     print(f"storm over: all {total} PGs active+clean {time.monotonic() - start:.1f} s after it "
           "began")
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    Lab(args.dir).stop_daemon(args.daemon)
+    print(f"{args.daemon} stopped; bring it back with `stormdeck lab start {args.daemon}`")
+    return 0
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    proc = Lab(args.dir).start_daemon(args.daemon)
+    print(f"{args.daemon} started (pid {proc.pid})")
     return 0

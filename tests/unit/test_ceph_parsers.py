@@ -1,0 +1,234 @@
+"""Ceph parsers on outputs captured from the lab (Pacific 16.2.15) and on newer releases' shapes."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from collectors.ceph import (
+    CephSource,
+    _Cached,
+    count_primaries,
+    parse_config_dump,
+    parse_config_help,
+    parse_health,
+    parse_osd_df,
+    parse_osd_dump,
+    parse_osd_metadata,
+    parse_osd_perf,
+    parse_osd_status,
+    parse_pools,
+    parse_status,
+    parse_versions,
+)
+from tests.conftest import DATA
+
+PAC = DATA / "pacific"
+
+
+def load(name: str):
+    return json.loads((PAC / name).read_text())
+
+
+def test_status_clean() -> None:
+    s = parse_status(load("status.json"))
+    assert s["health"] == "HEALTH_OK"
+    assert s["num_pgs"] == 97 and s["pg_states"] == {"active+clean": 97}
+    assert s["pg_flags"] == {"active": 97, "clean": 97}
+    assert (s["num_osds"], s["num_up_osds"], s["num_in_osds"]) == (3, 3, 3)
+    assert s["client_write_iops"] == 1554 and s["client_read_iops"] == 0
+    assert s["client_write_bps"] == 6367734
+
+
+def test_status_during_an_osd_restart() -> None:
+    s = parse_status(load("status_storm.json"))
+    assert s["health"] == "HEALTH_WARN"
+    assert s["num_up_osds"] == 2 and s["num_osds"] == 3
+
+
+def test_status_of_an_older_release_nests_osdmap() -> None:
+    s = parse_status({"osdmap": {"osdmap": {"epoch": 7, "num_osds": 2, "num_up_osds": 1,
+                                            "num_in_osds": 2}}, "pgmap": {}})
+    assert (s["osdmap_epoch"], s["num_up_osds"]) == (7, 1)
+    assert s["client_read_iops"] == 0.0  # Ceph omits zero rates
+
+
+def test_health_with_an_osd_down() -> None:
+    checks, slow, daemons = parse_health(load("health_detail_storm.json"))
+    assert [c.code for c in checks] == ["OSD_DOWN"]
+    assert checks[0].count == 1 and checks[0].severity == "HEALTH_WARN"
+    assert checks[0].detail == ("osd.2 (root=default,host=vm) is down",)
+    assert (slow, daemons) == (0, ())
+
+
+@pytest.mark.parametrize(("message", "count", "daemons"), [
+    # Summary forms written by the monitor (src/mon/HealthMonitor.cc).
+    ("12 slow ops, oldest one blocked for 174 sec, daemons [osd.2,osd.3] have slow ops.",
+     12, ("osd.2", "osd.3")),
+    ("1 slow ops, oldest one blocked for 31 sec, osd.7 has slow ops", 1, ("osd.7",)),
+    ("1597 slow ops, oldest one blocked for 16139 sec, daemons "
+     "[osd.0,osd.10,osd.13,osd.19,osd.22,osd.27,osd.29,osd.3,osd.35,osd.36]... have slow ops.",
+     1597, ("osd.0", "osd.10", "osd.13", "osd.19", "osd.22", "osd.27", "osd.29", "osd.3",
+            "osd.35", "osd.36")),
+    ("10 slow ops, oldest one blocked for 3193 sec, daemons [mon.a,mon.b] have slow ops.",
+     10, ("mon.a", "mon.b")),
+])
+def test_health_slow_ops(message: str, count: int, daemons: tuple[str, ...]) -> None:
+    d = {"status": "HEALTH_WARN", "checks": {"SLOW_OPS": {
+        "severity": "HEALTH_WARN", "summary": {"message": message, "count": count},
+        "detail": [], "muted": False}}}
+    checks, slow, found = parse_health(d)
+    assert slow == count and found == daemons
+    assert checks[0].code == "SLOW_OPS"
+
+
+def test_osd_perf_in_seconds() -> None:
+    perf = parse_osd_perf(load("osd_perf.json"))
+    assert perf == {2: (0.003, 0.003), 1: (0.004, 0.004), 0: (0.004, 0.004)}
+    # Before the osdstats wrapper, and ms only.
+    assert parse_osd_perf({"osd_perf_infos": [{"id": 5, "perf_stats": {
+        "commit_latency_ms": 12, "apply_latency_ms": 3}}]}) == {5: (0.012, 0.003)}
+
+
+def test_osd_status_pacific_table() -> None:
+    io = parse_osd_status((PAC / "osd_status_table.txt").read_bytes())
+    assert sorted(io) == [0, 1, 2]
+    assert io[0].write_iops == 404 and io[0].read_iops == 0
+    assert io[0].write_bps == 1619 * 1024  # "1619k": format_bytes is binary
+    assert io[2].host == "vm" and io[2].state == "exists,up"
+
+
+def test_osd_status_table_units() -> None:
+    table = (b"ID  HOST   USED  AVAIL  WR OPS  WR DATA  RD OPS  RD DATA  STATE\n"
+             b" 7  node-1  1.2T  2.3T  12.5k  3.5M  1000  0  exists,up\n"
+             b" 8  node-2  0  0  0  0  0  0  autoout,exists\n")
+    io = parse_osd_status(table)
+    assert io[7].write_iops == 12500 and io[7].write_bps == 3.5 * (1 << 20)
+    assert io[7].read_iops == 1000 and io[8].state == "autoout,exists"
+
+
+def test_osd_status_json_of_newer_releases() -> None:
+    # The keys the status module writes from Quincy on, spaces and all.
+    raw = json.dumps({"OSDs": [{"id": 3, "host name": "n1", "kb used": 1, "kb available": 2,
+                                "write ops rate": 120, "write byte rate": 4096,
+                                "read ops rate": 30, "read byte rate": 8192,
+                                "state": ["exists", "up"]}]}).encode()
+    io = parse_osd_status(raw)[3]
+    assert (io.host, io.write_iops, io.read_iops, io.write_bps, io.read_bps, io.state) == \
+        ("n1", 120, 30, 4096, 8192, "exists,up")
+
+
+@pytest.mark.parametrize("raw", [b"", b"garbage", b"{", b'{"OSDs": [{"id": "x"}]}',
+                                 b"ID HOST\n 1 h 2 3 four 5 6 7 up\n"])
+def test_osd_status_malformed(raw: bytes) -> None:
+    with pytest.raises((ValueError, KeyError, TypeError)):
+        parse_osd_status(raw)
+
+
+def test_osd_df() -> None:
+    df = parse_osd_df(load("osd_df.json"))
+    assert df[0].pgs == 34 and df[0].device_class == "hdd"
+    assert df[0].up is True and df[0].in_ is True
+    assert 0 < df[0].utilization < 1
+
+
+def test_osd_metadata_maps_devices_and_host() -> None:
+    meta = parse_osd_metadata(load("osd_metadata.json"))
+    assert meta[0].devices == ("loop0",) and meta[0].host == "vm"
+    assert meta[1].objectstore == "bluestore" and meta[1].rotational is True
+    assert meta[2].release == "pacific" and meta[2].version == "16.2.15"
+
+
+def test_primaries_sum_to_the_pg_count() -> None:
+    raw = (PAC / "pg_dump_pgs_brief.json").read_bytes()
+    counts, total = count_primaries(raw)
+    as_json = json.loads(raw)["pg_stats"]
+    assert total == len(as_json)
+    assert sum(counts.values()) == total
+    assert counts[0] == sum(1 for p in as_json if p["acting_primary"] == 0)
+
+
+def test_primaries_from_a_bare_list_and_unmapped_pgs() -> None:
+    raw = json.dumps([{"pgid": "1.0", "state": "active", "acting_primary": 4},
+                      {"pgid": "1.1", "state": "unknown", "acting_primary": -1}]).encode()
+    assert count_primaries(raw) == ({4: 1}, 2)
+
+
+@pytest.mark.parametrize("raw", [b"", b"not json", b'{"pg_stats": [{"pgid": "1.0"',
+                                 b'[{"pgid": "1.0", "state": "x"}]'])
+def test_primaries_malformed(raw: bytes) -> None:
+    with pytest.raises(ValueError):
+        count_primaries(raw)
+
+
+def test_osd_dump_flags_and_up_in() -> None:
+    d = parse_osd_dump(load("osd_dump.json"))
+    assert d["osds"] == {0: (True, True), 1: (True, True), 2: (True, True)}
+    assert "sortbitwise" in d["flags"]
+    assert parse_osd_dump({"flags": "noout,noscrub", "osds": []})["flags"] == \
+        ("noout", "noscrub")
+
+
+def test_pools_replicated_from_capture() -> None:
+    pools = parse_pools(load("osd_pool_ls_detail.json"), {})
+    by_name = {p.name: p for p in pools}
+    assert by_name["x"].pg_num == 64 and by_name["x"].type == "replicated"
+    assert by_name["x"].size == 1 and by_name["x"].read_balance_score is None
+    assert by_name["device_health_metrics"].applications == ("mgr_devicehealth",)
+
+
+def test_pools_erasure_and_read_balance_of_newer_releases() -> None:
+    rows = [{"pool_id": 4, "pool_name": "ec", "type": 3, "size": 3, "min_size": 2,
+             "pg_num": 32, "erasure_code_profile": "k2m1", "stripe_width": 8192,
+             "flags_names": "hashpspool,ec_overwrites,ec_optimizations"},
+            {"pool_id": 5, "pool_name": "rbd", "type": 1, "size": 3, "min_size": 2,
+             "pg_num": 100, "read_balance": {"score_acting": "inf", "score_stable": 1.0}},
+            {"pool_id": 6, "pool_name": "nan", "type": 1, "size": 3, "min_size": 2,
+             "pg_num": 8, "read_balance": {"score_acting": "NaN"}}]
+    ec, rbd, nan = parse_pools(rows, {"k2m1": {"k": "2", "m": "1", "plugin": "jerasure"}})
+    assert (ec.type, ec.ec_k, ec.ec_m, ec.stripe_unit) == ("erasure", 2, 1, 4096)
+    assert ec.ec_optimizations
+    assert rbd.read_balance_score == math.inf and not rbd.ec_optimizations
+    assert nan.read_balance_score is not None and math.isnan(nan.read_balance_score)
+    su = parse_pools(rows[:1], {"k2m1": {"k": "2", "m": "1", "stripe_unit": "16K"}})[0]
+    assert su.stripe_unit == 16384
+
+
+def test_versions() -> None:
+    assert parse_versions(load("versions.json")) == ("pacific", "16.2.15", False)
+    mixed = {"overall": {
+        "ceph version 17.2.7 (b12291d110049b2f35e32e0de30d70e9a4c060d2) quincy (stable)": 3,
+        "ceph version 16.2.15 (618f440892089921c3e944a991122ddc44e60516) pacific (stable)": 2}}
+    assert parse_versions(mixed) == ("pacific", "16.2.15", True)
+    assert parse_versions({}) == (None, None, False)
+
+
+def test_config_dump_and_help() -> None:
+    dump = parse_config_dump(load("config_dump.json"))
+    assert dump["mgr/prometheus/server_addr"] == {"mgr": "127.0.0.1"}
+    masked = parse_config_dump([{"section": "osd", "name": "osd_memory_target",
+                                 "value": "4294967296", "mask": "class:ssd"}])
+    assert masked == {"osd_memory_target": {"osd/class:ssd": "4294967296"}}
+    opt = parse_config_help("osd_scrub_sleep", load("config_help_osd_scrub_sleep.json"))
+    assert opt.exists and opt.runtime is True and opt.default == "0" and opt.type == "float"
+    assert parse_config_help("filestore_op_threads", None).exists is False
+
+
+def test_a_failing_command_keeps_its_last_good_value() -> None:
+    src = CephSource(conffile="/nonexistent")
+    errors: list[str] = []
+    assert src._run("osd df", 0, 1.0, lambda: {"good": 1}, errors) == {"good": 1}
+
+    def broken() -> None:
+        json.loads("{torn")
+
+    assert src._run("osd df", 0, 2.0, broken, errors) == {"good": 1}
+    assert errors and "osd df: unexpected output" in errors[0]
+    assert isinstance(src._cache["osd df"], _Cached) and src._cache["osd df"].error
+    # Not due yet: a slow command is not re-run every poll.
+    calls = []
+    src._run("slow", 10.0, 5.0, lambda: calls.append(1), errors)
+    src._run("slow", 10.0, 6.0, lambda: calls.append(1), errors)
+    assert len(calls) == 1

@@ -1,0 +1,146 @@
+"""The hub: worker threads, stale values, hung sources, merge priority, History."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from collectors.hub import History, Hub, merge
+from collectors.model import Cluster, Daemon, Disk, Partial, Snapshot, merge_records
+
+
+class ScriptedSource:
+    """A source whose behaviour the test sets: answer, raise, or block until released."""
+
+    def __init__(self, name: str, daemons: dict[str, Daemon] | None = None) -> None:
+        self.name = name
+        self.daemons = daemons or {}
+        self.fail: str | None = None
+        self.block = threading.Event()
+        self.block.set()
+        self.polls = 0
+        self.closed = False
+
+    def poll(self) -> Partial:
+        self.block.wait()
+        self.polls += 1
+        if self.fail:
+            raise RuntimeError(self.fail)
+        return Partial(source=self.name, time=time.time(), daemons=dict(self.daemons),
+                       cluster=Cluster(health="HEALTH_OK"))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def osd(n: int, **kw: object) -> Daemon:
+    return Daemon(id=f"osd.{n}", kind="osd", **kw)  # type: ignore[arg-type]
+
+
+def test_a_hung_source_delays_nobody_and_shows_stale_then_recovers() -> None:
+    fast = ScriptedSource("fast", {"osd.0": osd(0, up=True)})
+    slow = ScriptedSource("slow", {"osd.1": osd(1, cores_used=1.5)})
+    hub = Hub([fast, slow], interval=0.05, timeout=0.3)
+    hub.start()
+    try:
+        assert hub.wait_polls(2, timeout=5)
+        slow.block.clear()  # its next poll hangs
+        time.sleep(0.5)
+        before = fast.polls
+        time.sleep(0.3)
+        assert fast.polls > before, "the fast source kept polling"
+        snap = hub.snapshot()
+        assert snap.sources["fast"].ok
+        s = snap.sources["slow"]
+        assert not s.ok and s.stale and "no answer" in (s.error or "")
+        assert snap.daemons["osd.1"].cores_used == 1.5, "last good values are kept"
+        slow.block.set()
+        time.sleep(0.3)
+        snap = hub.snapshot()
+        assert snap.sources["slow"].ok and not snap.sources["slow"].stale
+    finally:
+        slow.block.set()
+        hub.stop()
+    assert fast.closed and slow.closed
+
+
+def test_a_failing_source_keeps_last_values_marked_stale() -> None:
+    src = ScriptedSource("ceph", {"osd.0": osd(0, up=True)})
+    hub = Hub([src], interval=0.05, timeout=1)
+    hub.start()
+    try:
+        assert hub.wait_polls(1, timeout=5)
+        src.fail = "cannot connect to the Ceph cluster: [errno 110] timed out\nsecond line"
+        time.sleep(0.3)
+        snap = hub.snapshot()
+        h = snap.sources["ceph"]
+        assert not h.ok and h.stale and h.last_success is not None
+        assert h.error == "cannot connect to the Ceph cluster: [errno 110] timed out"
+        assert snap.daemons["osd.0"].up is True
+        src.fail = None
+        time.sleep(0.3)
+        assert hub.snapshot().sources["ceph"].ok
+    finally:
+        hub.stop()
+
+
+def test_a_source_that_never_answered_is_an_error_without_values() -> None:
+    src = ScriptedSource("prometheus")
+    src.fail = "Prometheus at http://127.0.0.1:1 did not answer: ConnectionError"
+    hub = Hub([src], interval=0.05)
+    hub.start()
+    try:
+        assert hub.wait_polls(1, timeout=5)
+        snap = hub.snapshot()
+        assert not snap.sources["prometheus"].ok
+        assert not snap.sources["prometheus"].stale and snap.sources["prometheus"].error
+        assert snap.cluster is None and snap.daemons == {}
+    finally:
+        hub.stop()
+
+
+def test_merge_priority_first_source_wins_field_by_field() -> None:
+    ceph = Partial("ceph", 1.0, daemons={"osd.0": osd(0, host="a", devices=("sdb",),
+                                                        commit_latency=0.004)})
+    host = Partial("host", 1.0, daemons={"osd.0": osd(0, host="a", cores_used=2.0,
+                                                        cores_allowed=4.0, commit_latency=9.0)},
+                   disks={"a:/dev/sdb": Disk(host="a", name="sdb", util=0.5)})
+    prom = Partial("prometheus", 1.0, daemons={"osd.1": osd(1, host="b", devices=("sdc",))},
+                   disks={"b:/dev/sdc": Disk(host="b", name="sdc", util=0.1),
+                          "a:/dev/sdb": Disk(host="a", name="sdb", util=0.9, model="X")})
+    snap = merge([ceph, host, prom], now=5.0)
+    d = snap.daemons["osd.0"]
+    assert (d.commit_latency, d.cores_used, d.cores_allowed) == (0.004, 2.0, 4.0)
+    sdb = snap.disks["a:/dev/sdb"]
+    assert sdb.util == 0.5 and sdb.model == "X" and sdb.daemons == ("osd.0",)
+    assert snap.disks["b:/dev/sdc"].daemons == ("osd.1",)
+    assert list(snap.daemons) == ["osd.0", "osd.1"]
+
+
+def test_merge_orders_daemons_numerically() -> None:
+    part = Partial("ceph", 1.0, daemons={f"osd.{i}": osd(i) for i in (10, 2, 1)})
+    assert list(merge([part]).daemons) == ["osd.1", "osd.2", "osd.10"]
+
+
+def test_merge_records_keeps_the_first_known() -> None:
+    a = Cluster(health="HEALTH_WARN", pg_states={})
+    b = Cluster(health="HEALTH_OK", pg_states={"active+clean": 3}, num_pgs=3)
+    m = merge_records([a, b])
+    assert m.health == "HEALTH_WARN" and m.pg_states == {"active+clean": 3} and m.num_pgs == 3
+
+
+def test_history_is_bounded_and_gives_series() -> None:
+    h = History(maxlen=3)
+    for t in range(5):
+        c = Cluster(num_pgs=t if t != 3 else None)
+        h.append(Snapshot(time=float(t), cluster=c, daemons={}, disks={}, sources={}))
+    assert len(h) == 3 and h.latest is not None and h.latest.time == 4.0
+    assert h.series(lambda s: s.cluster.num_pgs) == [(2.0, 2), (4.0, 4)]
+    assert [s.time for s in h.window(1.0)] == [3.0, 4.0]
+
+
+def test_hub_needs_a_source() -> None:
+    with pytest.raises(ValueError):
+        Hub([])
