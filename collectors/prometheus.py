@@ -102,11 +102,15 @@ class PrometheusSource:
     def __init__(self, url: str, timeout: float = 10.0,
                  queries: Mapping[str, str] | None = None) -> None:
         from prometheus_api_client import PrometheusConnect
+        from urllib3.util.retry import Retry
 
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.queries = {**DAEMON_QUERIES, **DISK_QUERIES, **OTHER_QUERIES, **(queries or {})}
-        self._client = PrometheusConnect(url=self.url, disable_ssl=True, timeout=timeout)
+        # The client retries with backoff by default, which turns a hung server
+        # into a poll of many timeouts; the next poll is our retry.
+        self._client = PrometheusConnect(url=self.url, disable_ssl=True, timeout=timeout,
+                                         retry=Retry(total=0, raise_on_status=False))
 
     def close(self) -> None:
         self._client._session.close()
@@ -119,12 +123,20 @@ class PrometheusSource:
             result = self._client.custom_query(expr, timeout=self.timeout)
         except PrometheusApiClientException as exc:
             raise PrometheusError(f"Prometheus refused the {name} query: {exc}") from None
+        except (ValueError, KeyError, TypeError):  # JSON that is torn or of another shape
+            raise PrometheusError(f"Prometheus at {self.url} answered the {name} query with "
+                                  "malformed JSON") from None
         except Exception as exc:  # requests' connection errors and timeouts
             raise PrometheusError(f"Prometheus at {self.url} did not answer: "
                                   f"{type(exc).__name__}") from None
         if not isinstance(result, list):
             raise PrometheusError(f"Prometheus answered the {name} query with no vector")
-        return result
+        # Shape-check each sample once here, so the code below can trust it.
+        return [{"metric": s.get("metric") if isinstance(s.get("metric"), dict) else {},
+                 "value": s["value"]}
+                for s in result
+                if isinstance(s, dict) and isinstance(s.get("value"), list)
+                and len(s["value"]) == 2]
 
     def poll(self) -> Partial:
         # The first query doubles as the reachability check: if it fails, all fail.

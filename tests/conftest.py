@@ -7,9 +7,11 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,3 +102,15 @@ def ceph_json(cluster, prefix: str, target: str = "mon", **args: object) -> obje
     ret, out, err = send(cmd, b"", timeout=30)
     assert ret == 0, f"{prefix}: {err}"
     return json.loads(out) if out.strip() else None
+
+
+def eventually(check: Callable[[], Any], timeout: float, interval: float = 0.5) -> Any:
+    """Call `check` until it returns something true; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"not within {timeout} s (last: {last!r})")

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 import urllib.parse
 import urllib.request
 
 import pytest
 
-from tests.conftest import LabCluster, ceph_json
+from tests.conftest import LabCluster, ceph_json, eventually
 
 pytestmark = pytest.mark.integration
 
@@ -18,16 +17,6 @@ def pg_states(cluster) -> tuple[int, dict[str, int]]:
     stat = ceph_json(cluster, "pg stat", target="mgr")
     by_state = {s["name"]: s["num"] for s in stat["pg_summary"]["num_pg_by_state"]}
     return stat["pg_summary"]["num_pgs"], by_state
-
-
-def wait_for(check, timeout: float, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout} s")
 
 
 def test_pool_created_through_librados_reaches_active_clean(lab_cluster: LabCluster) -> None:
@@ -41,7 +30,7 @@ def test_pool_created_through_librados_reaches_active_clean(lab_cluster: LabClus
             pgs = ceph_json(cluster, "pg ls-by-pool", target="mgr", poolstr="itest")["pg_stats"]
             return len(pgs) == 32 and all(p["state"] == "active+clean" for p in pgs)
 
-        wait_for(pool_clean, 120)
+        eventually(pool_clean, 120)
         ioctx = cluster.open_ioctx("itest")
         ioctx.write_full("hello", b"stormdeck")
         assert ioctx.read("hello") == b"stormdeck"
@@ -80,7 +69,7 @@ def test_storm_of_new_pgs_leaves_active_clean_and_comes_back(lab_cluster: LabClu
             seen.update(by_state)
             return total >= 128 and by_state.get("active+clean", 0) == total
 
-        wait_for(clean_again, 180)
+        eventually(clean_again, 180, interval=0.2)
         assert seen - {"active+clean"}, "never saw a PG outside active+clean"
     finally:
         cluster.shutdown()
@@ -124,7 +113,7 @@ def test_load_runs_real_writes_and_stops(lab_cluster: LabCluster) -> None:
             pools = ceph_json(cluster, "osd pool stats", pool_name="lab-bench")
             return pools[0].get("client_io_rate", {}).get("write_op_per_sec", 0) > 0
 
-        wait_for(writing, 60, interval=1)
+        eventually(writing, 60, interval=1)
     finally:
         stop = lab_cluster.cli("lab", "load", "--stop")
         cluster.shutdown()
@@ -154,7 +143,7 @@ def test_prometheus_scrapes_the_lab_mgr(lab_cluster: LabCluster) -> None:
             result = json.load(resp)["data"]["result"]
         return bool(result) and result[0]["value"][1] == "1"
 
-    wait_for(ceph_up, 60, interval=1)
+    eventually(ceph_up, 60, interval=1)
     with urllib.request.urlopen(f"http://127.0.0.1:{lab_cluster.mgr_port}/metrics",
                                 timeout=10) as resp:
         assert b"ceph_osd_up" in resp.read()

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +16,9 @@ from collectors.ceph import CephSource
 from collectors.host import HostSource
 from collectors.model import Partial
 from collectors.prometheus import PrometheusSource
-from tests.conftest import LabCluster, run_cli
+from tests.conftest import LabCluster, eventually, run_cli
 
 pytestmark = pytest.mark.integration
-
-
-def eventually(check: Callable[[], Any], timeout: float, interval: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"not within {timeout} s (last: {last!r})")
 
 
 def osd_pids(lab: LabCluster) -> dict[str, int]:

@@ -1,0 +1,77 @@
+"""Sources under real faults: the monitor stopped, Prometheus stopped; errors shown, values kept."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from collectors.ceph import CephSource
+from collectors.host import HostSource
+from collectors.hub import Hub
+from collectors.prometheus import PrometheusSource
+from tests.conftest import LabCluster, eventually
+
+pytestmark = pytest.mark.integration
+
+
+def test_mon_stopped_then_back(lab_cluster: LabCluster) -> None:
+    hub = Hub([CephSource(conffile=str(lab_cluster.conf), timeout=3),
+               HostSource(ceph_conf=str(lab_cluster.conf))], interval=0.5, timeout=6)
+    hub.start()
+    try:
+        assert hub.wait_polls(1, timeout=30)
+        good = hub.snapshot()
+        assert good.sources["ceph"].ok and good.cluster and good.cluster.num_pgs
+        assert lab_cluster.cli("lab", "stop", "mon.a").rc == 0
+        try:
+            def ceph_failing() -> bool:
+                s = hub.snapshot().sources["ceph"]
+                return not s.ok and s.stale
+
+            eventually(ceph_failing, 30)
+            bad = hub.snapshot()
+            assert bad.sources["ceph"].error
+            # The last good values stay on screen, marked stale; the host goes on.
+            assert bad.cluster is not None and bad.cluster.num_pgs == good.cluster.num_pgs
+            assert set(bad.daemons) == set(good.daemons)
+            assert bad.sources["host"].ok
+        finally:
+            assert lab_cluster.cli("lab", "start", "mon.a").rc == 0
+        eventually(lambda: hub.snapshot().sources["ceph"].ok, 90)
+        recovered = hub.snapshot()
+        assert not recovered.sources["ceph"].stale
+        assert recovered.sources["ceph"].last_success > bad.sources["ceph"].last_success
+    finally:
+        hub.stop()
+    # Leave the cluster as we found it for the tests after this one.
+    src = CephSource(conffile=str(lab_cluster.conf))
+    try:
+        def healthy() -> bool:
+            c = src.poll().cluster
+            return c is not None and c.num_up_osds == 3 and c.pgs_not_clean == 0
+        eventually(healthy, 120)
+    finally:
+        src.close()
+
+
+def test_prometheus_stopped_then_back(lab_cluster: LabCluster) -> None:
+    url = f"http://127.0.0.1:{lab_cluster.prometheus_port}"
+    hub = Hub([PrometheusSource(url, timeout=2)], interval=0.5, timeout=5)
+    hub.start()
+    try:
+        assert hub.wait_polls(1, timeout=30)
+        assert hub.snapshot().sources["prometheus"].ok
+        assert lab_cluster.cli("lab", "stop", "prometheus").rc == 0
+        try:
+            eventually(lambda: not hub.snapshot().sources["prometheus"].ok, 20)
+            s = hub.snapshot().sources["prometheus"]
+            assert s.stale and "did not answer" in (s.error or "")
+            assert hub.snapshot().daemons, "last good values kept"
+        finally:
+            assert lab_cluster.cli("lab", "start", "prometheus").rc == 0
+        started = time.monotonic()
+        eventually(lambda: hub.snapshot().sources["prometheus"].ok, 60)
+        assert time.monotonic() - started < 60
+    finally:
+        hub.stop()
