@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from collectors.model import (
     Cluster,
@@ -155,6 +155,8 @@ _BYTE_UNITS = {"": 1, "k": 1024, "K": 1024, "M": 1 << 20, "G": 1 << 30, "T": 1 <
 
 def _human(text: str, units: Mapping[str, float]) -> float:
     """'1619k', '3.5M', '0' from the mgr status module's tables."""
+    if text.isdigit():  # most cells; a 10,000-row table is 40,000 of them
+        return float(text)
     m = re.fullmatch(r"([0-9.]+)([kKMGTP]?)(?:i?B)?", text)
     if not m:
         raise ValueError(f"not a number: {text!r}")
@@ -246,7 +248,6 @@ def parse_osd_metadata(rows: Iterable[Mapping[str, Any]]) -> dict[int, OsdMeta]:
 
 
 _PRIMARY = re.compile(rb'"acting_primary":\s*(-?\d+)')
-_PGID = re.compile(rb'"pgid":')
 
 
 def count_primaries(raw: bytes) -> tuple[dict[int, int], int]:
@@ -260,11 +261,10 @@ def count_primaries(raw: bytes) -> tuple[dict[int, int], int]:
     if not body or body[:1] not in b"[{" or body[-1:] not in b"]}":
         raise ValueError("pg dump pgs_brief: not JSON")
     primaries = _PRIMARY.findall(body)
-    total = len(_PGID.findall(body))
-    if len(primaries) != total:
-        raise ValueError(f"pg dump pgs_brief: {total} PGs but {len(primaries)} primaries")
+    if not primaries and b'"pgid"' in body:
+        raise ValueError("pg dump pgs_brief: PGs without acting_primary")
     counts = Counter(primaries)
-    return {int(k): v for k, v in counts.items() if k != b"-1"}, total
+    return {int(k): v for k, v in counts.items() if k != b"-1"}, len(primaries)
 
 
 def parse_osd_dump(d: Mapping[str, Any]) -> dict[str, Any]:
@@ -372,6 +372,7 @@ class _Cached:
     value: Any = None
     at: float | None = None  # monotonic time of the last success; None: never
     error: str | None = None
+    epoch: int | None = None  # the osdmap epoch it was fetched at
 
 
 class CephSource:
@@ -381,6 +382,11 @@ class CephSource:
 
     # Seconds between runs of each command group; 0 = every poll.
     FAST, SLOW, RARE = 0.0, 10.0, 300.0
+    # What derives from the osdmap (up/in, flags, pools, primaries) is fetched
+    # again when its epoch moves, at most this often: a steady cluster pays
+    # nothing for it, a storm pays once per these seconds.
+    ON_EPOCH_MIN: ClassVar[Mapping[str, float]] = {"osd dump": 1.0, "pools": 1.0,
+                                                  "pgs_brief": 10.0}
 
     def __init__(self, conffile: str | None = None, client_name: str | None = None,
                  keyring: str | None = None, cluster: str = "ceph", timeout: float = 10.0,
@@ -440,17 +446,20 @@ class CephSource:
 
     # -- polling --
 
-    def _due(self, key: str, every: float, now: float) -> bool:
+    def _due(self, key: str, every: float, now: float, epoch: int | None) -> bool:
         c = self._cache.get(key)
-        return c is None or c.at is None or c.error is not None or now - c.at >= every
+        if c is None or c.at is None or c.error is not None or now - c.at >= every:
+            return True
+        floor = self.ON_EPOCH_MIN.get(key)
+        return floor is not None and epoch != c.epoch and now - c.at >= floor
 
     def _run(self, key: str, every: float, now: float, fetch: Callable[[], Any],
-             errors: list[str]) -> Any:
+             errors: list[str], epoch: int | None = None) -> Any:
         """The command's parsed value: fetched when due, else the last good one."""
         c = self._cache.setdefault(key, _Cached())
-        if self._due(key, every, now):
+        if self._due(key, every, now, epoch):
             try:
-                c.value, c.at, c.error = fetch(), now, None
+                c.value, c.at, c.error, c.epoch = fetch(), now, None, epoch
             except (CommandError, ValueError, KeyError, TypeError) as exc:
                 c.error = str(exc) if isinstance(exc, CommandError) else \
                     f"{key}: unexpected output ({type(exc).__name__}: {exc})"
@@ -481,12 +490,15 @@ class CephSource:
         perf = r("osd perf", self.FAST, now, lambda: parse_osd_perf(mgr("osd perf")), errors)
         io = r("osd status", self.FAST, now,
                lambda: parse_osd_status(self._send("mgr", {"prefix": "osd status"}, t)), errors)
+        epoch = status["osdmap_epoch"]
         df = r("osd df", self.SLOW, now, lambda: parse_osd_df(mgr("osd df")), errors)
-        dump = r("osd dump", self.SLOW, now, lambda: parse_osd_dump(mon("osd dump")), errors)
-        primaries = r("pgs_brief", self.SLOW, now, lambda: count_primaries(
+        dump = r("osd dump", self.RARE, now, lambda: parse_osd_dump(mon("osd dump")), errors,
+                 epoch)
+        primaries = r("pgs_brief", self.RARE, now, lambda: count_primaries(
             self._send("mgr", {"prefix": "pg dump", "dumpcontents": ["pgs_brief"]}, t * 3)),
-            errors)
-        pools_raw = r("pools", self.SLOW, now, lambda: mon("osd pool ls", detail="detail"), errors)
+            errors, epoch)
+        pools_raw = r("pools", self.RARE, now, lambda: mon("osd pool ls", detail="detail"),
+                      errors, epoch)
         config = r("config dump", self.SLOW, now, lambda: parse_config_dump(mon("config dump")),
                    errors)
         meta = r("osd metadata", self.RARE, now, lambda: parse_osd_metadata(mon("osd metadata")),

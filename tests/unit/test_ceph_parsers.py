@@ -157,7 +157,8 @@ def test_primaries_from_a_bare_list_and_unmapped_pgs() -> None:
 
 
 @pytest.mark.parametrize("raw", [b"", b"not json", b'{"pg_stats": [{"pgid": "1.0"',
-                                 b'[{"pgid": "1.0", "state": "x"}]'])
+                                 b'[{"pgid": "1.0", "state": "x"}]',
+                                 b'{"pg_stats":[{"pgid":"1.0","acting_primary":3}, {"pgid"'])
 def test_primaries_malformed(raw: bytes) -> None:
     with pytest.raises(ValueError):
         count_primaries(raw)
@@ -232,3 +233,17 @@ def test_a_failing_command_keeps_its_last_good_value() -> None:
     src._run("slow", 10.0, 5.0, lambda: calls.append(1), errors)
     src._run("slow", 10.0, 6.0, lambda: calls.append(1), errors)
     assert len(calls) == 1
+
+
+def test_osdmap_derived_commands_follow_the_epoch() -> None:
+    src = CephSource(conffile="/nonexistent")
+    calls: list[float] = []
+    fetch = lambda: calls.append(1)  # noqa: E731
+    src._run("pgs_brief", 300, 100.0, fetch, [], epoch=5)
+    src._run("pgs_brief", 300, 105.0, fetch, [], epoch=5)  # same map: nothing to fetch
+    src._run("pgs_brief", 300, 105.0, fetch, [], epoch=6)  # new map, but under 10 s
+    assert len(calls) == 1
+    src._run("pgs_brief", 300, 111.0, fetch, [], epoch=6)
+    assert len(calls) == 2
+    src._run("pgs_brief", 300, 412.0, fetch, [], epoch=6)  # and at least every 300 s
+    assert len(calls) == 3
