@@ -234,8 +234,10 @@ def merge(partials: Iterable[Partial], health: dict[str, SourceHealth] | None = 
         if on_it != set(disk.daemons):
             disk = replace(disk, daemons=tuple(sorted(on_it, key=_id_order)))
         disks[key] = disk
+    curves = [p.curve for p in parts if p.curve is not None]
     return Snapshot(time=now if now is not None else time.time(), cluster=cluster,
-                    daemons=daemons, disks=disks, sources=health or {})
+                    daemons=daemons, disks=disks, sources=health or {},
+                    curve=merge_records(curves) if curves else None)
 
 
 def _id_order(daemon_id: str) -> tuple[str, int, str]:

@@ -52,6 +52,20 @@ class Daemon:
     copysets: int | None = None
     utilization: float | None = None  # of its capacity, 0..1
     has_slow_ops: bool | None = None  # Ceph names the daemons, but counts only cluster-wide
+    # Curve chunkservers: leaders as the MDS's topology and heartbeats see them,
+    # raft and write latency tails, bthread saturation, signs of elections.
+    curve_id: int | None = None
+    leaders_mds: int | None = None
+    leaders_heartbeat: int | None = None
+    raft_append_latency_p99: float | None = None
+    raft_append_latency_max: float | None = None
+    write_latency_p99: float | None = None
+    bthread_usage: float | None = None  # busy workers, in cores
+    bthread_workers: int | None = None
+    leader_delta: int | None = None  # change in leaders since the previous poll
+    term_rises: int | None = None  # copysets whose raft term rose since the last look
+    online: bool | None = None
+    config: Mapping[str, str] | None = None  # daemon-local config, e.g. Curve conf keys
 
     @property
     def iops(self) -> float | None:
@@ -193,6 +207,47 @@ def pg_flags_from_states(states: Mapping[str, int]) -> dict[str, int]:
     return flags
 
 
+# ---- Curve -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CurvePool:
+    """One logical pool as the leader MDS's topology metrics describe it."""
+
+    name: str  # the bvar-mangled name, as in the metric names
+    leader_range: float | None = None  # max - min leaders per chunkserver
+    leader_min: float | None = None
+    leader_max: float | None = None
+    leader_avg: float | None = None
+    leader_stddev: float | None = None
+    copysets: int | None = None
+    chunkservers: int | None = None
+    copyset_range: float | None = None
+    pool_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MdsStatus:
+    addr: str  # dummy address
+    role: str | None  # "leader" | "follower" | None when unreachable
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CurveCluster:
+    mds: tuple[MdsStatus, ...] = ()
+    leader_mds: str | None = None
+    pools: tuple[CurvePool, ...] = ()
+    version: str | None = None
+    operators: int | None = None  # scheduler operators in flight
+    transfer_leader_ops: int | None = None
+    chunkservers_online: int | None = None
+    chunkservers_offline: int | None = None
+    copysets_total: int | None = None
+    copysets_unhealthy: int | None = None
+    endpoint_errors: Mapping[str, str] = field(default_factory=dict)  # addr -> error
+
+
 # ---- sources and the whole ------------------------------------------------------
 
 
@@ -216,6 +271,7 @@ class Partial:
     daemons: Mapping[str, Daemon] = field(default_factory=dict)
     disks: Mapping[str, Disk] = field(default_factory=dict)  # keyed by Disk.key
     errors: tuple[str, ...] = ()  # non-fatal: one command failed, the rest stand
+    curve: CurveCluster | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +281,7 @@ class Snapshot:
     daemons: Mapping[str, Daemon]
     disks: Mapping[str, Disk]
     sources: Mapping[str, SourceHealth]
+    curve: CurveCluster | None = None
 
     def source_ok(self, name: str) -> bool:
         s = self.sources.get(name)

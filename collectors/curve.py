@@ -1,0 +1,602 @@
+"""The Curve source: leader spread, raft latency and chunkserver load from Curve's own endpoints.
+
+Every Curve daemon is a brpc server: `/vars` gives its bvars as text, the
+Prometheus endpoint (`/metrics`, `/brpc_metrics` in newer brpc) the numeric
+ones, and braft's `/raft_stat` each copyset's role and term. The leader MDS
+(found through `/vars/mds_status` on the dummy ports) holds the topology
+metrics: leaders per chunkserver and the per-pool leadernum range that
+KNOWLEDGE.md K2.1 judges. curve_ops_tool or the `curve` CLI, where given,
+lists the chunkservers and the copysets' health. Curve reports microseconds;
+this module converts to seconds.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import subprocess
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+from collectors.model import CurveCluster, CurvePool, Daemon, MdsStatus, Partial
+
+US = 1e-6
+Value = float | str | dict[str, str]
+
+# What a chunkserver poll asks /vars for (brpc matches these wildcards).
+CHUNKSERVER_VARS = ("chunkserver_*", "raft_storage_append_entries*", "raft_send_entries*",
+                    "process_cpu_usage", "process_memory_resident", "process_thread_count",
+                    "bthread_worker_usage", "bthread_worker_count")
+MDS_VARS = ("topology_metric_*", "mds_scheduler_metric_*", "curve_version", "mds_status")
+
+
+class CurveError(Exception):
+    """One endpoint or tool did not answer as Curve does; the text says which and why."""
+
+
+# ---- names ------------------------------------------------------------------------
+
+
+def bvar_name(text: str) -> str:
+    """bvar's to_underscored_name: 'logicalPool' -> 'logical_pool', '1.2.3.4:82' -> '1_2_3_4_82'."""
+    out: list[str] = []
+    for i, ch in enumerate(text):
+        if ch.isascii() and ch.isalpha():
+            if ch.isupper():
+                if i > 0 and not text[i - 1].isupper() and out and out[-1] != "_":
+                    out.append("_")
+                out.append(ch.lower())
+            else:
+                out.append(ch)
+        elif ch.isascii() and ch.isdigit():
+            out.append(ch)
+        elif not out or out[-1] != "_":
+            out.append("_")
+    return "".join(out)
+
+
+def chunkserver_prefix(addr: str) -> str:
+    ip, _, port = addr.rpartition(":")
+    return "chunkserver_" + bvar_name(f"{ip}_{port}")
+
+
+# ---- parsers ------------------------------------------------------------------------
+
+_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_vars(text: str) -> dict[str, Value]:
+    """brpc /vars text: `name : value` a line; strings are quoted with nothing escaped inside."""
+    out: dict[str, Value] = {}
+    seen_lines = 0
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        seen_lines += 1
+        name, sep, value = line.partition(" : ")
+        if not sep or not _VAR_NAME.fullmatch(name):
+            continue
+        if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
+            out[name] = value[1:-1]  # only the outer quotes: brpc escapes nothing
+            continue
+        try:
+            out[name] = float(value)
+        except ValueError:
+            out[name] = value
+    if seen_lines and not out:
+        raise CurveError("not brpc /vars text")
+    return out
+
+
+def _labels(text: str, start: int) -> tuple[dict[str, str], int]:
+    """Prometheus label set from text[start] == '{'; returns the labels and the index past '}'."""
+    labels: dict[str, str] = {}
+    i = start + 1
+    while True:
+        while i < len(text) and text[i] in " ,":
+            i += 1
+        if i < len(text) and text[i] == "}":
+            return labels, i + 1
+        m = _VAR_NAME.match(text, i)
+        if not m or m.end() + 1 >= len(text) or text[m.end()] != "=" or \
+                text[m.end() + 1] != '"':
+            raise ValueError("bad label")
+        j, value = m.end() + 2, []
+        while j < len(text) and text[j] != '"':
+            if text[j] == "\\" and j + 1 < len(text):
+                value.append({"n": "\n", "\\": "\\", '"': '"'}.get(text[j + 1], text[j + 1]))
+                j += 2
+            else:
+                value.append(text[j])
+                j += 1
+        if j >= len(text):
+            raise ValueError("unterminated label value")
+        labels[m.group()] = "".join(value)
+        i = j + 1
+
+
+def parse_prometheus_text(text: str) -> dict[str, Value]:
+    """Prometheus exposition text as brpc writes it, flattened to bvar-like names.
+
+    Unlabelled samples keep their name; Curve's JSON-string config bvars
+    (`..._config_x{conf_name="x",conf_value="v"} 0`) become {"conf_name", "conf_value"};
+    summary quantiles become `name{quantile="0.99"}`.
+    """
+    out: dict[str, Value] = {}
+    seen_lines = 0
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        seen_lines += 1
+        m = re.match(r"[A-Za-z_:][A-Za-z0-9_:]*", line)
+        if not m:
+            continue
+        name, rest = m.group(), m.end()
+        labels: dict[str, str] = {}
+        try:
+            if rest < len(line) and line[rest] == "{":
+                labels, rest = _labels(line, rest)
+            number = float(line[rest:].split()[0])
+        except (ValueError, IndexError):
+            continue
+        if "conf_value" in labels:
+            out[name] = {"conf_name": labels.get("conf_name", ""),
+                         "conf_value": labels["conf_value"]}
+        elif "quantile" in labels:
+            out[f'{name}{{quantile="{labels["quantile"]}"}}'] = number
+        elif not labels:
+            out[name] = number
+    if seen_lines and not out:
+        raise CurveError("not Prometheus text")
+    return out
+
+
+def conf_value(value: Value | None) -> str | None:
+    """The value of a Curve config bvar, from /vars (a JSON string) or /metrics (labels)."""
+    if isinstance(value, dict):
+        return value.get("conf_value")
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return None
+        if isinstance(parsed, dict) and "conf_value" in parsed:
+            return str(parsed["conf_value"])
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class RaftNode:
+    group: str
+    peer_id: str | None
+    state: str | None  # LEADER | FOLLOWER | CANDIDATE | ...
+    term: int | None
+    leader: str | None
+
+
+def parse_raft_stat(text: str) -> dict[str, RaftNode]:
+    """braft's /raft_stat as text (?console=1): `[group]` then `key: value` lines per node."""
+    nodes: dict[str, RaftNode] = {}
+    group: str | None = None
+    fields: dict[str, str] = {}
+
+    def flush() -> None:
+        if group is not None and fields:
+            term = fields.get("term", "")
+            nodes[group] = RaftNode(group, fields.get("peer_id"), fields.get("state"),
+                                    int(term) if term.isdigit() else None, fields.get("leader"))
+
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("[") and line.endswith("]"):
+            flush()
+            group, fields = line[1:-1], {}
+        elif ": " in line and group is not None:
+            key, _, value = line.partition(": ")
+            fields.setdefault(key.strip(), value.strip())
+    flush()
+    if text.strip() and not nodes:
+        raise CurveError("not braft /raft_stat text")
+    return nodes
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkserverInfo:
+    id: int
+    ip: str
+    port: int
+    online: bool | None
+    disk_type: str | None = None
+    rw_status: str | None = None
+    disk_state: str | None = None
+    copysets: int | None = None
+
+    @property
+    def addr(self) -> str:
+        return f"{self.ip}:{self.port}"
+
+
+def parse_ops_chunkserver_list(text: str) -> list[ChunkserverInfo]:
+    """`curve_ops_tool chunkserver-list -checkHealth=false`: `key = value, ...` a chunkserver."""
+    out = []
+    for line in text.splitlines():
+        if "chunkServerID" not in line:
+            continue
+        kv = {}
+        for part in line.split(", "):
+            key, sep, value = part.partition(" = ")
+            if sep:
+                kv[key.strip()] = value.strip()
+        try:
+            out.append(ChunkserverInfo(
+                id=int(kv["chunkServerID"]), ip=kv["hostIP"], port=int(kv["port"]),
+                online=kv["onlineState"] == "ONLINE" if "onlineState" in kv else None,
+                disk_type=kv.get("diskType"), rw_status=kv.get("rwStatus"),
+                disk_state=kv.get("diskState"),
+                copysets=int(kv["copysetNum"]) if kv.get("copysetNum", "").isdigit() else None))
+        except (KeyError, ValueError):
+            continue
+    if text.strip() and not out and "total:" not in text:
+        raise CurveError("curve_ops_tool chunkserver-list: no chunkserver lines")
+    return out
+
+
+def parse_cli_chunkservers(text: str) -> list[ChunkserverInfo]:
+    """`curve bs list chunkserver --format json`: {"error": {...}, "result": [row, ...]}."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise CurveError("curve bs list chunkserver: not JSON") from None
+    err = doc.get("error") or {}
+    if err.get("code") not in (None, 0):
+        raise CurveError(f"curve bs list chunkserver: {err.get('message', 'error')}")
+    out = []
+    for row in doc.get("result") or []:
+        try:
+            unhealthy = str(row.get("unhealthyCopyset", "")).replace("%", "").strip()
+            out.append(ChunkserverInfo(
+                id=int(row["id"]), ip=str(row["ip"]), port=int(row["port"]),
+                # The table has no online column; an offline chunkserver's copysets
+                # are all counted unhealthy (100 %).
+                online=None if not unhealthy else float(unhealthy) < 100,
+                disk_type=row.get("type"), rw_status=row.get("rwStatus"),
+                disk_state=row.get("diskState"),
+                copysets=int(row["copysetNum"]) if str(row.get("copysetNum", "")).isdigit()
+                else None))
+        except (KeyError, ValueError, TypeError):
+            continue
+    return out
+
+
+_COPYSETS = re.compile(r"total copysets:\s*(\d+),\s*unhealthy copysets:\s*(\d+)")
+_CS_STATUS = re.compile(r"total num\s*=\s*(\d+),\s*online\s*=\s*(\d+),\s*offline\s*=\s*(\d+)")
+
+
+def parse_copysets_status(text: str) -> tuple[bool, int | None, int | None]:
+    """`curve_ops_tool copysets-status`: (healthy, total, unhealthy)."""
+    healthy = "Copysets are healthy" in text
+    if not healthy and "Copysets not healthy" not in text:
+        raise CurveError("curve_ops_tool copysets-status: unexpected output")
+    m = _COPYSETS.search(text)
+    return healthy, (int(m.group(1)) if m else None), (int(m.group(2)) if m else None)
+
+
+def parse_chunkserver_status(text: str) -> tuple[int, int, int]:
+    """`curve_ops_tool chunkserver-status`: (total, online, offline)."""
+    m = _CS_STATUS.search(text)
+    if not m:
+        raise CurveError("curve_ops_tool chunkserver-status: unexpected output")
+    return int(m.group(1)), int(m.group(2)), int(m.group(3))
+
+
+# ---- extracting the model's fields -----------------------------------------------------
+
+
+def _num(v: Value | None) -> float | None:
+    return v if isinstance(v, float) else None
+
+
+def _us(v: Value | None) -> float | None:
+    n = _num(v)
+    return n * US if n is not None else None
+
+
+def _int(v: Value | None) -> int | None:
+    n = _num(v)
+    return int(n) if n is not None else None
+
+
+_POOL_METRIC = re.compile(
+    r"topology_metric_logical_pool_(.+)_(leadernum_range|leadernum_min|leadernum_max|"
+    r"leadernum_avg|leadernum_standard_deviation|copyset_num|chunkserver_num|copysetnum_range)$")
+_CS_METRIC = re.compile(r"topology_metric_chunkserver_id_(\d+)_(leadernum|copysetnum|"
+                        r"leader_count_from_heartbeat)$")
+
+
+def mds_pools(v: Mapping[str, Value]) -> tuple[CurvePool, ...]:
+    found: dict[str, dict[str, float]] = {}
+    for name, value in v.items():
+        m = _POOL_METRIC.match(name)
+        if m and isinstance(value, float):
+            found.setdefault(m.group(1), {})[m.group(2)] = value
+    pools = []
+    for pool, f in sorted(found.items()):
+        pools.append(CurvePool(
+            name=pool, leader_range=f.get("leadernum_range"), leader_min=f.get("leadernum_min"),
+            leader_max=f.get("leadernum_max"), leader_avg=f.get("leadernum_avg"),
+            leader_stddev=f.get("leadernum_standard_deviation"),
+            copysets=int(f["copyset_num"]) if "copyset_num" in f else None,
+            chunkservers=int(f["chunkserver_num"]) if "chunkserver_num" in f else None,
+            copyset_range=f.get("copysetnum_range")))
+    return tuple(pools)
+
+
+def mds_chunkservers(v: Mapping[str, Value]) -> dict[int, dict[str, int]]:
+    out: dict[int, dict[str, int]] = {}
+    for name, value in v.items():
+        m = _CS_METRIC.match(name)
+        if m and isinstance(value, float):
+            out.setdefault(int(m.group(1)), {})[m.group(2)] = int(value)
+    return out
+
+
+def chunkserver_daemon(addr: str, v: Mapping[str, Value], curve_id: int | None = None) -> Daemon:
+    """A chunkserver's Daemon from its own bvars."""
+    p = chunkserver_prefix(addr)
+    config = {}
+    for name, value in v.items():
+        if name.startswith(p + "_config_"):
+            cv = conf_value(value)
+            key = value.get("conf_name") if isinstance(value, dict) else None
+            if key is None and isinstance(value, str):
+                try:
+                    key = json.loads(value).get("conf_name")
+                except (ValueError, AttributeError):
+                    key = None
+            if cv is not None:
+                config[key or name.removeprefix(p + "_config_")] = cv
+    return Daemon(
+        id=addr, kind="chunkserver", host=addr.rpartition(":")[0], curve_id=curve_id,
+        leaders=_int(v.get(f"{p}_leader_count")),
+        read_iops=_num(v.get(f"{p}_read_iops")), write_iops=_num(v.get(f"{p}_write_iops")),
+        read_bps=_num(v.get(f"{p}_read_bps")), write_bps=_num(v.get(f"{p}_write_bps")),
+        write_latency=_us(v.get(f"{p}_write_lat_latency")),
+        write_latency_p99=_us(v.get(f"{p}_write_lat_latency_99")),
+        raft_append_latency=_us(v.get("raft_storage_append_entries_latency")),
+        raft_append_latency_p99=_us(v.get("raft_storage_append_entries_latency_99")),
+        raft_append_latency_max=_us(v.get("raft_storage_append_entries_max_latency")),
+        raft_send_latency=_us(v.get("raft_send_entries_latency")),
+        cores_used=_num(v.get("process_cpu_usage")),
+        rss_bytes=_int(v.get("process_memory_resident")),
+        threads=_int(v.get("process_thread_count")),
+        bthread_usage=_num(v.get("bthread_worker_usage")),
+        bthread_workers=_int(v.get("bthread_worker_count")),
+        config=config or None)
+
+
+# ---- the source ------------------------------------------------------------------------
+
+
+def http_get(addr: str, path: str, timeout: float) -> tuple[int, str]:
+    host, _, port = addr.rpartition(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    try:
+        conn.request("GET", path, headers={"User-Agent": "stormdeck", "Connection": "close"})
+        resp = conn.getresponse()
+        return resp.status, resp.read().decode("utf-8", errors="replace")
+    finally:
+        conn.close()
+
+
+def _why(exc: BaseException, timeout: float) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"no answer in {timeout:g} s"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, CurveError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+@dataclass
+class _Memory:
+    """What the source remembers between polls, to see elections."""
+
+    leaders: dict[str, int] = field(default_factory=dict)
+    terms: dict[str, dict[str, int]] = field(default_factory=dict)
+    raft_at: dict[str, float] = field(default_factory=dict)
+    tool_at: float | None = None
+    chunkservers: list[ChunkserverInfo] = field(default_factory=list)
+    copysets: tuple[bool, int | None, int | None] | None = None
+    cs_status: tuple[int, int, int] | None = None
+
+
+class CurveSource:
+    """Polls Curve's MDS dummy ports and chunkservers over HTTP, a bounded number at once."""
+
+    name = "curve"
+    RAFT_EVERY = 10.0  # /raft_stat is long (every copyset); terms change slowly
+    TOOL_EVERY = 60.0
+
+    def __init__(self, mds: Sequence[str] = (), chunkservers: Sequence[str] = (),
+                 ops_tool: Sequence[str] | None = None, curve_cli: Sequence[str] | None = None,
+                 timeout: float = 2.0, concurrency: int = 32) -> None:
+        if not mds and not chunkservers and not ops_tool and not curve_cli:
+            raise ValueError("a Curve source needs MDS or chunkserver addresses, or a tool")
+        self.mds = list(mds)
+        self.chunkservers = list(chunkservers)
+        self.ops_tool = list(ops_tool) if ops_tool else None
+        self.curve_cli = list(curve_cli) if curve_cli else None
+        self.timeout = timeout
+        self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency),
+                                        thread_name_prefix="curve-http")
+        self._mem = _Memory()
+        self._metrics_path: dict[str, str] = {}  # addr -> the Prometheus path that worked
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- endpoints --
+
+    def fetch_vars(self, addr: str, patterns: Iterable[str]) -> dict[str, Value]:
+        """/vars/<patterns>; where /vars is not served, the Prometheus endpoint instead."""
+        status, body = http_get(addr, "/vars/" + ",".join(patterns), self.timeout)
+        if status == 200:
+            return parse_vars(body)
+        for path in (self._metrics_path.get(addr), "/metrics", "/brpc_metrics"):
+            if path is None:
+                continue
+            status, body = http_get(addr, path, self.timeout)
+            if status == 200:
+                self._metrics_path[addr] = path
+                return parse_prometheus_text(body)
+        raise CurveError(f"HTTP {status} from /vars, /metrics and /brpc_metrics")
+
+    def _mds_role(self, addr: str) -> MdsStatus:
+        try:
+            v = self.fetch_vars(addr, ["mds_status"])
+        except (OSError, CurveError, http.client.HTTPException) as exc:
+            return MdsStatus(addr, None, _why(exc, self.timeout))
+        role = v.get("mds_status")
+        return MdsStatus(addr, role if isinstance(role, str) else None,
+                         None if isinstance(role, str) else "no mds_status bvar")
+
+    def _run_tool(self, argv: list[str]) -> str:
+        try:
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout * 5)
+        except FileNotFoundError:
+            raise CurveError(f"{argv[0]} is not installed") from None
+        except subprocess.TimeoutExpired:
+            raise CurveError(f"{argv[0]} {argv[1]} did not finish in "
+                             f"{self.timeout * 5:g} s") from None
+        if res.returncode != 0:
+            lines = (res.stderr or res.stdout).strip().splitlines()
+            raise CurveError(f"{argv[0]} {argv[1]} failed: "
+                             f"{lines[-1] if lines else f'exit {res.returncode}'}")
+        return res.stdout
+
+    def _tools(self, now: float, errors: list[str]) -> None:
+        m = self._mem
+        if m.tool_at is not None and now - m.tool_at < self.TOOL_EVERY:
+            return
+        m.tool_at = now
+        try:
+            if self.curve_cli:
+                m.chunkservers = parse_cli_chunkservers(self._run_tool(
+                    [self.curve_cli[0], "bs", "list", "chunkserver", "--format", "json",
+                     *self.curve_cli[1:]]))
+            elif self.ops_tool:
+                tool, extra = self.ops_tool[0], self.ops_tool[1:]
+                m.chunkservers = parse_ops_chunkserver_list(self._run_tool(
+                    [tool, "chunkserver-list", "-checkHealth=false", *extra]))
+                m.copysets = parse_copysets_status(self._run_tool(
+                    [tool, "copysets-status", *extra]))
+                m.cs_status = parse_chunkserver_status(self._run_tool(
+                    [tool, "chunkserver-status", *extra]))
+        except CurveError as exc:
+            errors.append(str(exc))
+
+    def _chunkserver(self, addr: str, curve_id: int | None,
+                     now: float) -> tuple[Daemon, dict[str, RaftNode] | None]:
+        v = self.fetch_vars(addr, CHUNKSERVER_VARS)
+        if not any(k.startswith(chunkserver_prefix(addr)) for k in v):
+            raise CurveError("answers, but not as the chunkserver at this address")
+        raft = None
+        last = self._mem.raft_at.get(addr)
+        if last is None or now - last >= self.RAFT_EVERY:
+            try:
+                status, body = http_get(addr, "/raft_stat?console=1", self.timeout)
+                if status == 200:
+                    raft = parse_raft_stat(body)
+                    self._mem.raft_at[addr] = now
+            except (OSError, CurveError, http.client.HTTPException):
+                raft = None  # the page is optional; leader counts still show elections
+        return chunkserver_daemon(addr, v, curve_id), raft
+
+    # -- the poll --
+
+    def poll(self) -> Partial:
+        now = time.monotonic()
+        errors: list[str] = []
+        self._tools(now, errors)
+        roles = list(self._pool.map(self._mds_role, self.mds))
+        leader = next((r.addr for r in roles if r.role == "leader"), None)
+        endpoint_errors = {r.addr: r.error for r in roles if r.error}
+        mds_vars: dict[str, Value] = {}
+        if leader is not None:
+            try:
+                mds_vars = self.fetch_vars(leader, MDS_VARS)
+            except (OSError, CurveError, http.client.HTTPException) as exc:
+                endpoint_errors[leader] = _why(exc, self.timeout)
+        elif self.mds:
+            errors.append("no MDS says it is the leader")
+
+        known = {c.addr: c for c in self._mem.chunkservers}
+        addrs = list(dict.fromkeys([*self.chunkservers, *known]))
+        ids = {a: known[a].id if a in known else None for a in addrs}
+        futures = {a: self._pool.submit(self._chunkserver, a, ids[a], now) for a in addrs}
+        per_id = mds_chunkservers(mds_vars)
+        daemons: dict[str, Daemon] = {}
+        for addr, fut in futures.items():
+            info = known.get(addr)
+            mds = per_id.get(ids[addr], {}) if ids[addr] is not None else {}
+            try:
+                d, raft = fut.result()
+            except Exception as exc:  # each endpoint's fault is data, not a failed poll
+                endpoint_errors[addr] = _why(exc, self.timeout)
+                d, raft = Daemon(id=addr, kind="chunkserver", host=addr.rpartition(":")[0],
+                                 curve_id=ids[addr]), None
+            daemons[addr] = self._with_history(d, raft, info, mds)
+        if not daemons and not mds_vars and (self.mds or addrs):
+            raise CurveError("no Curve endpoint answered: " + "; ".join(
+                f"{a}: {e}" for a, e in list(endpoint_errors.items())[:4]))
+        cluster = self._cluster(roles, leader, mds_vars, endpoint_errors)
+        return Partial(source=self.name, time=time.time(), daemons=daemons, curve=cluster,
+                       errors=tuple(errors))
+
+    def _with_history(self, d: Daemon, raft: dict[str, RaftNode] | None,
+                      info: ChunkserverInfo | None, mds: Mapping[str, int]) -> Daemon:
+        m = self._mem
+        delta = None
+        if d.leaders is not None:
+            prev = m.leaders.get(d.id)
+            delta = d.leaders - prev if prev is not None else None
+            m.leaders[d.id] = d.leaders
+        rises = None
+        if raft is not None:
+            before = m.terms.get(d.id)
+            terms = {g: n.term for g, n in raft.items() if n.term is not None}
+            if before is not None:
+                rises = sum(1 for g, t in terms.items() if g in before and t > before[g])
+            m.terms[d.id] = terms
+        return replace(
+            d, leader_delta=delta, term_rises=rises,
+            online=info.online if info is not None else d.online,
+            leaders_mds=mds.get("leadernum"), leaders_heartbeat=mds.get(
+                "leader_count_from_heartbeat"),
+            copysets=mds.get("copysetnum", info.copysets if info else None))
+
+    def _cluster(self, roles: list[MdsStatus], leader: str | None, v: Mapping[str, Value],
+                 endpoint_errors: dict[str, str]) -> CurveCluster:
+        m = self._mem
+        version = v.get("curve_version")
+        online = offline = None
+        if m.cs_status is not None:
+            _, online, offline = m.cs_status
+        elif m.chunkservers:
+            online = sum(1 for c in m.chunkservers if c.online)
+            offline = sum(1 for c in m.chunkservers if c.online is False)
+        return CurveCluster(
+            mds=tuple(roles), leader_mds=leader, pools=mds_pools(v),
+            version=version if isinstance(version, str) else None,
+            operators=_int(v.get("mds_scheduler_metric_operator_num")),
+            transfer_leader_ops=_int(v.get("mds_scheduler_metric_transfer_leader_num")),
+            chunkservers_online=online, chunkservers_offline=offline,
+            copysets_total=m.copysets[1] if m.copysets else None,
+            copysets_unhealthy=m.copysets[2] if m.copysets else None,
+            endpoint_errors=endpoint_errors)
