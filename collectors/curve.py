@@ -438,6 +438,12 @@ class CurveSource:
         self._mem = _Memory()
         self._metrics_path: dict[str, str] = {}  # addr -> the Prometheus path that worked
 
+    @property
+    def poll_timeout(self) -> float:
+        # MDS roles, the leader's vars, then chunkservers and their raft pages,
+        # each step bounded by one request timeout; the tools by five each.
+        return self.timeout * 4 + (self.timeout * 15 if self.ops_tool or self.curve_cli else 0)
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -552,9 +558,14 @@ class CurveSource:
                 d, raft = Daemon(id=addr, kind="chunkserver", host=addr.rpartition(":")[0],
                                  curve_id=ids[addr]), None
             daemons[addr] = self._with_history(d, raft, info, mds)
-        if not daemons and not mds_vars and (self.mds or addrs):
+        answered = sum(1 for r in roles if r.error is None) + (len(addrs) - sum(
+            1 for a in addrs if a in endpoint_errors))
+        if answered == 0 and (self.mds or addrs):
             raise CurveError("no Curve endpoint answered: " + "; ".join(
                 f"{a}: {e}" for a, e in list(endpoint_errors.items())[:4]))
+        silent = sum(1 for a in addrs if a in endpoint_errors)
+        if silent:
+            errors.append(f"{silent} of {len(addrs)} chunkservers did not answer")
         cluster = self._cluster(roles, leader, mds_vars, endpoint_errors)
         return Partial(source=self.name, time=time.time(), daemons=daemons, curve=cluster,
                        errors=tuple(errors))

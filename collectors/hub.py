@@ -20,6 +20,8 @@ from collectors.model import Cluster, Daemon, Disk, Partial, Snapshot, SourceHea
 
 
 class Source(Protocol):
+    """A backend. It may also have `poll_timeout`: its own worst case, longer than the hub's."""
+
     name: str
 
     def poll(self) -> Partial: ...
@@ -101,6 +103,10 @@ class Hub:
         self.timeout = timeout
         self.history = History(history)
         self._states = {s.name: _State() for s in self.sources}
+        # A source that fans out (Curve: MDS, then chunkservers, each with its own
+        # timeout) may take longer than one request before it is hung.
+        self._deadlines = {s.name: max(timeout, getattr(s, "poll_timeout", 0.0))
+                           for s in self.sources}
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._stop = threading.Event()
@@ -166,14 +172,20 @@ class Hub:
         with self._changed:
             while True:
                 now = time.monotonic()
-                if all(st.polls >= count or self._hung(st, now) for st in self._states.values()):
+                if all(st.polls >= count or self._hung(n, st, now)
+                       for n, st in self._states.items()):
                     return True
                 if now >= deadline:
                     return False
                 self._changed.wait(min(0.1, deadline - now))
 
-    def _hung(self, st: _State, now: float) -> bool:
-        return st.polling_since is not None and now - st.polling_since > self.timeout
+    def _hung(self, name: str, st: _State, now: float) -> bool:
+        return st.polling_since is not None and now - st.polling_since > self._deadlines[name]
+
+    @property
+    def longest_poll(self) -> float:
+        """The longest any source may take before it counts as hung."""
+        return max(self._deadlines.values())
 
     # -- snapshots --
 
@@ -182,7 +194,7 @@ class Hub:
         out = {}
         with self._lock:
             for name, st in self._states.items():
-                hung = self._hung(st, now)
+                hung = self._hung(name, st, now)
                 error = st.error
                 if hung:
                     error = f"no answer for {now - st.polling_since:.0f} s"  # type: ignore[operator]
@@ -241,6 +253,10 @@ def merge(partials: Iterable[Partial], health: dict[str, SourceHealth] | None = 
 
 
 def _id_order(daemon_id: str) -> tuple[str, int, str]:
+    """osd.2 before osd.10; chunkservers (host:port) by host, then port."""
+    host, colon, port = daemon_id.rpartition(":")
+    if colon and port.isdigit():
+        return ("~" + host, int(port), "")
     kind, _, num = daemon_id.partition(".")
     return (kind, int(num), "") if num.isdigit() else (daemon_id, 0, "")
 

@@ -11,7 +11,7 @@ from typing import Any
 from stormdeck.sources import add_source_options, build_sources
 from stormdeck.text import printable
 
-CLUSTER_SOURCES = ("ceph", "prometheus")
+CLUSTER_SOURCES = ("ceph", "prometheus", "curve")
 
 
 def register(sub: Any) -> None:
@@ -31,7 +31,7 @@ def take_snapshot(args: argparse.Namespace):  # -> Snapshot
     hub = Hub(build_sources(args), interval=max(0.2, args.interval), timeout=args.timeout)
     hub.start()
     try:
-        hub.wait_polls(2, timeout=args.timeout * 2 + args.interval + 1)
+        hub.wait_polls(2, timeout=hub.longest_poll * 2 + args.interval + 1)
         return hub.snapshot()
     finally:
         hub.stop()
@@ -117,6 +117,21 @@ def render_text(snap) -> str:  # Snapshot -> str
                    + (f" on {', '.join(p(d) for d in c.slow_ops_daemons)}"
                       if c.slow_ops_daemons else "")
                    + f"; flags: {', '.join(p(f) for f in c.osd_flags) or 'none'}")
+    cv = snap.curve
+    if cv is not None:
+        roles = ", ".join(f"{p(m.addr)} {p(m.role or 'unreachable')}" for m in cv.mds)
+        out.append(f"curve {p(cv.version or '?')}  mds: {roles or '-'}  operators "
+                   f"{_num(cv.operators)}  chunkservers online {_num(cv.chunkservers_online)}"
+                   f", offline {_num(cv.chunkservers_offline)}"
+                   + (f"  copysets unhealthy {cv.copysets_unhealthy} of {cv.copysets_total}"
+                      if cv.copysets_total is not None else ""))
+        for pool in cv.pools:
+            out.append(f"  pool {p(pool.name)}: leadernum range {_num(pool.leader_range, '{:g}')}"
+                       f" (min {_num(pool.leader_min, '{:g}')}, max "
+                       f"{_num(pool.leader_max, '{:g}')}), {_num(pool.copysets)} copysets on "
+                       f"{_num(pool.chunkservers)} chunkservers")
+        for addr, err in cv.endpoint_errors.items():
+            out.append(f"  {p(addr)}: {p(err)}")
     if snap.daemons:
         rows = []
         for d in snap.daemons.values():
@@ -132,8 +147,15 @@ def render_text(snap) -> str:  # Snapshot -> str
                 _num(d.primary_pgs if d.kind == "osd" else d.leaders),
                 p(",".join(d.devices or ()) or "-", 40), _pct(d.utilization)])
         out.append("")
-        out += _table(["DAEMON", "HOST", "UP", "IN", "CORES", "IOPS r/w", "COMMIT", "APPLY",
-                       "PGS", "PRIMARY", "DEVICES", "FULL"], rows)
+        kinds = {d.kind for d in snap.daemons.values()}
+        if kinds == {"chunkserver"}:
+            names = ["APPEND", "SEND", "COPYSETS", "LEADERS"]
+        elif "chunkserver" in kinds:
+            names = ["COMMIT|APPEND", "APPLY|SEND", "PGS|COPYSETS", "PRIMARY|LEADERS"]
+        else:
+            names = ["COMMIT", "APPLY", "PGS", "PRIMARY"]
+        out += _table(["DAEMON", "HOST", "UP", "IN", "CORES", "IOPS r/w", *names,
+                       "DEVICES", "FULL"], rows)
     if snap.disks:
         rows = []
         for k in snap.disks.values():

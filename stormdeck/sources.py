@@ -25,6 +25,15 @@ def add_source_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--cluster", default="ceph", help="cluster name (default ceph)")
     g.add_argument("--prometheus", metavar="URL", default=None,
                    help="read the fleet through this Prometheus (http://host:9090)")
+    g.add_argument("--curve-mds", metavar="ADDR,...", default=None,
+                   help="Curve MDS dummy addresses (host:7700,...); the leader is found by asking")
+    g.add_argument("--curve-chunkserver", metavar="ADDR,...", default=None,
+                   help="Curve chunkserver addresses (host:8200,...)")
+    g.add_argument("--curve-ops-tool", metavar="CMD", default=None,
+                   help="curve_ops_tool and its flags, to list chunkservers and copyset health "
+                        "(e.g. 'curve_ops_tool -confPath=/etc/curve/tools.conf')")
+    g.add_argument("--curve-cli", metavar="CMD", default=None,
+                   help="the curve CLI (tools-v2) and its flags, to list chunkservers")
     g.add_argument("--no-host", action="store_true",
                    help="do not read this host's own daemons and disks")
     g.add_argument("--timeout", type=float, default=10.0,
@@ -44,17 +53,20 @@ def build_sources(args: argparse.Namespace) -> list[Source]:
     """Sources in merge priority: librados first, then this host, then Prometheus."""
     explicit_ceph = bool(args.ceph or args.conf or args.client_id or args.client_name
                          or args.keyring)
+    want_curve = bool(args.curve_mds or args.curve_chunkserver or args.curve_ops_tool
+                      or args.curve_cli)
     conf = conf_path(args)
-    want_ceph = explicit_ceph or (args.prometheus is None and conf is not None)
+    want_ceph = explicit_ceph or (args.prometheus is None and not want_curve
+                                  and conf is not None)
     if args.conf and not Path(args.conf).is_file():
         raise UserError(f"no such ceph.conf: {args.conf}")
     if args.keyring and not Path(args.keyring).is_file():
         raise UserError(f"no such keyring: {args.keyring}")
     if args.timeout <= 0:
         raise UserError("--timeout must be above zero")
-    if not want_ceph and args.prometheus is None:
+    if not want_ceph and not want_curve and args.prometheus is None:
         raise UserError("no cluster to watch: give -c CONF (or set CEPH_CONF) for Ceph, "
-                        "or --prometheus URL", exit_code=3)
+                        "--curve-mds ADDR for Curve, or --prometheus URL", exit_code=3)
     sources: list[Source] = []
     if want_ceph:
         from collectors.ceph import CephSource
@@ -62,6 +74,8 @@ def build_sources(args: argparse.Namespace) -> list[Source]:
         name = args.client_name or (f"client.{args.client_id}" if args.client_id else None)
         sources.append(CephSource(conffile=conf, client_name=name, keyring=args.keyring,
                                   cluster=args.cluster, timeout=args.timeout))
+    if want_curve:
+        sources.append(curve_source(args))
     if not args.no_host:
         from collectors.host import HostSource
 
@@ -74,3 +88,31 @@ def build_sources(args: argparse.Namespace) -> list[Source]:
 
         sources.append(PrometheusSource(args.prometheus, timeout=args.timeout))
     return sources
+
+
+def _addrs(text: str | None, option: str) -> list[str]:
+    out = []
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, _, port = item.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UserError(f"{option}: {item!r} is not host:port")
+        out.append(item)
+    return out
+
+
+def curve_source(args: argparse.Namespace) -> Source:
+    import shlex
+
+    from collectors.curve import CurveSource
+
+    mds = _addrs(args.curve_mds, "--curve-mds")
+    chunkservers = _addrs(args.curve_chunkserver, "--curve-chunkserver")
+    ops = shlex.split(args.curve_ops_tool) if args.curve_ops_tool else None
+    cli = shlex.split(args.curve_cli) if args.curve_cli else None
+    if not (mds or chunkservers or ops or cli):
+        raise UserError("the Curve options name no address and no tool")
+    return CurveSource(mds=mds, chunkservers=chunkservers, ops_tool=ops, curve_cli=cli,
+                       timeout=min(args.timeout, 5.0))
