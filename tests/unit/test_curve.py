@@ -284,3 +284,15 @@ def test_the_hub_keeps_curve_beside_other_sources() -> None:
             hub.stop()
     assert snap.curve is not None and snap.curve.pools[0].leader_range == 1
     assert snap.sources["curve"].ok and len(snap.daemons) == 6
+
+
+def test_raft_pages_are_spread_over_polls() -> None:
+    src = CurveSource(chunkservers=[f"127.0.0.1:{p}" for p in range(20000, 20100)])
+    first = src._raft_due(list(src.chunkservers), now=100.0)
+    assert len(first) == 10, "a tenth of the chunkservers a poll"
+    for a in first:
+        src._mem.raft_at[a] = 100.0
+    second = src._raft_due(list(src.chunkservers), now=101.0)
+    assert len(second) == 10 and not first & second, "the never-read ones come next"
+    small = CurveSource(chunkservers=[f"127.0.0.1:{p}" for p in range(20000, 20006)])
+    assert len(small._raft_due(list(small.chunkservers), now=1.0)) == 6
