@@ -10,11 +10,12 @@ series can be used instead.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from collectors.model import Cluster, Daemon, Disk, Partial, Pool
+from collectors.model import Cluster, CurveCluster, CurvePool, Daemon, Disk, Partial, Pool
 
 RATE = "2m"  # at least four scrapes at the common 15-30 s intervals
 
@@ -75,6 +76,32 @@ OTHER_QUERIES: dict[str, str] = {
     "disk_cache": "stormdeck_device_write_cache_on",
 }
 
+# Curve, as Prometheus scrapes each daemon's brpc metrics endpoint: a chunkserver's
+# own series carry its address in the name, and the scrape target in `instance`.
+CURVE_CS = r"chunkserver_[0-9_]+"
+CURVE_QUERIES: dict[str, str] = {
+    "leaders": f'{{__name__=~"{CURVE_CS}_leader_count"}}',
+    "write_latency": f'{{__name__=~"{CURVE_CS}_write_lat_latency"}} / 1e6',
+    "write_latency_p99": f'{{__name__=~"{CURVE_CS}_write_lat_latency_99"}} / 1e6',
+    "write_iops": f'{{__name__=~"{CURVE_CS}_write_iops"}}',
+    "read_iops": f'{{__name__=~"{CURVE_CS}_read_iops"}}',
+    "write_bps": f'{{__name__=~"{CURVE_CS}_write_bps"}}',
+    "read_bps": f'{{__name__=~"{CURVE_CS}_read_bps"}}',
+    "raft_append_latency": "raft_storage_append_entries_latency / 1e6",
+    "raft_append_latency_p99": "raft_storage_append_entries_latency_99 / 1e6",
+    "raft_append_latency_max": "raft_storage_append_entries_max_latency / 1e6",
+    "raft_send_latency": "raft_send_entries_latency / 1e6",
+    "cores_used": "process_cpu_usage",
+    "bthread_usage": "bthread_worker_usage",
+    "bthread_workers": "bthread_worker_count",
+    "config": f'{{__name__=~"{CURVE_CS}_config_.+", conf_value!=""}}',
+    "pools": '{__name__=~"topology_metric_logical_pool_.+_(leadernum_(range|min|max|avg|'
+             'standard_deviation)|copyset_num|chunkserver_num)"}',
+    "cs_leaders_mds": '{__name__=~"topology_metric_chunkserver_id_[0-9]+_(leadernum|'
+                      'leader_count_from_heartbeat|copysetnum)"}',
+    "operators": "mds_scheduler_metric_operator_num",
+}
+
 HEALTH = {0: "HEALTH_OK", 1: "HEALTH_WARN", 2: "HEALTH_ERR"}
 
 
@@ -100,13 +127,16 @@ class PrometheusSource:
     name = "prometheus"
 
     def __init__(self, url: str, timeout: float = 10.0,
-                 queries: Mapping[str, str] | None = None) -> None:
+                 queries: Mapping[str, str] | None = None, ceph: bool = True,
+                 curve: bool = False) -> None:
         from prometheus_api_client import PrometheusConnect
         from urllib3.util.retry import Retry
 
         self.url = url.rstrip("/")
         self.timeout = timeout
-        self.queries = {**DAEMON_QUERIES, **DISK_QUERIES, **OTHER_QUERIES, **(queries or {})}
+        self.ceph, self.curve = ceph, curve
+        self.queries = {**DAEMON_QUERIES, **DISK_QUERIES, **OTHER_QUERIES, **CURVE_QUERIES,
+                        **(queries or {})}
         # The client retries with backoff by default, which turns a hung server
         # into a poll of many timeouts; the next poll is our retry.
         self._client = PrometheusConnect(url=self.url, disable_ssl=True, timeout=timeout,
@@ -140,7 +170,7 @@ class PrometheusSource:
 
     def poll(self) -> Partial:
         # The first query doubles as the reachability check: if it fails, all fail.
-        health = self.query("health")
+        first = self.query("health" if self.ceph else "leaders")
         errors: list[str] = []
 
         def q(name: str) -> list[dict[str, Any]]:
@@ -150,10 +180,24 @@ class PrometheusSource:
                 errors.append(str(exc))
                 return []
 
+        daemons: dict[str, Daemon] = {}
+        disks: dict[str, Disk] = {}
+        cluster = curve = None
+        if self.ceph:
+            daemons = self._osds(q)
+            disks = self._disks(q, daemons)
+            cluster = self._cluster(first, q)
+        if self.curve:
+            chunkservers, curve = self._curve(q)
+            daemons.update(chunkservers)
+        return Partial(source=self.name, time=time.time(), cluster=cluster, daemons=daemons,
+                       disks=disks, errors=tuple(errors), curve=curve)
+
+    def _osds(self, q: Any) -> dict[str, Daemon]:
         fields: dict[str, dict[str, Any]] = {}
         for field_name in DAEMON_QUERIES:
             for s in q(field_name):
-                daemon = s.get("metric", {}).get("ceph_daemon")
+                daemon = s["metric"].get("ceph_daemon")
                 v = _value(s)
                 if daemon is None or v is None:
                     continue
@@ -163,14 +207,14 @@ class PrometheusSource:
                     v = int(v)
                 fields.setdefault(daemon, {})[field_name] = v
         for s in q("metadata"):
-            m = s.get("metric", {})
+            m = s["metric"]
             if "ceph_daemon" in m:
                 d = fields.setdefault(m["ceph_daemon"], {})
                 d["host"] = _short(m["hostname"]) if m.get("hostname") else None
                 d["device_class"] = m.get("device_class") or None
                 d["objectstore"] = m.get("objectstore") or None
         for s in q("occupation"):
-            m = s.get("metric", {})
+            m = s["metric"]
             if "ceph_daemon" not in m:
                 continue
             d = fields.setdefault(m["ceph_daemon"], {})
@@ -179,12 +223,53 @@ class PrometheusSource:
                 names = [m["device"].removeprefix("/dev/")]
             d["devices"] = tuple(sorted(set(d.get("devices", ())) | set(names)))
             d.setdefault("host", _short(m["instance"]) if m.get("instance") else None)
-        daemons = {name: Daemon(id=name, kind="osd", **f) for name, f in fields.items()
-                   if name.startswith("osd.")}
-        disks = self._disks(q, daemons)
-        cluster = self._cluster(health, q)
-        return Partial(source=self.name, time=time.time(), cluster=cluster, daemons=daemons,
-                       disks=disks, errors=tuple(errors))
+        return {name: Daemon(id=name, kind="osd", **f) for name, f in fields.items()
+                if name.startswith("osd.")}
+
+    def _curve(self, q: Any) -> tuple[dict[str, Daemon], CurveCluster]:
+        fields: dict[str, dict[str, Any]] = {}
+        # Which scrape targets are chunkservers: those with a leader count.
+        for s in q("leaders"):
+            inst = s["metric"].get("instance")
+            v = _value(s)
+            if inst and v is not None:
+                fields[inst] = {"leaders": int(v)}
+        for field_name in CURVE_QUERIES:
+            if field_name in ("leaders", "config", "pools", "cs_leaders_mds", "operators"):
+                continue
+            for s in q(field_name):
+                inst = s["metric"].get("instance")
+                v = _value(s)
+                if inst in fields and v is not None:
+                    fields[inst][field_name] = int(v) if field_name == "bthread_workers" else v
+        for s in q("config"):
+            m = s["metric"]
+            if m.get("instance") in fields and m.get("conf_name"):
+                fields[m["instance"]].setdefault("config", {})[m["conf_name"]] = m["conf_value"]
+        daemons = {inst: Daemon(id=inst, kind="chunkserver", host=inst.rpartition(":")[0], **f)
+                   for inst, f in fields.items()}
+        pools: dict[str, dict[str, float]] = {}
+        leader_mds = None
+        for s in q("pools"):
+            m = re.match(r"topology_metric_logical_pool_(.+)_(leadernum_\w+|copyset_num|"
+                         r"chunkserver_num)$", s["metric"].get("__name__", ""))
+            v = _value(s)
+            if m and v is not None:
+                pools.setdefault(m.group(1), {})[m.group(2)] = v
+                leader_mds = leader_mds or s["metric"].get("instance")
+        ops = q("operators")
+        cluster = CurveCluster(
+            leader_mds=leader_mds,
+            pools=tuple(CurvePool(
+                name=name, leader_range=f.get("leadernum_range"),
+                leader_min=f.get("leadernum_min"), leader_max=f.get("leadernum_max"),
+                leader_avg=f.get("leadernum_avg"),
+                leader_stddev=f.get("leadernum_standard_deviation"),
+                copysets=int(f["copyset_num"]) if "copyset_num" in f else None,
+                chunkservers=int(f["chunkserver_num"]) if "chunkserver_num" in f else None)
+                for name, f in sorted(pools.items())),
+            operators=int(_value(ops[0]) or 0) if ops else None)
+        return daemons, cluster
 
     def _disks(self, q: Any, daemons: Mapping[str, Daemon]) -> dict[str, Disk]:
         values: dict[tuple[str, str], dict[str, Any]] = {}

@@ -25,6 +25,8 @@ def add_source_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--cluster", default="ceph", help="cluster name (default ceph)")
     g.add_argument("--prometheus", metavar="URL", default=None,
                    help="read the fleet through this Prometheus (http://host:9090)")
+    g.add_argument("--prometheus-for", choices=("ceph", "curve", "both"), default="ceph",
+                   help="which cluster's series to read from --prometheus (default ceph)")
     g.add_argument("--curve-mds", metavar="ADDR,...", default=None,
                    help="Curve MDS dummy addresses (host:7700,...); the leader is found by asking")
     g.add_argument("--curve-chunkserver", metavar="ADDR,...", default=None,
@@ -86,7 +88,9 @@ def build_sources(args: argparse.Namespace) -> list[Source]:
                             f"not {args.prometheus!r}")
         from collectors.prometheus import PrometheusSource
 
-        sources.append(PrometheusSource(args.prometheus, timeout=args.timeout))
+        sources.append(PrometheusSource(args.prometheus, timeout=args.timeout,
+                                        ceph=args.prometheus_for in ("ceph", "both"),
+                                        curve=args.prometheus_for in ("curve", "both")))
     return sources
 
 

@@ -31,6 +31,23 @@ def fmt_var(value: object) -> str:
     return str(value)
 
 
+def prometheus_text(values: dict[str, object]) -> str:
+    """bvars as brpc's Prometheus endpoint writes them: numbers as gauges, Curve's JSON
+    config strings as label sets, other strings dropped."""
+    lines = []
+    for name, value in values.items():
+        if isinstance(value, str):
+            if '"conf_value":"' not in value:
+                continue
+            conf_name = value.split('"conf_name":"')[1].split('"')[0]
+            conf_value = value.split('"conf_value":"')[1].split('"')[0]
+            lines += [f"# TYPE {name} gauge",
+                      f'{name}{{conf_name="{conf_name}",conf_value="{conf_value}"}} 0']
+        else:
+            lines += [f"# HELP {name} {name}", f"# TYPE {name} gauge", f"{name} {value}"]
+    return "\n".join(lines) + "\n"
+
+
 @dataclass
 class Chunkserver:
     id: int
@@ -88,20 +105,10 @@ class Chunkserver:
         }
 
     def prometheus(self) -> str:
-        lines = []
-        for name, value in self.vars().items():
-            if isinstance(value, str):
-                # brpc turns Curve's JSON config bvars into label sets.
-                conf_name = value.split('"conf_name":"')[1].split('"')[0]
-                conf_value = value.split('"conf_value":"')[1].split('"')[0]
-                lines += [f"# TYPE {name} gauge",
-                          f'{name}{{conf_name="{conf_name}",conf_value="{conf_value}"}} 0']
-            else:
-                lines += [f"# HELP {name} {name}", f"# TYPE {name} gauge", f"{name} {value}"]
         svc = f"rpc_server_{self.port}_braft_raft_service_append_entries"
-        lines += [f"# TYPE {svc} summary", f'{svc}{{quantile="0.99"}} 1500',
-                  f"{svc}_sum 12345000", f"{svc}_count 10000"]
-        return "\n".join(lines) + "\n"
+        return prometheus_text(self.vars()) + "\n".join([
+            f"# TYPE {svc} summary", f'{svc}{{quantile="0.99"}} 1500',
+            f"{svc}_sum 12345000", f"{svc}_count 10000"]) + "\n"
 
     def raft_stat(self, peers: list[Chunkserver]) -> str:
         out = []
@@ -254,6 +261,8 @@ class CurveWire:
         self.requests += 1
         for m in self.mds:
             if m.port == port:
+                if path in ("/metrics", "/brpc_metrics"):
+                    return 200, prometheus_text(self.mds_vars(m))
                 return 200, self._vars_page(self.mds_vars(m), path)
         cs = next(c for c in self.chunkservers if c.port == port)
         if self.flapping and path.startswith("/vars"):
