@@ -51,16 +51,16 @@ BOOL_FIELDS = frozenset({"up", "in_"})
 # Disk series from node_exporter, given the host name through node_uname_info.
 _HOSTED = " * on(instance) group_left(nodename) node_uname_info"
 DISK_QUERIES: dict[str, str] = {
-    "util": f"rate(node_disk_io_time_seconds_total[{RATE}])" + _HOSTED,
-    "read_iops": f"rate(node_disk_reads_completed_total[{RATE}])" + _HOSTED,
-    "write_iops": f"rate(node_disk_writes_completed_total[{RATE}])" + _HOSTED,
-    "read_bps": f"rate(node_disk_read_bytes_total[{RATE}])" + _HOSTED,
-    "write_bps": f"rate(node_disk_written_bytes_total[{RATE}])" + _HOSTED,
-    "read_await": f"(rate(node_disk_read_time_seconds_total[{RATE}])"
+    "disk_util": f"rate(node_disk_io_time_seconds_total[{RATE}])" + _HOSTED,
+    "disk_read_iops": f"rate(node_disk_reads_completed_total[{RATE}])" + _HOSTED,
+    "disk_write_iops": f"rate(node_disk_writes_completed_total[{RATE}])" + _HOSTED,
+    "disk_read_bps": f"rate(node_disk_read_bytes_total[{RATE}])" + _HOSTED,
+    "disk_write_bps": f"rate(node_disk_written_bytes_total[{RATE}])" + _HOSTED,
+    "disk_read_await": f"(rate(node_disk_read_time_seconds_total[{RATE}])"
                   f" / rate(node_disk_reads_completed_total[{RATE}]) > -1)" + _HOSTED,
-    "write_await": f"(rate(node_disk_write_time_seconds_total[{RATE}])"
+    "disk_write_await": f"(rate(node_disk_write_time_seconds_total[{RATE}])"
                    f" / rate(node_disk_writes_completed_total[{RATE}]) > -1)" + _HOSTED,
-    "queue_depth": f"rate(node_disk_io_time_weighted_seconds_total[{RATE}])" + _HOSTED,
+    "disk_queue_depth": f"rate(node_disk_io_time_weighted_seconds_total[{RATE}])" + _HOSTED,
 }
 
 OTHER_QUERIES: dict[str, str] = {
@@ -73,36 +73,43 @@ OTHER_QUERIES: dict[str, str] = {
     "pools": "ceph_pool_metadata",
     "pool_pgs": "ceph_pg_total",
     "flags": '{__name__=~"ceph_osd_flag_.+"} == 1',
-    "disk_cache": "stormdeck_device_write_cache_on",
+    "disk_write_cache": "stormdeck_device_write_cache_on",
 }
 
 # Curve, as Prometheus scrapes each daemon's brpc metrics endpoint: a chunkserver's
 # own series carry its address in the name, and the scrape target in `instance`.
 CURVE_CS = r"chunkserver_[0-9_]+"
 CURVE_QUERIES: dict[str, str] = {
-    "leaders": f'{{__name__=~"{CURVE_CS}_leader_count"}}',
-    "write_latency": f'{{__name__=~"{CURVE_CS}_write_lat_latency"}} / 1e6',
-    "write_latency_p99": f'{{__name__=~"{CURVE_CS}_write_lat_latency_99"}} / 1e6',
-    "write_iops": f'{{__name__=~"{CURVE_CS}_write_iops"}}',
-    "read_iops": f'{{__name__=~"{CURVE_CS}_read_iops"}}',
-    "write_bps": f'{{__name__=~"{CURVE_CS}_write_bps"}}',
-    "read_bps": f'{{__name__=~"{CURVE_CS}_read_bps"}}',
-    "raft_append_latency": "raft_storage_append_entries_latency / 1e6",
-    "raft_append_latency_p99": "raft_storage_append_entries_latency_99 / 1e6",
-    "raft_append_latency_max": "raft_storage_append_entries_max_latency / 1e6",
-    "raft_send_latency": "raft_send_entries_latency / 1e6",
-    "cores_used": "process_cpu_usage",
-    "bthread_usage": "bthread_worker_usage",
-    "bthread_workers": "bthread_worker_count",
-    "config": f'{{__name__=~"{CURVE_CS}_config_.+", conf_value!=""}}',
-    "pools": '{__name__=~"topology_metric_logical_pool_.+_(leadernum_(range|min|max|avg|'
+    "curve_leaders": f'{{__name__=~"{CURVE_CS}_leader_count"}}',
+    "curve_write_latency": f'{{__name__=~"{CURVE_CS}_write_lat_latency"}} / 1e6',
+    "curve_write_latency_p99": f'{{__name__=~"{CURVE_CS}_write_lat_latency_99"}} / 1e6',
+    "curve_write_iops": f'{{__name__=~"{CURVE_CS}_write_iops"}}',
+    "curve_read_iops": f'{{__name__=~"{CURVE_CS}_read_iops"}}',
+    "curve_write_bps": f'{{__name__=~"{CURVE_CS}_write_bps"}}',
+    "curve_read_bps": f'{{__name__=~"{CURVE_CS}_read_bps"}}',
+    "curve_raft_append_latency": "raft_storage_append_entries_latency / 1e6",
+    "curve_raft_append_latency_p99": "raft_storage_append_entries_latency_99 / 1e6",
+    "curve_raft_append_latency_max": "raft_storage_append_entries_max_latency / 1e6",
+    "curve_raft_send_latency": "raft_send_entries_latency / 1e6",
+    "curve_cores_used": "process_cpu_usage",
+    "curve_bthread_usage": "bthread_worker_usage",
+    "curve_bthread_workers": "bthread_worker_count",
+    "curve_config": f'{{__name__=~"{CURVE_CS}_config_.+", conf_value!=""}}',
+    "curve_pools": '{__name__=~"topology_metric_logical_pool_.+_(leadernum_(range|min|max|avg|'
              'standard_deviation)|copyset_num|chunkserver_num)"}',
-    "cs_leaders_mds": '{__name__=~"topology_metric_chunkserver_id_[0-9]+_(leadernum|'
+    "curve_cs_leaders_mds": '{__name__=~"topology_metric_chunkserver_id_[0-9]+_(leadernum|'
                       'leader_count_from_heartbeat|copysetnum)"}',
-    "operators": "mds_scheduler_metric_operator_num",
+    "curve_operators": "mds_scheduler_metric_operator_num",
 }
 
 HEALTH = {0: "HEALTH_OK", 1: "HEALTH_WARN", 2: "HEALTH_ERR"}
+
+# One namespace of query names, so that overriding one by name is unambiguous: a
+# clash would silently replace one field's query with another's.
+ALL_QUERIES = {**DAEMON_QUERIES, **DISK_QUERIES, **OTHER_QUERIES, **CURVE_QUERIES}
+if len(ALL_QUERIES) != sum(map(len, (DAEMON_QUERIES, DISK_QUERIES, OTHER_QUERIES,
+                                     CURVE_QUERIES))):
+    raise RuntimeError("two Prometheus queries share a name")
 
 
 class PrometheusError(Exception):
@@ -135,8 +142,11 @@ class PrometheusSource:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.ceph, self.curve = ceph, curve
-        self.queries = {**DAEMON_QUERIES, **DISK_QUERIES, **OTHER_QUERIES, **CURVE_QUERIES,
-                        **(queries or {})}
+        self.queries = dict(ALL_QUERIES)
+        unknown = set(queries or {}) - set(self.queries)
+        if unknown:
+            raise ValueError(f"no Prometheus query named {', '.join(sorted(unknown))}")
+        self.queries.update(queries or {})
         # The client retries with backoff by default, which turns a hung server
         # into a poll of many timeouts; the next poll is our retry.
         self._client = PrometheusConnect(url=self.url, disable_ssl=True, timeout=timeout,
@@ -170,7 +180,7 @@ class PrometheusSource:
 
     def poll(self) -> Partial:
         # The first query doubles as the reachability check: if it fails, all fail.
-        first = self.query("health" if self.ceph else "leaders")
+        first = self.query("health" if self.ceph else "curve_leaders")
         errors: list[str] = []
 
         def q(name: str) -> list[dict[str, Any]]:
@@ -229,20 +239,21 @@ class PrometheusSource:
     def _curve(self, q: Any) -> tuple[dict[str, Daemon], CurveCluster]:
         fields: dict[str, dict[str, Any]] = {}
         # Which scrape targets are chunkservers: those with a leader count.
-        for s in q("leaders"):
+        for s in q("curve_leaders"):
             inst = s["metric"].get("instance")
             v = _value(s)
             if inst and v is not None:
                 fields[inst] = {"leaders": int(v)}
-        for field_name in CURVE_QUERIES:
+        for query_name in CURVE_QUERIES:
+            field_name = query_name.removeprefix("curve_")
             if field_name in ("leaders", "config", "pools", "cs_leaders_mds", "operators"):
                 continue
-            for s in q(field_name):
+            for s in q(query_name):
                 inst = s["metric"].get("instance")
                 v = _value(s)
                 if inst in fields and v is not None:
                     fields[inst][field_name] = int(v) if field_name == "bthread_workers" else v
-        for s in q("config"):
+        for s in q("curve_config"):
             m = s["metric"]
             if m.get("instance") in fields and m.get("conf_name"):
                 fields[m["instance"]].setdefault("config", {})[m["conf_name"]] = m["conf_value"]
@@ -250,14 +261,14 @@ class PrometheusSource:
                    for inst, f in fields.items()}
         pools: dict[str, dict[str, float]] = {}
         leader_mds = None
-        for s in q("pools"):
+        for s in q("curve_pools"):
             m = re.match(r"topology_metric_logical_pool_(.+)_(leadernum_\w+|copyset_num|"
                          r"chunkserver_num)$", s["metric"].get("__name__", ""))
             v = _value(s)
             if m and v is not None:
                 pools.setdefault(m.group(1), {})[m.group(2)] = v
                 leader_mds = leader_mds or s["metric"].get("instance")
-        ops = q("operators")
+        ops = q("curve_operators")
         cluster = CurveCluster(
             leader_mds=leader_mds,
             pools=tuple(CurvePool(
@@ -273,8 +284,9 @@ class PrometheusSource:
 
     def _disks(self, q: Any, daemons: Mapping[str, Daemon]) -> dict[str, Disk]:
         values: dict[tuple[str, str], dict[str, Any]] = {}
-        for field_name in DISK_QUERIES:
-            for s in q(field_name):
+        for query_name in DISK_QUERIES:
+            field_name = query_name.removeprefix("disk_")
+            for s in q(query_name):
                 m = s.get("metric", {})
                 v = _value(s)
                 if v is None or not m.get("device") or not m.get("nodename"):
@@ -282,7 +294,7 @@ class PrometheusSource:
                 if field_name == "util":
                     v = min(1.0, max(0.0, v))
                 values.setdefault((_short(m["nodename"]), m["device"]), {})[field_name] = v
-        for s in q("disk_cache"):
+        for s in q("disk_write_cache"):
             m = s.get("metric", {})
             v = _value(s)
             if v is not None and m.get("device") and m.get("hostname"):
