@@ -600,6 +600,7 @@ class CurveSource:
         return replace(
             d, leader_delta=delta, term_rises=rises,
             online=info.online if info is not None else d.online,
+            device_class=info.disk_type if info is not None else d.device_class,
             leaders_mds=mds.get("leadernum"), leaders_heartbeat=mds.get(
                 "leader_count_from_heartbeat"),
             copysets=mds.get("copysetnum", info.copysets if info else None))

@@ -16,10 +16,11 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
-from collectors.model import Daemon, Disk, Partial
+from collectors.model import Daemon, Disk, Host, Partial
 
 OSD_NAMES = frozenset({"ceph-osd"})
 FD_REFRESH = 60.0  # a daemon's open devices change only when it restarts
@@ -319,6 +320,11 @@ def open_block_devices(pid: int) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
+def tuned_profile(etc: Path = Path("/etc/tuned")) -> str:
+    """The profile tuned applies (tuned-adm writes it to active_profile); "" if none."""
+    return (_read(etc / "active_profile") or "").strip()
+
+
 # ---- the source ------------------------------------------------------------------
 
 
@@ -344,6 +350,7 @@ class HostSource:
         self._fsids: dict[str, str | None] = {}
         self._procs: dict[tuple[int, float], _ProcSample] = {}
         self._disks: tuple[float, dict[str, DiskCounters]] | None = None
+        self._cpu: Any = None
 
     def close(self) -> None:
         pass
@@ -352,7 +359,22 @@ class HostSource:
         now = time.monotonic()
         daemons = self._poll_daemons(now)
         disks = self._poll_disks(now, daemons)
-        return Partial(source=self.name, time=time.time(), daemons=daemons, disks=disks)
+        return Partial(source=self.name, time=time.time(), daemons=daemons, disks=disks,
+                       hosts={self.hostname: self._host()})
+
+    def _host(self) -> Host:
+        t = psutil.cpu_times()
+        busy = iowait = None
+        if self._cpu is not None:
+            prev = self._cpu
+            total = sum(t) - sum(prev)
+            if total > 0:
+                idle = (t.idle - prev.idle) + (getattr(t, "iowait", 0) - getattr(prev, "iowait", 0))
+                busy = max(0.0, min(1.0, 1 - idle / total))
+                iowait = max(0.0, (getattr(t, "iowait", 0) - getattr(prev, "iowait", 0)) / total)
+        self._cpu = t
+        return Host(name=self.hostname, cpus=psutil.cpu_count(), cpu_busy=busy, iowait=iowait,
+                    load1=os.getloadavg()[0], tuned_profile=tuned_profile())
 
     def _belongs(self, argv: list[str]) -> bool:
         if self.fsid is None:

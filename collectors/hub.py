@@ -16,7 +16,16 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from collectors.model import Cluster, Daemon, Disk, Partial, Snapshot, SourceHealth, merge_records
+from collectors.model import (
+    Cluster,
+    Daemon,
+    Disk,
+    Host,
+    Partial,
+    Snapshot,
+    SourceHealth,
+    merge_records,
+)
 
 
 class Source(Protocol):
@@ -247,9 +256,14 @@ def merge(partials: Iterable[Partial], health: dict[str, SourceHealth] | None = 
             disk = replace(disk, daemons=tuple(sorted(on_it, key=_id_order)))
         disks[key] = disk
     curves = [p.curve for p in parts if p.curve is not None]
+    by_host: dict[str, list[Host]] = {}
+    for p in parts:
+        for name, h in p.hosts.items():
+            by_host.setdefault(name, []).append(h)
     return Snapshot(time=now if now is not None else time.time(), cluster=cluster,
                     daemons=daemons, disks=disks, sources=health or {},
-                    curve=merge_records(curves) if curves else None)
+                    curve=merge_records(curves) if curves else None,
+                    hosts={n: merge_records(hs) for n, hs in sorted(by_host.items())})
 
 
 def _id_order(daemon_id: str) -> tuple[str, int, str]:

@@ -104,6 +104,21 @@ class Disk:
         return f"{self.host}:/dev/{self.name}"
 
 
+# ---- per host ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """A host whose daemons and disks are shown: what limits it besides the daemons."""
+
+    name: str
+    cpus: int | None = None  # online logical CPUs
+    cpu_busy: float | None = None  # 0..1 of all CPUs over the last interval
+    iowait: float | None = None  # 0..1
+    load1: float | None = None
+    tuned_profile: str | None = None  # None: unknown; "" : tuned not installed or no profile
+
+
 # ---- cluster -----------------------------------------------------------------
 
 
@@ -272,6 +287,7 @@ class Partial:
     disks: Mapping[str, Disk] = field(default_factory=dict)  # keyed by Disk.key
     errors: tuple[str, ...] = ()  # non-fatal: one command failed, the rest stand
     curve: CurveCluster | None = None
+    hosts: Mapping[str, Host] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +298,7 @@ class Snapshot:
     disks: Mapping[str, Disk]
     sources: Mapping[str, SourceHealth]
     curve: CurveCluster | None = None
+    hosts: Mapping[str, Host] = field(default_factory=dict)
 
     def source_ok(self, name: str) -> bool:
         s = self.sources.get(name)

@@ -1,0 +1,173 @@
+"""The engine: rules over History, with warm-up, for-durations, hysteresis, mutes and
+checks that every proposed change is one this cluster can take."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from advisors.model import Change, Check, Finding, RuleSettings
+from advisors.mutes import MuteStore
+from advisors.rules import ALL, Context, Rule
+from advisors.settings import load_settings
+from collectors.model import Snapshot
+
+# A firing finding whose rule stops judging its target (no data) is kept this long.
+STALE_AFTER = 120.0
+
+
+@dataclass
+class _Track:
+    state: str  # "pending" | "firing"
+    since: float
+    last_seen: float
+    check: Check
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    rule: str
+    target: str
+    first_seen: float
+    resolved_at: float
+
+
+class Engine:
+    """Evaluate every enabled rule on each new snapshot; keeps the state between calls."""
+
+    def __init__(self, settings: dict[str, RuleSettings] | None = None,
+                 mutes: MuteStore | None = None, rules: Iterable[type[Rule]] = ALL) -> None:
+        self.settings = settings if settings is not None else load_settings()
+        self.rules = [r() for r in rules if self.settings[r.id].enabled]
+        self.mutes = mutes
+        self.errors: dict[str, str] = {}  # rule id -> why it could not judge
+        self.resolved: deque[Resolved] = deque(maxlen=500)
+        self._tracks: dict[tuple[str, str], _Track] = {}
+
+    def evaluate(self, history: Sequence[Snapshot] | Iterable[Snapshot]) -> list[Finding]:
+        snaps = list(history)
+        if not snaps:
+            return []
+        latest = snaps[-1]
+        now = latest.time
+        judged: set[tuple[str, str]] = set()
+        by_rule = {r.id: r for r in self.rules}
+        for rule in self.rules:
+            s = self.settings[rule.id]
+            if len(snaps) < s.warmup_samples:
+                continue
+            span = float(s.params.get("window_seconds", max(s.for_seconds, 60.0)))
+            window = [x for x in snaps if now - x.time <= span] or [latest]
+            try:
+                checks = list(rule.check(Context(latest, window, s.params)))
+            except Exception as exc:  # one broken rule must not silence the others
+                self.errors[rule.id] = f"{type(exc).__name__}: {exc}"
+                continue
+            self.errors.pop(rule.id, None)
+            for c in checks:
+                key = (rule.id, c.target)
+                judged.add(key)
+                self._step(key, c, s, now)
+        for key, t in list(self._tracks.items()):
+            if key not in judged and (t.state == "pending" or now - t.last_seen > STALE_AFTER):
+                del self._tracks[key]
+        findings = [self._finding(by_rule[k[0]], t) for k, t in self._tracks.items()
+                    if k[0] in by_rule]
+        findings = self._vet_changes(findings, latest)
+        findings = self._apply_mutes(findings, now)
+        findings.sort(key=lambda f: (f.state != "firing", -f.severity, f.rule, f.target))
+        return findings
+
+    def _step(self, key: tuple[str, str], c: Check, s: RuleSettings, now: float) -> None:
+        t = self._tracks.get(key)
+        if t is None:
+            if not c.fire:
+                return
+            t = self._tracks[key] = _Track("pending", now, now, c)
+        if t.state == "pending":
+            if not c.fire:
+                del self._tracks[key]
+                return
+            if now - t.since >= s.for_seconds:
+                t.state = "firing"
+        elif c.clear:
+            del self._tracks[key]
+            self.resolved.append(Resolved(key[0], key[1], t.since, now))
+            return
+        t.last_seen, t.check = now, c
+
+    @staticmethod
+    def _finding(rule: Rule, t: _Track) -> Finding:
+        c = t.check
+        return Finding(rule=rule.id, title=rule.title, severity=c.severity, target=c.target,
+                       summary=c.summary, explanation=rule.explanation, source=rule.source,
+                       state=t.state, first_seen=t.since, last_seen=t.last_seen,
+                       evidence=c.evidence, changes=c.changes, procedure=c.procedure)
+
+    @staticmethod
+    def _vet_changes(findings: list[Finding], latest: Snapshot) -> list[Finding]:
+        """Drop changes this cluster cannot take: options it does not have (K3.8), values
+        already set, and a second change of the same thing to something else."""
+        config = latest.cluster.config if latest.cluster else {}
+        release = latest.cluster.release if latest.cluster else None
+        claimed: dict[tuple[str, str, str], tuple[str, str]] = {}
+        out = []
+        for f in sorted(findings, key=lambda f: (-f.severity, f.state != "firing", f.rule)):
+            keep: list[Change] = []
+            notes = list(f.notes)
+            for ch in f.changes:
+                if ch.kind == "ceph_config":
+                    opt = config.get(ch.key)
+                    if opt is None or not opt.exists:
+                        notes.append(f"{ch.key} does not exist in "
+                                     f"{release or 'this release'}: not proposed (K3.8)")
+                        continue
+                if _same(ch.current, ch.proposed):
+                    notes.append(f"{ch.key} on {ch.target} is already {ch.proposed}")
+                    continue
+                slot = (ch.kind, ch.target, ch.key)
+                if slot in claimed and claimed[slot][0] != ch.proposed:
+                    notes.append(f"{ch.key} on {ch.target}: {claimed[slot][1]} proposes "
+                                 f"{claimed[slot][0]}; not proposing {ch.proposed} as well")
+                    continue
+                claimed[slot] = (ch.proposed, f.rule)
+                keep.append(ch)
+            out.append(replace(f, changes=tuple(keep), notes=tuple(notes)))
+        return out
+
+    def _apply_mutes(self, findings: list[Finding], now: float) -> list[Finding]:
+        if self.mutes is None:
+            return findings
+        out = []
+        for f in findings:
+            badness = self._tracks[(f.rule, f.target)].check.badness
+            mute, note = self.mutes.judge(f, badness, now)
+            if mute is not None:
+                f = replace(f, muted=True, muted_until=mute.until)
+            elif note:
+                f = replace(f, notes=(*f.notes, note))
+            out.append(f)
+        return out
+
+    def badness(self, finding: Finding) -> float:
+        t = self._tracks.get(finding.key)
+        return t.check.badness if t else 0.0
+
+
+def _same(current: str | None, proposed: str) -> bool:
+    if current is None:
+        return False
+    try:
+        return float(current) == float(proposed)
+    except ValueError:
+        return current.strip().lower() == proposed.strip().lower()
+
+
+def worst(findings: Iterable[Finding]) -> int:
+    """The exit code `stormdeck check` gives: 0 clean, 1 warnings, 2 critical (firing, unmuted)."""
+    live = [int(f.severity) for f in findings if f.state == "firing" and not f.muted]
+    top = max(live, default=0)
+    return 2 if top >= 3 else 1 if top == 2 else 0
+
+

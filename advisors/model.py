@@ -1,0 +1,103 @@
+"""What advisors produce: findings with their evidence, and the changes they propose."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+
+class Severity(IntEnum):
+    INFO = 1
+    WARNING = 2
+    CRITICAL = 3
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """The numbers behind a finding: a metric over a window, and its value now."""
+
+    metric: str
+    window: float  # seconds covered
+    now: float | str | None
+    min: float | None = None
+    avg: float | None = None
+    max: float | None = None
+    unit: str = ""  # "s", "cores", "ratio", "IOPS", ... (SI inside, display converts)
+    samples: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One concrete change a finding proposes. Issue "Acting on advice" executes these."""
+
+    kind: str  # "ceph_config" | "osd_flag" | "pool_set" | "curve_leader_schedule" |
+    #            "device_cache" | "tuned_profile"
+    target: str  # "osd", "osd.3", "class:ssd", pool name, "host:/dev/sdb", logical pool
+    key: str  # option, flag, pool property, ...
+    current: str | None  # None: unset / unknown
+    proposed: str
+    command: str  # what an operator would type
+    runtime: bool | None = None  # applies without a restart (config help)
+    reversible: bool = True
+    blast_radius: str = "daemon"  # daemon | device class | all OSDs | pool | host | cluster
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """What a rule says about one target on one evaluation.
+
+    `fire` is the condition that starts the finding; `clear` the one that
+    ends it (hysteresis: between the two, a firing finding stays firing).
+    `badness` orders how bad it is, so a muted finding can be unmuted when
+    it grows worse.
+    """
+
+    target: str
+    fire: bool
+    clear: bool
+    severity: Severity
+    summary: str
+    evidence: tuple[Evidence, ...] = ()
+    changes: tuple[Change, ...] = ()
+    procedure: tuple[str, ...] = ()  # steps no executor takes for the operator
+    badness: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    rule: str
+    title: str
+    severity: Severity
+    target: str
+    summary: str
+    explanation: str
+    source: str  # KNOWLEDGE.md section(s), e.g. "K1.2-K1.5"
+    state: str  # "pending" | "firing"
+    first_seen: float
+    last_seen: float
+    evidence: tuple[Evidence, ...] = ()
+    changes: tuple[Change, ...] = ()
+    procedure: tuple[str, ...] = ()
+    muted: bool = False
+    muted_until: float | None = None
+    notes: tuple[str, ...] = ()  # e.g. a change dropped because it contradicted another
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.rule, self.target)
+
+
+Thresholds = Mapping[str, float | int | str | bool | list[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSettings:
+    enabled: bool = True
+    for_seconds: float = 0.0
+    warmup_samples: int = 1
+    params: Thresholds = field(default_factory=dict)

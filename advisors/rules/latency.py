@@ -1,0 +1,108 @@
+"""Latency rules: the slowest OSD, raft append and the network path (K1.7, K2.4)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+
+from advisors.model import Check, Severity
+from advisors.rules.base import Context, Rule, mean
+
+
+class SlowestOsd(Rule):
+    id = "ceph.osd.slowest"
+    title = "One OSD far slower than the rest"
+    source = "K1.7"
+    explanation = (
+        "Hot data is spread pseudo-randomly over the OSDs, so the cluster is only as fast "
+        "as its slowest OSD (K1.7). This OSD's commit latency stands far above the "
+        "median; its disk and CPU are shown beside it to tell which one holds it back.")
+
+    def check(self, ctx: Context) -> Iterable[Check]:
+        averages = {}
+        for d in ctx.osds():
+            lat = ctx.daemon_values(d.id, "commit_latency")
+            if lat:
+                averages[d.id] = (sum(lat) / len(lat), lat)
+        if len(averages) < 3:
+            return
+        median = statistics.median(v for v, _ in averages.values())
+        factor, floor = float(ctx.p("factor")), float(ctx.p("min_latency"))
+        for osd_id, (avg, series) in averages.items():
+            d = ctx.latest.daemons[osd_id]
+            disks = [ctx.latest.disks.get(f"{d.host}:/dev/{dev}") for dev in d.devices or ()]
+            util = [k.util for k in disks if k is not None and k.util is not None]
+            where = f" on {', '.join(d.devices)}" if d.devices else ""
+            cpu = (f", CPU {d.cores_used:.1f} of {d.cores_allowed:g} cores"
+                   if d.cores_used is not None and d.cores_allowed else "")
+            yield Check(
+                target=osd_id, fire=avg > factor * median and avg > floor,
+                clear=avg <= factor * 0.8 * median or avg <= floor * 0.8,
+                severity=Severity.WARNING,
+                summary=f"{osd_id} commits in {avg * 1000:.1f} ms against a median of "
+                        f"{median * 1000:.1f} ms{where}"
+                        f"{f' ({max(util):.0%} busy)' if util else ''}{cpu}",
+                evidence=(ctx.evidence("commit latency", series, "s"),
+                          ctx.evidence("median commit latency", [median], "s"),
+                          *((ctx.evidence("disk util", util, "ratio"),) if util else ())),
+                badness=avg / median if median else avg)
+
+
+class RaftAppendLatency(Rule):
+    id = "curve.raft.append_latency"
+    title = "Raft log writes slower than the disk class allows"
+    source = "K2.4"
+    explanation = (
+        "raft_storage_append_entries_latency is the disk write of the raft log: hundreds "
+        "of microseconds to a few milliseconds on SSD, tens of milliseconds on HDD (K2.4). "
+        "Above that band the disk (or its write cache, K2.5) is what slows every write.")
+
+    def check(self, ctx: Context) -> Iterable[Check]:
+        for d in ctx.chunkservers():
+            lat = ctx.daemon_values(d.id, "raft_append_latency")
+            if not lat:
+                continue
+            cls = "hdd" if d.device_class == "hdd" else "ssd"
+            band = float(ctx.p(f"{cls}_max"))
+            avg = sum(lat) / len(lat)
+            yield Check(
+                target=d.id, fire=avg > band, clear=avg <= band * 0.8,
+                severity=Severity.WARNING,
+                summary=f"{d.id} appends its raft log in {avg * 1000:.1f} ms, above the "
+                        f"{band * 1000:g} ms band of {cls.upper()}",
+                evidence=(ctx.evidence("raft append latency", lat, "s"),
+                          *((ctx.evidence("raft append p99", ctx.daemon_values(
+                              d.id, "raft_append_latency_p99"), "s"),)
+                            if d.raft_append_latency_p99 is not None else ())),
+                badness=avg / band)
+
+
+class RaftNetwork(Rule):
+    id = "curve.raft.network"
+    title = "Raft replication slow in the network or RPC path"
+    source = "K2.4"
+    explanation = (
+        "raft_send_entries_latency is one disk write plus one RPC (K2.4). When it exceeds "
+        "the append (disk) latency by more than a few milliseconds, the time goes to the "
+        "network or the RPC layer, not the disk.")
+
+    def check(self, ctx: Context) -> Iterable[Check]:
+        for d in ctx.chunkservers():
+            gaps = ctx.values(lambda s, i=d.id: s.daemons[i].raft_send_latency
+                              - s.daemons[i].raft_append_latency)
+            avg = mean(gaps)
+            if avg is None:
+                continue
+            limit = float(ctx.p("max_gap"))
+            yield Check(
+                target=d.id, fire=avg > limit, clear=avg <= limit * 0.8,
+                severity=Severity.WARNING,
+                summary=f"{d.id}: raft send takes {avg * 1000:.1f} ms more than the disk "
+                        "append: the network or RPC path",
+                evidence=(ctx.evidence("send minus append latency", gaps, "s"),
+                          ctx.evidence("raft send latency",
+                                       ctx.daemon_values(d.id, "raft_send_latency"), "s")),
+                badness=avg / limit)
+
+
+RULES = (SlowestOsd, RaftAppendLatency, RaftNetwork)

@@ -1,0 +1,167 @@
+"""Peering storms, scrubbing under load and OSD map caches (KNOWLEDGE.md K3)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from advisors.model import Change, Check, Severity
+from advisors.rules.base import Context, Rule, config_change, mean
+
+
+def _inactive(s) -> float | None:  # Snapshot -> PGs not active
+    c = s.cluster
+    if c is None or c.num_pgs is None:
+        return None
+    active = c.pg_flags.get("active")
+    return None if active is None and not c.pg_states else c.num_pgs - (active or 0)
+
+
+class PeeringStorm(Rule):
+    id = "ceph.peering.storm"
+    title = "Peering storm: PGs not active"
+    source = "K3.7, K3.3-K3.5"
+    explanation = (
+        "A PG that is peering (or activating, creating, unknown) serves no IO: peering "
+        "blocks clients, while backfill and recovery only compete with them (K3.7). OSD "
+        "restarts, additions and removals all start peering, so look for flapping OSDs "
+        "first. Scrubs compete for the same disks: pause them for the storm and unset the "
+        "flags after. On filestore OSDs the op threads set the pace (filestore_op_threads "
+        "2 -> 6 halved a measured storm, K3.4-K3.5); never give peering more threads than "
+        "the host has CPUs (K3.3).")
+
+    def check(self, ctx: Context) -> Iterable[Check]:
+        c = ctx.cluster
+        now = _inactive(ctx.latest)
+        if c is None or now is None:
+            return
+        series = ctx.values(_inactive)
+        need = max(float(ctx.p("min_pgs")), float(ctx.p("min_fraction")) * (c.num_pgs or 0))
+        critical = now >= float(ctx.p("critical_fraction")) * (c.num_pgs or 1)
+        flapping = [d.id for d in ctx.osds()
+                    if len({v for v in ctx.daemon_values(d.id, "up")}) > 1]
+        procedure = [f"OSDs that went down or up in the last {ctx.span:.0f} s: "
+                     f"{', '.join(flapping)}; look at their logs and hosts first (K7.5)."
+                     if flapping else "No OSD went down or up in the window."]
+        changes: list[Change] = []
+        scrubbing = c.pg_flags.get("scrubbing", 0) + c.pg_flags.get("deep", 0)
+        for flag in ("noscrub", "nodeep-scrub"):
+            if scrubbing and flag not in c.osd_flags:
+                changes.append(Change(
+                    kind="osd_flag", target="cluster", key=flag, current="unset",
+                    proposed="set", command=f"ceph osd set {flag}", runtime=True,
+                    blast_radius="cluster",
+                    note=f"unset it when the storm is over: ceph osd unset {flag}"))
+        filestore = [d.id for d in ctx.osds() if d.objectstore == "filestore"]
+        if filestore and ctx.option("filestore_op_threads") and \
+                ctx.option("filestore_op_threads").exists:  # type: ignore[union-attr]
+            procedure.append(f"{len(filestore)} OSDs are on filestore: filestore_op_threads "
+                             f"is {ctx.effective('filestore_op_threads')}; 6 halved a "
+                             "measured storm (K3.4-K3.5); it applies after a restart.")
+        peering_threads = ctx.effective("osd_peering_wq_threads")
+        cpus = [h.cpus for h in ctx.latest.hosts.values() if h.cpus]
+        if peering_threads and cpus and float(peering_threads) > min(cpus):
+            procedure.append(f"osd_peering_wq_threads is {peering_threads}, above the "
+                             f"{min(cpus)} CPUs of a host: that made peering slower (K3.3).")
+        yield Check(
+            target="cluster", fire=now >= need, clear=now < need / 2,
+            severity=Severity.CRITICAL if critical else Severity.WARNING,
+            summary=f"{now:.0f} of {c.num_pgs} PGs not active "
+                    f"({c.pgs_in('peering'):.0f} peering, {c.pgs_in('activating'):.0f} "
+                    f"activating)" + (f"; flapping: {', '.join(flapping)}" if flapping else ""),
+            evidence=(ctx.evidence("PGs not active", series, "PGs"),),
+            changes=tuple(changes), procedure=tuple(procedure), badness=now)
+
+
+class ScrubDuringLoad(Rule):
+    id = "ceph.scrub.during_load"
+    title = "Scrub settings that let scrubs crowd out client IO"
+    source = "K3.6"
+    explanation = (
+        "Scrubs run only while the load average is under osd_scrub_load_threshold (0.5), "
+        "which a many-core host under load is never under; raise it there (e.g. 5). With "
+        "osd_scrub_sleep 0 a running scrub takes the disk from client IO; 0.1 s lets client "
+        "IO through (K3.6). The report also stretched the scrub intervals (14, 28 and 28 "
+        "days), a choice about how often data is checked, not made here.")
+
+    def check(self, ctx: Context) -> Iterable[Check]:
+        c = ctx.cluster
+        if c is None:
+            return
+        iops = ctx.values(lambda s: (s.cluster.client_read_iops or 0)
+                          + (s.cluster.client_write_iops or 0))
+        loaded = (mean(iops) or 0) >= float(ctx.p("min_client_iops"))
+        changes = []
+        sleep = ctx.effective("osd_scrub_sleep")
+        if sleep is not None and _num(sleep) == 0:
+            changes.append(config_change(ctx, "osd_scrub_sleep", str(ctx.p("scrub_sleep"))))
+        threshold = ctx.effective("osd_scrub_load_threshold")
+        osd_hosts = {d.host for d in ctx.osds()}
+        cpus = [h.cpus for n, h in ctx.latest.hosts.items() if n in osd_hosts and h.cpus]
+        if threshold is not None and cpus and min(cpus) >= int(ctx.p("many_cores")) and \
+                _num(threshold) is not None and _num(threshold) < float(ctx.p("load_threshold")):
+            changes.append(config_change(ctx, "osd_scrub_load_threshold",
+                                         str(ctx.p("load_threshold"))))
+        yield Check(
+            target="osd", fire=loaded and bool(changes), clear=not changes,
+            severity=Severity.INFO,
+            summary="; ".join(f"{ch.key} is {ch.current}" for ch in changes) +
+                    f" while clients do {mean(iops) or 0:.0f} IOPS" if changes else
+                    "scrub settings fit the load",
+            evidence=(ctx.evidence("client IOPS", iops, "IOPS"),),
+            changes=tuple(changes), badness=float(len(changes)))
+
+
+def _num(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+# (option, who, default, reduced, reduced further for very many OSDs) per K3.1.
+MAP_CACHES = (
+    ("mon_osd_cache_size", "mon", 500, 300, 100),
+    ("osd_map_cache_size", "osd", 50, 30, 20),
+    ("osd_map_max_advance", "osd", 40, 20, 10),
+    ("osd_map_share_max_epochs", "osd", 40, 20, 10),
+    ("osd_pg_epoch_persisted_max_stale", "osd", 40, 20, 10),
+    ("osd_map_message_max", "osd", 40, 20, 10),
+)
+
+
+class OsdmapCache(Rule):
+    id = "ceph.osdmap.cache"
+    title = "Default OSD map caches on a cluster of very many OSDs"
+    source = "K3.1"
+    explanation = (
+        "Every daemon caches OSD maps; with very many OSDs each map is large, and the "
+        "default cache sizes cost a lot of memory. The report lowered mon_osd_cache_size "
+        "500 -> 300, osd_map_cache_size 50 -> 30 and four epoch limits 40 -> 20, and "
+        "further (100, 20, 10) for very many OSDs (K3.1). Only options this release has "
+        "and that are still at their defaults are proposed.")
+
+    def check(self, ctx: Context) -> Iterable[Check]:
+        c = ctx.cluster
+        if c is None or c.num_osds is None:
+            return
+        many, very = int(ctx.p("many_osds")), int(ctx.p("very_many_osds"))
+        changes = []
+        for option, who, default, reduced, further in MAP_CACHES:
+            opt = ctx.option(option)
+            value = _num(ctx.effective(option, who))
+            if opt is None or not opt.exists or value is None or value != default:
+                continue
+            target = further if c.num_osds >= very else reduced
+            changes.append(config_change(ctx, option, str(target), who=who,
+                                         blast_radius="all monitors" if who == "mon"
+                                         else "all OSDs"))
+        yield Check(
+            target="cluster", fire=c.num_osds >= many and bool(changes),
+            clear=c.num_osds < many or not changes, severity=Severity.INFO,
+            summary=f"{c.num_osds} OSDs with {len(changes)} OSD map cache option(s) at "
+                    "their defaults",
+            evidence=(ctx.evidence("OSDs", [float(c.num_osds)], "OSDs"),),
+            changes=tuple(changes), badness=float(c.num_osds))
+
+
+RULES = (PeeringStorm, ScrubDuringLoad, OsdmapCache)

@@ -1,0 +1,1 @@
+"""Files stormdeck ships: default rule thresholds, the stylesheet, demo recordings."""

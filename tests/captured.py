@@ -1,0 +1,104 @@
+"""Snapshots built from outputs captured on the lab (Ceph 16.2.15), for rule and view tests.
+
+The Ceph part runs the real CephSource over the captured command outputs;
+the host part is what the real HostSource returned on the lab under load.
+Scenarios are made by editing these real snapshots (dataclasses.replace).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from collectors.ceph import CephSource
+from collectors.hub import merge
+from collectors.model import Daemon, Disk, Host, Partial, Snapshot, SourceHealth
+
+PAC = Path(__file__).parent / "data" / "pacific"
+
+
+class CannedCeph(CephSource):
+    """The real CephSource, answered from stored outputs instead of a cluster."""
+
+    def __init__(self, outputs: Mapping[str, bytes],
+                 helps: Mapping[str, Any] | None = None) -> None:
+        super().__init__(conffile=None)
+        self.outputs = dict(outputs)
+        self.helps = helps or {}
+
+    def _send(self, target: str, cmd: dict[str, Any], timeout: float) -> bytes:
+        if cmd["prefix"] == "config help":
+            found = self.helps.get(cmd["key"])
+            return json.dumps(found).encode() if found is not None else b""
+        return self.outputs[cmd["prefix"]]
+
+
+def lab_outputs(load: bool = True) -> dict[str, bytes]:
+    r = lambda name: (PAC / name).read_bytes()  # noqa: E731
+    return {
+        "status": r("status_load.json" if load else "status.json"),
+        "health": r("health_detail.json"),
+        "osd perf": r("osd_perf_load.json" if load else "osd_perf.json"),
+        "osd status": r("osd_status_table_load.txt" if load else "osd_status_table.txt"),
+        "osd df": r("osd_df.json"),
+        "osd dump": r("osd_dump.json"),
+        "pg dump": r("pg_dump_pgs_brief.json"),
+        "osd pool ls": r("osd_pool_ls_detail.json"),
+        "config dump": r("config_dump.json"),
+        "osd metadata": r("osd_metadata.json"),
+        "versions": r("versions.json"),
+    }
+
+
+def ceph_partial(load: bool = True) -> Partial:
+    helps = json.loads((PAC / "config_help_watched.json").read_text())
+    return CannedCeph(lab_outputs(load), helps).poll()
+
+
+def host_partial() -> Partial:
+    doc = json.loads((PAC / "host_partial_load.json").read_text())
+    tup = ("devices", "daemons")
+    fix = lambda d: {k: tuple(v) if k in tup and v is not None else v for k, v in d.items()}  # noqa: E731
+    return Partial(
+        source="host", time=0.0,
+        daemons={k: Daemon(**fix(v)) for k, v in doc["daemons"].items()},
+        disks={k: Disk(**fix(v)) for k, v in doc["disks"].items()},
+        hosts={k: Host(**v) for k, v in doc["hosts"].items()})
+
+
+def lab_snapshot(t: float = 1_800_000_000.0, load: bool = True) -> Snapshot:
+    health = {n: SourceHealth(n, True, t) for n in ("ceph", "host")}
+    return merge([ceph_partial(load), host_partial()], health, now=t)
+
+
+def history(n: int, step: float = 10.0, edit: Callable[[Snapshot, int], Snapshot] | None = None,
+            base: Snapshot | None = None) -> list[Snapshot]:
+    """n snapshots `step` seconds apart, each the lab capture passed through `edit`."""
+    snap = base or lab_snapshot()
+    out = []
+    for i in range(n):
+        s = replace(snap, time=snap.time + i * step)
+        out.append(edit(s, i) if edit else s)
+    return out
+
+
+def with_daemon(snap: Snapshot, daemon_id: str, **changes: Any) -> Snapshot:
+    daemons = dict(snap.daemons)
+    daemons[daemon_id] = replace(daemons[daemon_id], **changes)
+    return replace(snap, daemons=daemons)
+
+
+def with_cluster(snap: Snapshot, **changes: Any) -> Snapshot:
+    assert snap.cluster is not None
+    return replace(snap, cluster=replace(snap.cluster, **changes))
+
+
+def with_config(snap: Snapshot, option: str, who: str, value: str) -> Snapshot:
+    assert snap.cluster is not None
+    config = dict(snap.cluster.config)
+    opt = config[option]
+    config[option] = replace(opt, values={**opt.values, who: value})
+    return with_cluster(snap, config=config)
