@@ -329,22 +329,23 @@ def merge_records(records: Iterable[T]) -> T:
 # ---- to JSON -----------------------------------------------------------------
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """Dataclasses, mappings and tuples as JSON-ready values (inf and nan as text)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out = {f.name.rstrip("_"): _plain(getattr(value, f.name))
+        out = {f.name.rstrip("_"): plain(getattr(value, f.name))
                for f in dataclasses.fields(value)}
         for prop in ("iops", "key", "pgs_not_clean", "ec_optimizations"):
             if hasattr(type(value), prop):
-                out[prop] = _plain(getattr(value, prop))
+                out[prop] = plain(getattr(value, prop))
         return out
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)  # JSON has no inf/nan; keep the fact, as text
     return value
 
 
 def to_json_dict(snapshot: Snapshot) -> dict[str, Any]:
-    return _plain(snapshot)
+    return plain(snapshot)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -27,9 +28,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"stormdeck {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    from stormdeck import cli_lab, cli_snapshot
+    from stormdeck import cli_check, cli_lab, cli_snapshot
 
     cli_snapshot.register(sub)
+    cli_check.register(sub)
     cli_lab.register(sub)
     return parser
 
@@ -54,6 +56,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:
         return 1
+    except Exception as exc:  # a bug of ours: still one sentence, the details on request
+        if os.environ.get("STORMDECK_DEBUG"):
+            raise
+        print(f"stormdeck: internal error: {type(exc).__name__}: {exc} (run again with "
+              "STORMDECK_DEBUG=1 for the details, and please report it)", file=sys.stderr)
+        return 70
 
 
 if __name__ == "__main__":

@@ -1,0 +1,155 @@
+"""`stormdeck check`: the advisors without a screen, for scripts, cron and CI.
+
+Exit 0: nothing firing above info; 1: warnings; 2: critical; 3: could not
+collect. Muted findings are shown as muted and do not count. The JSON
+output follows docs/check.schema.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from stormdeck.sources import add_source_options, build_sources
+from stormdeck.text import printable
+
+SCHEMA = "stormdeck.check/1"
+CLUSTER_SOURCES = ("ceph", "prometheus", "curve")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("check", help="run the advisors once, without a screen",
+                       description="Watch the cluster for --for seconds, run every advisor, "
+                                   "print the findings. Exit 0 clean (info at most), "
+                                   "1 warnings, 2 critical, 3 could not collect.")
+    p.add_argument("--json", action="store_true",
+                   help="findings as JSON (schema: docs/check.schema.json)")
+    p.add_argument("--for", dest="duration", type=float, default=10.0, metavar="SECONDS",
+                   help="how long to watch before judging (default 10); rules that need "
+                        "longer to fire are reported as pending")
+    p.add_argument("--interval", type=float, default=1.0,
+                   help="seconds between polls (default 1)")
+    p.add_argument("--rules", type=Path, default=None,
+                   help="a rules.toml overriding thresholds (default "
+                        "~/.config/stormdeck/rules.toml, or $STORMDECK_RULES)")
+    p.add_argument("--list-rules", action="store_true",
+                   help="list every rule with its source and exit")
+    add_source_options(p)
+    p.set_defaults(handler=cmd_check)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from advisors.engine import Engine, worst
+    from advisors.mutes import MuteStore
+    from advisors.settings import load_settings, state_dir
+    from stormdeck.errors import UserError
+
+    settings = load_settings(args.rules)
+    if args.list_rules:
+        from advisors.rules import ALL
+
+        for r in ALL:
+            s = settings[r.id]
+            state = "" if s.enabled else "  (disabled)"
+            print(f"{r.id:<32} {r.source:<18} {r.title}{state}")
+        return 0
+    if args.duration < 0 or args.interval <= 0:
+        raise UserError("--for must be zero or more and --interval above zero")
+
+    from collectors.hub import Hub
+
+    engine = Engine(settings, mutes=MuteStore(state_dir() / "mutes.json"))
+    hub = Hub(build_sources(args), interval=args.interval, timeout=args.timeout)
+    started = time.monotonic()
+    hub.start()
+    try:
+        hub.wait_polls(1, timeout=hub.longest_poll + args.interval + 1)
+        findings = engine.evaluate([hub.snapshot()])
+        while time.monotonic() - started < args.duration:
+            time.sleep(args.interval)
+            hub.snapshot()
+            findings = engine.evaluate(hub.history)
+        snap = hub.history.latest
+    finally:
+        hub.stop()
+    assert snap is not None
+    cluster = [s for n, s in snap.sources.items() if n in CLUSTER_SOURCES]
+    collected = bool(cluster) and any(s.last_success for s in cluster)
+    code = worst(findings) if collected else 3
+    if args.json:
+        json.dump(report(snap, findings, engine.errors, time.monotonic() - started, code),
+                  sys.stdout, indent=1, allow_nan=False)
+        print()
+    else:
+        print(render(findings, engine.errors, snap))
+    if not collected:
+        errors = "; ".join(f"{s.name}: {s.error}" for s in cluster)
+        print(f"stormdeck: could not read the cluster ({printable(errors, 400)})",
+              file=sys.stderr)
+    return code
+
+
+def report(snap: Any, findings: list, errors: dict[str, str], duration: float,
+           code: int) -> dict[str, Any]:
+    from collectors.model import plain
+
+    return {
+        "schema": SCHEMA,
+        "time": snap.time,
+        "duration": round(duration, 3),
+        "exit": code,
+        "sources": {n: plain(s) for n, s in snap.sources.items()},
+        "findings": [finding_json(f) for f in findings],
+        "rule_errors": dict(errors),
+    }
+
+
+def finding_json(f: Any) -> dict[str, Any]:
+    from collectors.model import plain
+
+    out = plain(f)
+    out["severity"] = str(f.severity)
+    return out
+
+
+def render(findings: list, errors: dict[str, str], snap: Any) -> str:
+    p = printable
+    lines = []
+    sources = ", ".join(f"{s.name} {'ok' if s.ok else 'stale' if s.stale else 'error'}"
+                        for s in snap.sources.values())
+    lines.append(f"sources: {sources}")
+    if not findings:
+        lines.append("no findings")
+    for f in findings:
+        flags = f.state + (" muted" if f.muted else "")
+        lines.append(f"{str(f.severity).upper():<8} {flags:<13} {f.rule:<30} {p(f.target, 60)}")
+        lines.append(f"    {p(f.summary, 300)}  [{f.source}]")
+        for e in f.evidence:
+            if e.samples > 1 and e.min is not None:
+                lines.append(f"    {e.metric}: now {_fmt(e.now)}, min {_fmt(e.min)}, avg "
+                             f"{_fmt(e.avg)}, max {_fmt(e.max)} {e.unit} over {e.window:.0f} s")
+            else:
+                lines.append(f"    {e.metric}: {p(_fmt(e.now), 120)} {e.unit}".rstrip())
+        for ch in f.changes:
+            how = "runtime" if ch.runtime else "restart" if ch.runtime is False else "?"
+            lines.append(f"    change: {p(ch.command, 200)}   ({p(ch.current)} -> "
+                         f"{p(ch.proposed)}; {how}; "
+                         f"{'reversible' if ch.reversible else 'IRREVERSIBLE'}; "
+                         f"{ch.blast_radius})")
+        for step in f.procedure:
+            lines.append(f"    - {p(step, 400)}")
+        for note in f.notes:
+            lines.append(f"    note: {p(note, 300)}")
+    for rule, err in errors.items():
+        lines.append(f"rule {rule} could not judge: {p(err, 200)}")
+    return "\n".join(lines)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return "-" if v is None else str(v)

@@ -1,0 +1,129 @@
+"""The advisors against the real lab: quiet when healthy, loud when it is not."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from advisors.engine import Engine
+from advisors.model import Severity
+from advisors.settings import load_settings
+from collectors.ceph import CephSource
+from collectors.host import HostSource
+from collectors.hub import Hub
+from tests.conftest import LabCluster, ceph_json, eventually, run_cli
+
+pytestmark = pytest.mark.integration
+
+
+def check(lab: LabCluster, *args: str, env: dict[str, str] | None = None):
+    res = run_cli("check", "-c", str(lab.conf), "--json", *args, env=env)
+    assert res.rc in (0, 1, 2), res.err
+    return res.rc, json.loads(res.out)
+
+
+def test_a_healthy_idle_lab_raises_nothing_untrue(lab_cluster: LabCluster,
+                                                  tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}  # no mutes from elsewhere
+    eventually(lambda: check(lab_cluster, "--for", "2", env=env)[1]["sources"]["ceph"]["ok"], 30)
+    rc, out = check(lab_cluster, "--for", "5", env=env)
+    assert out["schema"] == "stormdeck.check/1" and out["exit"] == rc
+    loud = [f for f in out["findings"] if f["severity"] != "info"]
+    assert rc == 0 and not loud, loud
+    # What is true of the idle lab host: no tuned profile. Nothing else.
+    assert {f["rule"] for f in out["findings"]} <= {"host.tuned_profile"}
+
+
+def test_a_pool_of_100_pgs_is_not_a_power_of_two(lab_cluster: LabCluster) -> None:
+    cluster = lab_cluster.rados()
+    try:
+        ceph_json(cluster, "osd pool create", pool="pg100", pg_num=100, pgp_num=100)
+        rc, out = check(lab_cluster, "--for", "1")
+        (f,) = [f for f in out["findings"] if f["rule"] == "ceph.pool.pg_not_power_of_two"]
+        assert f["target"] == "pool pg100" and f["state"] == "firing"
+        assert f["changes"][0]["command"] == "ceph osd pool set pg100 pg_num 128"
+        assert f["source"] == "K4.2" and rc == 0, "info does not fail a check"
+    finally:
+        ceph_json(cluster, "osd pool rm", pool="pg100", pool2="pg100",
+                  yes_i_really_really_mean_it=True)
+        cluster.shutdown()
+
+
+def quick(rule: str, seconds: float) -> dict:
+    """The shipped settings with one rule's for-window shortened, for a test's patience."""
+    settings = load_settings()
+    s = settings[rule]
+    return {**settings, rule: replace(s, for_seconds=seconds, warmup_samples=1,
+                                      params={**s.params, "window_seconds": seconds})}
+
+
+def test_a_storm_fires_while_it_lasts_and_clears_after(lab_cluster: LabCluster) -> None:
+    engine = Engine(quick("ceph.peering.storm", 1.0), mutes=None)
+    hub = Hub([CephSource(conffile=str(lab_cluster.conf))], interval=0.25)
+    hub.start()
+    seen: list[str] = []
+    try:
+        assert hub.wait_polls(1, timeout=30)
+        storm = subprocess.Popen(
+            [sys.executable, "-m", "stormdeck", "lab", "storm", "--pgs", "256", "--no-wait",
+             "--dir", str(lab_cluster.dir)], cwd=Path(__file__).parents[2],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def storm_over() -> bool:
+            hub.snapshot()
+            found = [f for f in engine.evaluate(hub.history)
+                     if f.rule == "ceph.peering.storm"]
+            seen.extend(f.state for f in found)
+            return storm.poll() is not None and "firing" in seen and not found
+
+        eventually(storm_over, 180, interval=0.25)
+        assert storm.returncode == 0
+    finally:
+        hub.stop()
+    assert "firing" in seen
+    assert any(r.rule == "ceph.peering.storm" for r in engine.resolved)
+
+
+def test_a_cpu_limited_osd_under_load_is_starved(lab_cluster: LabCluster) -> None:
+    # An OSD here needs only ~0.33 core under the load this 2-core host can make, so
+    # one whole pinned core does not starve it (and the rule rightly stays quiet);
+    # pinned to one CPU with a 0.1-core quota, it is CPU-bound.
+    state = json.loads((lab_cluster.dir / "lab.json").read_text())
+    pid = state["procs"]["osd.0"]["pid"]
+    cpu = Path("/sys/fs/cgroup/cpu")
+    group = cpu / f"stormdeck-starve-{os.getpid()}"
+    group.mkdir()
+    subprocess.run(["taskset", "-a", "-p", "-c", "0", str(pid)], check=True,
+                   capture_output=True)
+    try:
+        (group / "cpu.cfs_period_us").write_text("100000")
+        (group / "cpu.cfs_quota_us").write_text("10000")
+        (group / "cgroup.procs").write_text(str(pid))
+        assert lab_cluster.cli("lab", "load", "--threads", "16").rc == 0
+        engine = Engine(quick("ceph.osd.cores_starved", 10.0), mutes=None)
+        hub = Hub([CephSource(conffile=str(lab_cluster.conf)),
+                   HostSource(ceph_conf=str(lab_cluster.conf))], interval=1.0)
+        hub.start()
+        try:
+            def starved():
+                hub.snapshot()
+                return [f for f in engine.evaluate(hub.history)
+                        if f.rule == "ceph.osd.cores_starved" and f.state == "firing"]
+
+            (f,) = eventually(starved, 90, interval=1.0)
+        finally:
+            hub.stop()
+        assert f.target == "osd.0" and f.severity == Severity.WARNING
+        assert "0.1 allowed core" in f.summary
+    finally:
+        lab_cluster.cli("lab", "load", "--stop")
+        (cpu / "cgroup.procs").write_text(str(pid))
+        group.rmdir()
+        subprocess.run(["taskset", "-a", "-p", "-c", f"0-{(os.cpu_count() or 1) - 1}",
+                        str(pid)], check=True, capture_output=True)
