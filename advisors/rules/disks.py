@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
+from advisors.devices import cache_argv
 from advisors.model import Change, Check, Severity
 from advisors.rules.base import Context, Rule, mean
 
@@ -17,19 +17,12 @@ VERIFY = ("Verify (K2.5, K6.4): prefill a file on the disk (`dd if=/dev/zero of=
 
 def cache_change(host: str, name: str, transport: str | None) -> Change | None:
     """The device-level change for a disk's transport (K6.2); never the kernel's view (K6.1)."""
-    target = f"{host}:/dev/{name}"
-    if transport == "sata":
-        cmd = f"hdparm -W 0 /dev/{name}"
-    elif transport in ("sas", "scsi"):
-        cmd = f"sdparm --clear WCE --save /dev/{name}"
-    elif transport == "nvme":
-        # The Volatile Write Cache feature belongs to the controller: nvme0n1 -> nvme0.
-        m = re.match(r"(nvme\d+)n\d+", name)
-        cmd = f"nvme set-feature /dev/{m.group(1) if m else name} -f 6 -v 0"
-    else:
+    argv = cache_argv(name, transport or "", on=False)
+    if argv is None:
         return None
-    return Change(kind="device_cache", target=target, key="volatile write cache",
-                  current="on", proposed="off", command=cmd, runtime=True, reversible=True,
+    return Change(kind="device_cache", target=f"{host}:/dev/{name}",
+                  key="volatile write cache", current="on", proposed="off",
+                  command=" ".join(argv), runtime=True, reversible=True,
                   blast_radius="host",
                   note="behind a RAID or SAS controller use the controller's own tool, then "
                        "reboot the host so the controller sees it (K2.5)")

@@ -1,0 +1,104 @@
+"""Plans: a finding's proposed changes, frozen with what they were read against, saved as JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from advisors.model import Change, Finding
+from stormdeck.errors import UserError
+
+PLAN_VERSION = 1
+KINDS = ("ceph_config", "osd_flag", "pool_set", "curve_leader_schedule", "device_cache",
+         "tuned_profile")
+WIDE = ("device class", "all OSDs", "all monitors", "pool", "host", "cluster")
+# What may appear in a command sent to a cluster or a tool: no shell, no spaces.
+SAFE_TOKEN = re.compile(r"^[A-Za-z0-9_.:/=@,+-]{1,200}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    id: str
+    created: float
+    rule: str
+    target: str
+    summary: str
+    source: str
+    fsid: str | None  # the cluster it was made for; applying elsewhere is refused
+    changes: tuple[Change, ...]
+    version: int = PLAN_VERSION
+
+    @property
+    def needs_phrase(self) -> bool:
+        """A typed phrase, not y/n, for wide, restart-needing or irreversible changes."""
+        return any(c.blast_radius in WIDE or c.runtime is False or not c.reversible
+                   for c in self.changes)
+
+    @property
+    def phrase(self) -> str:
+        """What the operator types: the pool's name for an irreversible pool change."""
+        for c in self.changes:
+            if not c.reversible and c.kind == "pool_set":
+                return c.target
+        return f"apply {self.rule}"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    def save(self, path: Path) -> None:
+        path.write_text(self.to_json() + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> Plan:
+        try:
+            raw = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise UserError(f"no such plan file: {path}") from None
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{path} is not a plan file ({exc})") from None
+        return cls.from_dict(raw, str(path))
+
+    @classmethod
+    def from_dict(cls, raw: Any, where: str = "plan") -> Plan:
+        if not isinstance(raw, dict) or raw.get("version") != PLAN_VERSION:
+            raise UserError(f"{where} is not a version-{PLAN_VERSION} stormdeck plan")
+        try:
+            changes = tuple(Change(**c) for c in raw["changes"])
+            plan = cls(id=str(raw["id"]), created=float(raw["created"]), rule=str(raw["rule"]),
+                       target=str(raw["target"]), summary=str(raw["summary"]),
+                       source=str(raw["source"]), fsid=raw.get("fsid"), changes=changes)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UserError(f"{where} is not a plan file stormdeck can read ({exc})") from None
+        for c in plan.changes:
+            validate_change(c, where)
+        return plan
+
+
+def validate_change(c: Change, where: str = "plan") -> None:
+    """Refuse anything that is not a plain token where a command will be built from it."""
+    if c.kind not in KINDS:
+        raise UserError(f"{where}: unknown kind of change {c.kind!r}")
+    for name, value in (("target", c.target), ("key", c.key), ("proposed", c.proposed)):
+        if c.kind == "device_cache" and name == "key":
+            continue  # a label, never sent anywhere
+        if c.kind == "curve_leader_schedule" and name in ("key", "proposed"):
+            continue
+        if not SAFE_TOKEN.match(value):
+            raise UserError(f"{where}: {name} {value!r} of a {c.kind} change is not a plain "
+                            "value (letters, digits and . _ : / = @ , + - only)")
+
+
+def plan_from_finding(finding: Finding, fsid: str | None) -> Plan:
+    if not finding.changes:
+        raise UserError(f"{finding.rule} on {finding.target} proposes no change stormdeck "
+                        "can make" + (f": {finding.procedure[0]}" if finding.procedure else ""))
+    for c in finding.changes:
+        validate_change(c, finding.rule)
+    return Plan(id=uuid.uuid4().hex[:12], created=time.time(), rule=finding.rule,
+                target=finding.target, summary=finding.summary, source=finding.source,
+                fsid=fsid, changes=finding.changes)

@@ -1,0 +1,273 @@
+"""`stormdeck plan | apply | journal | undo`: reviewed, confirmed, journaled changes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from stormdeck.errors import UserError
+from stormdeck.sources import add_source_options, build_sources, conf_path
+from stormdeck.text import printable
+
+
+def register(sub: Any) -> None:
+    plan = sub.add_parser("plan", help="a reviewed change from a rule's finding, saved",
+                          description="Read the cluster now, run RULE, and save the change its "
+                                      "finding proposes as a plan file to review and apply.")
+    plan.add_argument("rule", help="the rule id (stormdeck check --list-rules)")
+    plan.add_argument("--target", help="which finding, when the rule fires on several")
+    plan.add_argument("-o", "--output", type=Path, help="plan file (default plan-<id>.json)")
+    plan.add_argument("--for", dest="duration", type=float, default=3.0, metavar="SECONDS",
+                      help="seconds to read the cluster first (default 3)")
+    add_source_options(plan)
+    plan.set_defaults(handler=cmd_plan)
+
+    apply = sub.add_parser("apply", help="apply a saved plan",
+                           description="Review and apply a plan: refused in read-only mode, "
+                                       "or when anything it changes moved since it was made.")
+    apply.add_argument("file", type=Path)
+    _change_options(apply)
+    add_source_options(apply)
+    apply.set_defaults(handler=cmd_apply)
+
+    journal = sub.add_parser("journal", help="every change stormdeck made, and how it ended")
+    journal.add_argument("--json", action="store_true")
+    journal.set_defaults(handler=cmd_journal)
+
+    undo = sub.add_parser("undo", help="undo one journaled change (the latest by default)",
+                          description="Apply the inverse of one journal entry: the old value "
+                                      "set again (or removed), a flag unset, a profile or "
+                                      "cache restored; itself journaled. Never `config reset`.")
+    undo.add_argument("id", nargs="?", help="the entry's id (or its start), from "
+                                            "`stormdeck journal`")
+    _change_options(undo)
+    add_source_options(undo)
+    undo.set_defaults(handler=cmd_undo)
+
+
+def _change_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--yes", action="store_true",
+                   help="do not ask: for automation, after reviewing the plan")
+    p.add_argument("--read-only", action="store_true",
+                   help="refuse every change (also $STORMDECK_READ_ONLY=1)")
+    p.add_argument("--curve-tool", default="curve_ops_tool",
+                   help="curve_ops_tool to run a leader schedule with (default on PATH)")
+    p.add_argument("--heartbeat", type=float, default=10.0,
+                   help="Curve heartbeat seconds, to follow a leader schedule (default 10)")
+    p.add_argument("--verify-seconds", type=float, default=15.0,
+                   help="how long to wait for daemons to run a new value (default 15)")
+
+
+# ---- review ------------------------------------------------------------------------
+
+
+def review(plan: Any) -> str:
+    p = printable
+    lines = [f"plan {plan.id}: {plan.rule} on {p(plan.target)}  [{plan.source}]",
+             f"  {p(plan.summary, 300)}"]
+    for c in plan.changes:
+        how = "at runtime" if c.runtime else "needs a restart" if c.runtime is False else \
+            "runtime unknown"
+        lines.append(f"  {p(c.command, 300)}")
+        lines.append(f"      {p(c.key)} on {p(c.target)}: {p(c.current)} -> {p(c.proposed)}; "
+                     f"{how}; {'reversible' if c.reversible else 'IRREVERSIBLE'}; "
+                     f"affects {c.blast_radius}")
+        if c.note:
+            lines.append(f"      {p(c.note, 300)}")
+    return "\n".join(lines)
+
+
+def confirm(plan: Any, yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty() and not os.environ.get("STORMDECK_CONFIRM_STDIN"):
+        raise UserError("no terminal to confirm on: review the plan, then use --yes")
+    if plan.needs_phrase:
+        want = plan.phrase
+        print(f"This change is wide, needs a restart or cannot be undone. Type {want!r} to "
+              "apply it, anything else to cancel:", flush=True)
+        answer = sys.stdin.readline().strip()
+        if answer != want:
+            raise UserError("cancelled: the phrase did not match; nothing was changed")
+        return
+    print("Apply it? [y/N] ", end="", flush=True)
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise UserError("cancelled; nothing was changed")
+
+
+def read_only(args: argparse.Namespace) -> bool:
+    return bool(args.read_only or os.environ.get("STORMDECK_READ_ONLY", "") not in ("", "0"))
+
+
+def executor(args: argparse.Namespace, needs_ceph: bool, curve: Any = None):
+    from advisors.apply import CephAdmin, Executor, journal_path
+    from advisors.journal import Journal
+
+    ceph = None
+    if needs_ceph:
+        conf = conf_path(args)
+        if conf is None:
+            raise UserError("this change needs the Ceph cluster: give -c CONF or set CEPH_CONF")
+        name = args.client_name or (f"client.{args.client_id}" if args.client_id else None)
+        ceph = CephAdmin(conf, client_name=name, keyring=args.keyring, timeout=args.timeout)
+    return Executor(Journal(journal_path()), ceph=ceph, read_only=read_only(args),
+                    curve_tool=[args.curve_tool], verify_seconds=args.verify_seconds,
+                    curve_follow=curve)
+
+
+CEPH_KINDS = ("ceph_config", "osd_flag", "pool_set")
+
+
+# ---- commands -------------------------------------------------------------------------
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from advisors.engine import Engine
+    from advisors.plan import plan_from_finding
+    from advisors.rules import BY_ID
+    from advisors.settings import load_settings
+    from collectors.hub import Hub
+
+    if args.rule not in BY_ID:
+        raise UserError(f"there is no rule {args.rule!r} (see stormdeck check --list-rules)")
+    settings = load_settings()
+    # A plan is made from what holds now: the rule's for-window does not apply.
+    settings[args.rule] = replace(settings[args.rule], for_seconds=0.0, warmup_samples=1,
+                                  enabled=True)
+    engine = Engine(settings, rules=[BY_ID[args.rule]])
+    hub = Hub(build_sources(args), interval=1.0, timeout=args.timeout)
+    hub.start()
+    started = time.monotonic()
+    try:
+        hub.wait_polls(2, timeout=hub.longest_poll * 2 + 2)
+        findings = engine.evaluate([hub.snapshot()])
+        while time.monotonic() - started < args.duration:
+            time.sleep(1.0)
+            hub.snapshot()
+            findings = engine.evaluate(hub.history)
+        snap = hub.history.latest
+    finally:
+        hub.stop()
+    found = [f for f in findings if args.target in (None, f.target)]
+    if not found:
+        raise UserError(f"{args.rule} finds nothing to change on this cluster now"
+                        + (f" for {args.target}" if args.target else ""))
+    if len(found) > 1:
+        raise UserError(f"{args.rule} fires on {len(found)} targets; choose one with --target: "
+                        + ", ".join(f.target for f in found))
+    plan = plan_from_finding(found[0], snap.cluster.fsid if snap and snap.cluster else None)
+    out = args.output or Path(f"plan-{plan.id}.json")
+    plan.save(out)
+    print(review(plan))
+    print(f"saved to {out}; apply it with: stormdeck apply {out}")
+    return 0
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    from advisors.plan import Plan
+
+    plan = Plan.load(args.file)
+    print(review(plan))
+    curve = None
+    if any(c.kind == "curve_leader_schedule" for c in plan.changes):
+        curve = curve_follower(args, plan)
+    ex = executor(args, any(c.kind in CEPH_KINDS for c in plan.changes), curve)
+    if ex.read_only:
+        ex.apply(plan)  # refuses, with the reason
+    ex.check_stale(plan)  # before asking, so nobody confirms a stale plan
+    confirm(plan, args.yes)
+    for o in ex.apply(plan):
+        extra = f" ({printable(o.detail, 200)})" if o.detail else ""
+        print(f"{o.outcome}: {printable(o.change.command, 200)} -> {printable(o.after)}"
+              f"{extra}  [journal {o.entry}]")
+    return 0
+
+
+def curve_follower(args: argparse.Namespace, plan: Any):
+    """Follow a pool's leadernum range over heartbeats after a leader schedule (K2.2)."""
+    from advisors.settings import load_settings
+    from stormdeck.sources import curve_source
+
+    limit = float(load_settings()["curve.leaders.spread"].params["max_range"])
+    if not (args.curve_mds or args.curve_chunkserver or args.curve_ops_tool):
+        return None
+    src = curve_source(args)
+
+    def follow(pool: str) -> tuple[bool, str]:
+        first = None
+        for period in range(7):
+            if period:
+                time.sleep(args.heartbeat)
+            try:
+                part = src.poll()
+            except Exception as exc:  # the cluster did not answer: say so, do not crash
+                return False, f"could not read the range: {exc}"
+            ranges = [p.leader_range for p in (part.curve.pools if part.curve else ())
+                      if p.name == pool and p.leader_range is not None]
+            if not ranges:
+                return False, f"the MDS reports no pool {pool}"
+            first = ranges[0] if first is None else first
+            if ranges[0] <= limit:
+                return True, (f"leadernum range {first:g} -> {ranges[0]:g} after "
+                              f"{period * args.heartbeat:g} s")
+        return False, (f"leadernum range still {ranges[0]:g} after "
+                       f"{6 * args.heartbeat:g} s: run the schedule again (K2.2)")
+
+    return follow
+
+
+def cmd_journal(args: argparse.Namespace) -> int:
+    from advisors.apply import journal_path
+    from advisors.journal import Journal
+
+    entries = Journal(journal_path()).entries()
+    if args.json:
+        json.dump([{**asdict(e), "status": e.status} for e in entries], sys.stdout, indent=1)
+        print()
+        return 0
+    if not entries:
+        print(f"no changes journaled in {journal_path()}")
+    for e in entries:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.started))
+        tail = f"  undone by {', '.join(e.undone_by)}" if e.undone_by else \
+            f"  undoes {e.undoes}" if e.undoes else ""
+        print(f"{e.id}  {when}  {e.status:<15} {printable(e.change.command, 120)}  "
+              f"({printable(e.before) if e.before is not None else 'unset'} -> "
+              f"{printable(e.after)}){tail}")
+        if e.status == "INCOMPLETE":
+            print("    the change may or may not have been made: no end was journaled "
+                  "(stormdeck stopped in between); undo restores the value before it")
+    return 0
+
+
+def cmd_undo(args: argparse.Namespace) -> int:
+    from advisors.apply import journal_path
+    from advisors.journal import Journal
+
+    entry = Journal(journal_path()).find(args.id)
+    ex = executor(args, entry.change.kind in CEPH_KINDS)
+    before = entry.before if entry.before is not None else "unset"
+    print(f"undo {entry.id}: {printable(entry.change.command)}  ({printable(entry.change.key)} "
+          f"back to {printable(before)})")
+    if ex.read_only:
+        ex.undo(entry)  # refuses, with the reason
+    if not args.yes:
+        confirm_undo()
+    o = ex.undo(entry)
+    print(f"{o.outcome}: {printable(o.change.command)} -> {printable(o.after)}"
+          f"  [journal {o.entry}]")
+    return 0
+
+
+def confirm_undo() -> None:
+    if not sys.stdin.isatty() and not os.environ.get("STORMDECK_CONFIRM_STDIN"):
+        raise UserError("no terminal to confirm on: use --yes")
+    print("Undo it? [y/N] ", end="", flush=True)
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise UserError("cancelled; nothing was changed")

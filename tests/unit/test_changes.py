@@ -1,0 +1,318 @@
+"""Plans, the journal and the executors that need no Ceph: stand-in tools on PATH that record
+their argv and answer like the real ones (hdparm, sdparm, nvme, tuned-adm, curve_ops_tool)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import pytest
+
+from advisors.apply import Executor, ReadOnlyError
+from advisors.journal import Journal
+from advisors.model import Change
+from advisors.plan import Plan
+from stormdeck.errors import UserError
+from tests.conftest import run_cli
+from tests.curve_wire import POOL, CurveWire
+
+HOST = socket.gethostname().split(".")[0]
+
+
+def tool(bin_dir: Path, name: str, body: str) -> Path:
+    """A stand-in: logs its argv to NAME.argv beside it, then runs `body` (sh)."""
+    bin_dir.mkdir(exist_ok=True)
+    path = bin_dir / name
+    path.write_text(f'#!/bin/sh\necho "$@" >> "{bin_dir}/{name}.argv"\n{body}\n')
+    path.chmod(0o755)
+    return path
+
+
+def argv_log(bin_dir: Path, name: str) -> list[str]:
+    f = bin_dir / f"{name}.argv"
+    return f.read_text().splitlines() if f.exists() else []
+
+
+HDPARM = '''state="$(dirname "$0")/wc.$(basename "$3$2")"
+case "$#" in
+  2) v=$(cat "$(dirname "$0")/wc.$(basename "$2")" 2>/dev/null || echo 1)
+     echo; echo "$2:"
+     if [ "$v" = 1 ]; then echo " write-caching =  1 (on)"
+     else echo " write-caching =  0 (off)"; fi;;
+  3) echo "$2" > "$(dirname "$0")/wc.$(basename "$3")"; echo; echo "$3:";
+     echo " setting drive write-caching to $2";;
+esac'''
+SDPARM = '''dev=$(basename "$(eval echo \\${$#})")
+f="$(dirname "$0")/wc.$dev"
+case "$1" in
+  --get) v=$(cat "$f" 2>/dev/null || echo 1); echo "    /dev/$dev: ATA  Micron"
+         echo "WCE         $v  [cha: y, def:  1, sav:  $v]";;
+  --clear) echo 0 > "$f";;
+  --set) echo 1 > "$f";;
+esac'''
+NVME = '''dev=$(basename "$2"); f="$(dirname "$0")/wc.$dev"
+case "$1" in
+  get-feature) v=$(cat "$f" 2>/dev/null || echo 1)
+    echo "get-feature:0x06 (Volatile Write Cache), Current value:0x0000000$v";;
+  set-feature) echo "$6" > "$f"; echo "set-feature:0x06 (Volatile Write Cache), value:0x0000000$6";;
+esac'''
+TUNED = '''f="$(dirname "$0")/tuned.state"
+case "$1" in
+  active) echo "Current active profile: $(cat "$f" 2>/dev/null || echo balanced)";;
+  profile) echo "$2" > "$f";;
+esac'''
+
+
+@pytest.fixture
+def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bin_dir = tmp_path / "bin"
+    tool(bin_dir, "hdparm", HDPARM)
+    tool(bin_dir, "sdparm", SDPARM)
+    tool(bin_dir, "nvme", NVME)
+    tool(bin_dir, "tuned-adm", TUNED)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return bin_dir
+
+
+def plan_of(*changes: Change, rule: str = "test.rule") -> Plan:
+    return Plan(id="p1", created=1.0, rule=rule, target="t", summary="s", source="K0",
+                fsid=None, changes=changes)
+
+
+def cache_change(name: str, command: str) -> Change:
+    return Change(kind="device_cache", target=f"{HOST}:/dev/{name}", key="volatile write cache",
+                  current="on", proposed="off", command=command, runtime=True,
+                  reversible=True, blast_radius="host")
+
+
+@pytest.mark.parametrize(("name", "command", "tool_name", "expect"), [
+    ("sdz", "hdparm -W 0 /dev/sdz", "hdparm", ["-W /dev/sdz", "-W 0 /dev/sdz", "-W /dev/sdz"]),
+    ("sdy", "sdparm --clear WCE --save /dev/sdy", "sdparm",
+     ["--get WCE /dev/sdy", "--clear WCE --save /dev/sdy", "--get WCE /dev/sdy"]),
+    ("nvme7n1", "nvme set-feature /dev/nvme7 -f 6 -v 0", "nvme",
+     ["get-feature /dev/nvme7 -f 6", "set-feature /dev/nvme7 -f 6 -v 0",
+      "get-feature /dev/nvme7 -f 6"]),
+])
+def test_write_cache_off_and_back_through_the_transport_tool(
+        tools: Path, tmp_path: Path, name: str, command: str, tool_name: str,
+        expect: list[str]) -> None:
+    journal = Journal(tmp_path / "journal.jsonl")
+    ex = Executor(journal)
+    (o,) = ex.apply(plan_of(cache_change(name, command)))
+    assert o.outcome == "applied" and o.after == "off"
+    # stale check read, before-value read, the change, the read-back
+    assert argv_log(tools, tool_name) == [expect[0], expect[0], expect[1], expect[2]]
+    (entry,) = journal.entries()
+    assert entry.before == "on" and entry.status == "applied"
+    undo = ex.undo(entry)
+    assert undo.outcome == "applied" and undo.after == "on"
+    assert journal.entries()[0].undone_by == [undo.entry]
+
+
+def test_a_loop_device_is_never_a_cache_target(tools: Path, tmp_path: Path) -> None:
+    ex = Executor(Journal(tmp_path / "j.jsonl"))
+    with pytest.raises(UserError, match="virtual device"):
+        ex.apply(plan_of(cache_change("loop0", "hdparm -W 0 /dev/loop0")))
+    assert argv_log(tools, "hdparm") == []
+    assert not (tmp_path / "j.jsonl").exists(), "nothing was even journaled"
+
+
+def test_the_kernels_write_cache_view_is_never_written(tools: Path, tmp_path: Path) -> None:
+    views = {p: p.read_text() for p in Path("/sys/block").glob("*/queue/write_cache")}
+    ex = Executor(Journal(tmp_path / "j.jsonl"))
+    ex.apply(plan_of(cache_change("sdz", "hdparm -W 0 /dev/sdz")))
+    ex.undo(Journal(tmp_path / "j.jsonl").entries()[0])
+    assert {p: p.read_text() for p in views} == views
+    # And no code of ours opens that file for writing.
+    root = Path(__file__).parents[2]
+    for src in [*root.glob("advisors/**/*.py"), *root.glob("collectors/*.py")]:
+        text = src.read_text()
+        assert "write_cache\", \"w\"" not in text and "write_cache', 'w'" not in text
+
+
+def test_tuned_profile_set_read_back_and_restored(tools: Path, tmp_path: Path) -> None:
+    change = Change(kind="tuned_profile", target=HOST, key="profile", current="balanced",
+                    proposed="latency-performance", command="tuned-adm profile "
+                    "latency-performance", runtime=True, reversible=True, blast_radius="host")
+    journal = Journal(tmp_path / "j.jsonl")
+    ex = Executor(journal)
+    (o,) = ex.apply(plan_of(change))
+    assert o.after == "latency-performance"
+    assert "profile latency-performance" in argv_log(tools, "tuned-adm")
+    ex.undo(journal.entries()[0])
+    assert (tools / "tuned.state").read_text().strip() == "balanced"
+
+
+def test_a_stale_plan_is_refused_and_says_what_moved(tools: Path, tmp_path: Path) -> None:
+    (tools / "tuned.state").write_text("throughput-performance\n")
+    change = Change(kind="tuned_profile", target=HOST, key="profile", current="balanced",
+                    proposed="latency-performance", command="tuned-adm profile x")
+    with pytest.raises(UserError, match="was balanced when planned and is "
+                                        "throughput-performance now"):
+        Executor(Journal(tmp_path / "j.jsonl")).apply(plan_of(change))
+    assert "profile latency-performance" not in argv_log(tools, "tuned-adm")
+
+
+KINDS = [
+    Change("ceph_config", "osd", "osd_scrub_sleep", "0", "0.1", "ceph config set ..."),
+    Change("osd_flag", "cluster", "noscrub", "unset", "set", "ceph osd set noscrub"),
+    Change("pool_set", "rbd", "pg_num", "100", "128", "ceph osd pool set rbd pg_num 128"),
+    Change("curve_leader_schedule", "pool1", "rapid-leader-schedule", "range 9", "range <= 5",
+           "curve_ops_tool rapid-leader-schedule"),
+    Change("device_cache", f"{HOST}:/dev/sdz", "volatile write cache", "on", "off",
+           "hdparm -W 0 /dev/sdz"),
+    Change("tuned_profile", HOST, "profile", "balanced", "latency-performance", "tuned-adm"),
+]
+
+
+@pytest.mark.parametrize("change", KINDS, ids=[c.kind for c in KINDS])
+def test_read_only_refuses_every_kind_before_touching_anything(
+        tools: Path, tmp_path: Path, change: Change) -> None:
+    journal = Journal(tmp_path / "j.jsonl")
+    with pytest.raises(ReadOnlyError, match="read-only mode"):
+        Executor(journal, read_only=True).apply(plan_of(change))
+    assert not journal.path.exists()
+    assert all(argv_log(tools, t) == [] for t in ("hdparm", "tuned-adm"))
+
+
+def test_plan_files_round_trip_and_bad_ones_are_one_sentence(tmp_path: Path) -> None:
+    plan = plan_of(*KINDS[:3])
+    plan.save(tmp_path / "p.json")
+    assert Plan.load(tmp_path / "p.json") == plan
+    raw = json.loads(plan.to_json())
+    for bad, words in [
+        ({**raw, "version": 9}, "not a version-1 stormdeck plan"),
+        ({**raw, "changes": [{**raw["changes"][0], "target": "osd; rm -rf /"}]},
+         "is not a plain value"),
+        ({**raw, "changes": [{**raw["changes"][0], "kind": "shell"}]}, "unknown kind"),
+        ({**raw, "changes": [{"kind": "ceph_config"}]}, "not a plan file"),
+    ]:
+        (tmp_path / "bad.json").write_text(json.dumps(bad))
+        with pytest.raises(UserError, match=words):
+            Plan.load(tmp_path / "bad.json")
+    (tmp_path / "torn.json").write_text(plan.to_json()[:50])
+    with pytest.raises(UserError, match="is not a plan file"):
+        Plan.load(tmp_path / "torn.json")
+
+
+def test_confirmation_scales_with_blast_radius() -> None:
+    one = replace(KINDS[0], target="osd.3", blast_radius="daemon")
+    assert not plan_of(one).needs_phrase
+    assert plan_of(replace(one, blast_radius="all OSDs")).needs_phrase
+    assert plan_of(replace(one, runtime=False)).needs_phrase
+    fast_ec = Change("pool_set", "ecpool", "allow_ec_optimizations", "false", "true",
+                     "ceph osd pool set ecpool allow_ec_optimizations true", reversible=False,
+                     blast_radius="pool")
+    assert plan_of(fast_ec).needs_phrase and plan_of(fast_ec).phrase == "ecpool"
+
+
+def test_journal_survives_a_torn_tail_and_shows_an_incomplete_entry(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.jsonl")
+    a = journal.intent(KINDS[0], "0.5", rule="r")
+    journal.end(a, "applied", after="0.1")
+    b = journal.intent(KINDS[1], "unset", rule="r")  # a crash before its end
+    with open(journal.path, "a") as f:
+        f.write('{"type":"end","id":"' + b[:4])  # and a write torn mid-line
+    entries = journal.entries()
+    assert [e.status for e in entries] == ["applied", "INCOMPLETE"]
+    assert journal.find(None).id == b
+    assert journal.find(a[:6]).id == a
+    with pytest.raises(UserError, match="no journal entry"):
+        journal.find("zzzz")
+    lines = journal.path.read_text().splitlines()
+    journal.path.write_text("\n".join([lines[0], "garbage", *lines[1:]]) + "\n")
+    with pytest.raises(UserError, match="line 2 is not a journal record"):
+        journal.entries()
+
+
+def test_irreversible_and_failed_entries_cannot_be_undone(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.jsonl")
+    ex = Executor(journal)
+    fast_ec = Change("pool_set", "ecpool", "allow_ec_optimizations", "false", "true",
+                     "c", reversible=False, note="IRREVERSIBLE: fast EC cannot be turned off")
+    e1 = journal.intent(fast_ec, "false")
+    journal.end(e1, "applied", after="true")
+    e2 = journal.intent(KINDS[2], "100")
+    journal.end(e2, "failed", "refused")
+    with pytest.raises(UserError, match="cannot be undone: IRREVERSIBLE"):
+        ex.undo(journal.find(e1))
+    with pytest.raises(UserError, match="failed and changed nothing"):
+        ex.undo(journal.find(e2))
+
+
+# ---- Curve: the leader schedule, followed over heartbeats ---------------------------------
+
+
+def curve_plan(tmp_path: Path) -> Path:
+    change = Change("curve_leader_schedule", POOL, "rapid-leader-schedule", "range 12",
+                    "range <= 5", "curve_ops_tool rapid-leader-schedule -logical_pool_id=1 "
+                    "-scheduleAll=false", runtime=True, reversible=False, blast_radius="pool")
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({**asdict(plan_of(change, rule="curve.leaders.spread"))}))
+    return path
+
+
+@pytest.mark.parametrize("converges", [True, False])
+def test_leader_schedule_runs_the_tool_and_follows_the_range(tmp_path: Path,
+                                                             converges: bool) -> None:
+    bin_dir = tmp_path / "bin"
+    # The real tool prints nothing on success (CURVE.md); it records its argv here.
+    fake = tool(bin_dir, "curve_ops_tool", "exit 0")
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    with CurveWire(leaders=[24, 18, 16, 16, 14, 12]) as wire:
+        def heartbeats() -> None:
+            # Leaders move over a few heartbeats after the tool has run (K2.2).
+            deadline = time.monotonic() + 20
+            while not argv_log(bin_dir, "curve_ops_tool") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.5)
+            wire.set_leaders([17, 17, 17, 17, 16, 16] if converges else [22, 18, 16, 16, 15, 13])
+
+        t = threading.Thread(target=heartbeats)
+        t.start()
+        res = run_cli("apply", str(curve_plan(tmp_path)), "--yes", "--curve-tool", str(fake),
+                      "--heartbeat", "0.4", "--curve-mds", ",".join(m.addr for m in wire.mds),
+                      env=env)
+        t.join()
+    assert res.rc == 0, res.err
+    assert argv_log(bin_dir, "curve_ops_tool") == [
+        "rapid-leader-schedule -logical_pool_id=1 -scheduleAll=false"]
+    if converges:
+        assert "applied:" in res.out and "leadernum range 12 -> 1" in res.out
+    else:
+        assert "pending:" in res.out and "run the schedule again" in res.out
+    (entry,) = Journal(tmp_path / "state" / "stormdeck" / "journal.jsonl").entries()
+    assert entry.status == ("applied" if converges else "pending")
+
+
+def test_apply_asks_and_no_means_nothing_changes(tools: Path, tmp_path: Path) -> None:
+    change = Change("tuned_profile", HOST, "profile", "balanced", "latency-performance",
+                    "tuned-adm profile latency-performance", runtime=True, reversible=True,
+                    blast_radius="daemon")
+    plan = tmp_path / "p.json"
+    plan_of(change).save(plan)
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
+           "STORMDECK_CONFIRM_STDIN": "1"}
+    import subprocess
+    import sys
+
+    def apply(answer: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "stormdeck", "apply", str(plan)],
+                              input=answer, capture_output=True, text=True, env=env,
+                              cwd=Path(__file__).parents[2])
+
+    for answer in ("\n", "n\n", "maybe\n"):
+        res = apply(answer)
+        assert res.returncode == 1
+        assert "cancelled" in res.stderr
+    # Without a terminal and without --yes, nothing is asked and nothing done.
+    res = run_cli("apply", str(plan), env={**env, "STORMDECK_CONFIRM_STDIN": ""})
+    assert res.rc == 1 and "use --yes" in res.err
+    assert "profile latency-performance" not in argv_log(tools, "tuned-adm")
+    assert apply("y\n").returncode == 0
+    assert (tools / "tuned.state").read_text().strip() == "latency-performance"
