@@ -262,8 +262,9 @@ def test_leader_schedule_runs_the_tool_and_follows_the_range(tmp_path: Path,
                                                              converges: bool) -> None:
     bin_dir = tmp_path / "bin"
     # The real tool prints nothing on success (CURVE.md); it records its argv here.
-    fake = tool(bin_dir, "curve_ops_tool", "exit 0")
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    tool(bin_dir, "curve_ops_tool", "exit 0")
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
+           "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     with CurveWire(leaders=[24, 18, 16, 16, 14, 12]) as wire:
         def heartbeats() -> None:
             # Leaders move over a few heartbeats after the tool has run (K2.2).
@@ -275,8 +276,8 @@ def test_leader_schedule_runs_the_tool_and_follows_the_range(tmp_path: Path,
 
         t = threading.Thread(target=heartbeats)
         t.start()
-        res = run_cli("apply", str(curve_plan(tmp_path)), "--yes", "--curve-tool", str(fake),
-                      "--heartbeat", "0.4", "--curve-mds", ",".join(m.addr for m in wire.mds),
+        res = run_cli("apply", str(curve_plan(tmp_path)), "--yes", "--heartbeat", "0.4",
+                      "--curve-mds", ",".join(m.addr for m in wire.mds),
                       env=env)
         t.join()
     assert res.rc == 0, res.err

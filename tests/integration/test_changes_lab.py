@@ -1,0 +1,248 @@
+"""Changes against the real lab: plan, apply, read back, journal, undo, and every refusal."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from advisors.journal import Journal
+from advisors.model import Change
+from advisors.plan import Plan
+from tests.conftest import LabCluster, ceph_json, eventually, run_cli
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+
+
+def journal(env: dict[str, str]) -> Journal:
+    return Journal(Path(env["XDG_STATE_HOME"]) / "stormdeck" / "journal.jsonl")
+
+
+def cli(lab: LabCluster, env: dict[str, str], *args: str):
+    return run_cli(*args, "-c", str(lab.conf), env=env)
+
+
+def stored(lab: LabCluster, who: str, key: str) -> str | None:
+    section, _, mask = who.partition("/")
+    cluster = lab.rados()
+    try:
+        rows = ceph_json(cluster, "config dump")
+    finally:
+        cluster.shutdown()
+    for r in rows:
+        if r["section"] == section and r["name"] == key and (r.get("mask") or "") == mask:
+            return r["value"]
+    return None
+
+
+def get(lab: LabCluster, who: str, key: str) -> str:
+    cluster = lab.rados()
+    try:
+        return str(ceph_json(cluster, "config get", who=who, key=key))
+    finally:
+        cluster.shutdown()
+
+
+def flags(lab: LabCluster) -> str:
+    cluster = lab.rados()
+    try:
+        return ceph_json(cluster, "osd dump")["flags"]
+    finally:
+        cluster.shutdown()
+
+
+def test_plan_apply_and_undo_a_scrub_change_through_the_cli(lab_cluster: LabCluster, env,
+                                                            tmp_path: Path) -> None:
+    assert lab_cluster.cli("lab", "load", "--threads", "8").rc == 0
+    try:
+        time.sleep(6)  # the mgr's client IO rates need a few seconds of load
+        plan = tmp_path / "plan.json"
+        res = cli(lab_cluster, env, "plan", "ceph.scrub.during_load", "-o", str(plan))
+        assert res.rc == 0, res.err
+        assert "ceph config set osd osd_scrub_sleep 0.1" in res.out
+    finally:
+        lab_cluster.cli("lab", "load", "--stop")
+    res = cli(lab_cluster, env, "apply", str(plan), "--yes")
+    assert res.rc == 0, res.err
+    assert "applied:" in res.out
+    assert float(get(lab_cluster, "osd.1", "osd_scrub_sleep")) == pytest.approx(0.1)
+    (entry,) = journal(env).entries()
+    assert entry.status == "applied" and entry.before is None  # unset before
+    assert "config log version" in entry.detail
+    res = cli(lab_cluster, env, "undo", "--yes")
+    assert res.rc == 0, res.err and "ceph config rm osd osd_scrub_sleep" in res.out
+    assert stored(lab_cluster, "osd", "osd_scrub_sleep") is None
+    assert float(get(lab_cluster, "osd.1", "osd_scrub_sleep")) == 0
+    assert journal(env).entries()[0].undone_by
+
+
+def write_plan(path: Path, *changes: Change, fsid: str | None = None) -> Path:
+    plan = Plan(id="lab1", created=time.time(), rule="test.lab", target="lab",
+                summary="test", source="K0", fsid=fsid, changes=changes)
+    path.write_text(json.dumps(asdict(plan)))
+    return path
+
+
+def test_osd_specific_class_wide_and_flag_changes_and_their_undo(lab_cluster: LabCluster, env,
+                                                                 tmp_path: Path) -> None:
+    changes = (
+        Change("ceph_config", "osd.1", "osd_max_backfills",
+               get(lab_cluster, "osd.1", "osd_max_backfills"), "3",
+               "ceph config set osd.1 osd_max_backfills 3", runtime=True),
+        Change("ceph_config", "osd/class:hdd", "osd_recovery_sleep_hdd",
+               get(lab_cluster, "osd", "osd_recovery_sleep_hdd"), "0.2",
+               "ceph config set osd/class:hdd osd_recovery_sleep_hdd 0.2", runtime=True,
+               blast_radius="device class"),
+        Change("osd_flag", "cluster", "noscrub", "unset", "set", "ceph osd set noscrub",
+               runtime=True, blast_radius="cluster"),
+    )
+    plan = write_plan(tmp_path / "p.json", *changes)
+    res = cli(lab_cluster, env, "apply", str(plan), "--yes")
+    assert res.rc == 0, res.err
+    assert res.out.count("applied:") == 3, res.out
+    assert get(lab_cluster, "osd.1", "osd_max_backfills") == "3"
+    assert get(lab_cluster, "osd.2", "osd_max_backfills") != "3", "only osd.1"
+    assert stored(lab_cluster, "osd/class:hdd", "osd_recovery_sleep_hdd") == "0.200000"
+    assert "noscrub" in flags(lab_cluster)
+    entries = journal(env).entries()
+    assert [e.status for e in entries] == ["applied"] * 3
+    for e in reversed(entries):
+        res = cli(lab_cluster, env, "undo", e.id, "--yes")
+        assert res.rc == 0, res.err
+    assert stored(lab_cluster, "osd.1", "osd_max_backfills") is None
+    assert stored(lab_cluster, "osd/class:hdd", "osd_recovery_sleep_hdd") is None
+    assert "noscrub" not in flags(lab_cluster)
+
+
+def test_a_plan_is_refused_when_someone_else_changed_the_value(lab_cluster: LabCluster, env,
+                                                               tmp_path: Path) -> None:
+    change = Change("ceph_config", "osd", "osd_scrub_sleep",
+                    get(lab_cluster, "osd", "osd_scrub_sleep"), "0.1",
+                    "ceph config set osd osd_scrub_sleep 0.1", runtime=True,
+                    blast_radius="all OSDs")
+    plan = write_plan(tmp_path / "p.json", change)
+    subprocess.run(["ceph", "-c", str(lab_cluster.conf), "config", "set", "osd",
+                    "osd_scrub_sleep", "0.3"], check=True, capture_output=True)
+    try:
+        res = cli(lab_cluster, env, "apply", str(plan), "--yes")
+        assert res.rc == 1
+        assert "moved since the plan" in res.err and "is 0.3 now" in res.err
+        assert len(res.err.strip().splitlines()) == 1
+        assert journal(env).entries() == [], "nothing was attempted"
+        assert stored(lab_cluster, "osd", "osd_scrub_sleep") == "0.300000"
+    finally:
+        subprocess.run(["ceph", "-c", str(lab_cluster.conf), "config", "rm", "osd",
+                        "osd_scrub_sleep"], check=True, capture_output=True)
+
+
+def test_a_plan_for_another_cluster_is_refused(lab_cluster: LabCluster, env,
+                                               tmp_path: Path) -> None:
+    change = Change("osd_flag", "cluster", "noout", "unset", "set", "ceph osd set noout")
+    plan = write_plan(tmp_path / "p.json", change, fsid="00000000-0000-0000-0000-000000000000")
+    res = cli(lab_cluster, env, "apply", str(plan), "--yes")
+    assert res.rc == 1 and "made for cluster 00000000" in res.err
+    assert "noout" not in flags(lab_cluster)
+
+
+def test_read_only_refuses_apply_and_undo(lab_cluster: LabCluster, env,
+                                          tmp_path: Path) -> None:
+    change = Change("osd_flag", "cluster", "noout", "unset", "set", "ceph osd set noout")
+    plan = write_plan(tmp_path / "p.json", change)
+    for extra, ro_env in ((["--read-only"], env), ([], {**env, "STORMDECK_READ_ONLY": "1"})):
+        res = run_cli("apply", str(plan), "--yes", *extra, "-c", str(lab_cluster.conf),
+                      env=ro_env)
+        assert res.rc == 1 and "read-only mode" in res.err
+    assert "noout" not in flags(lab_cluster)
+    assert cli(lab_cluster, env, "apply", str(plan), "--yes").rc == 0
+    try:
+        res = run_cli("undo", "--yes", "--read-only", "-c", str(lab_cluster.conf), env=env)
+        assert res.rc == 1 and "read-only mode" in res.err
+        assert "noout" in flags(lab_cluster)
+    finally:
+        assert cli(lab_cluster, env, "undo", "--yes").rc == 0
+    assert "noout" not in flags(lab_cluster)
+
+
+def test_a_crash_between_intent_and_end_leaves_an_incomplete_entry_undo_can_mend(
+        lab_cluster: LabCluster, env, tmp_path: Path) -> None:
+    # With osd.2 stopped, the read-back waits for it to run the new value: kill
+    # stormdeck while it waits, after the change was made and before its end.
+    assert lab_cluster.cli("lab", "stop", "osd.2").rc == 0
+    try:
+        change = Change("ceph_config", "osd.2", "osd_max_backfills",
+                        get(lab_cluster, "osd.2", "osd_max_backfills"), "4",
+                        "ceph config set osd.2 osd_max_backfills 4", runtime=True)
+        plan = write_plan(tmp_path / "p.json", change)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "stormdeck", "apply", str(plan), "--yes",
+             "--verify-seconds", "120", "-c", str(lab_cluster.conf)], env=env,
+            cwd=Path(__file__).parents[2], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        try:
+            eventually(lambda: stored(lab_cluster, "osd.2", "osd_max_backfills") == "4", 60)
+            os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            proc.wait(10)
+        res = run_cli("journal", env=env)
+        assert "INCOMPLETE" in res.out and "may or may not have been made" in res.out
+        res = cli(lab_cluster, env, "undo", "--yes", "--verify-seconds", "1")
+        assert res.rc == 0, res.err
+        assert stored(lab_cluster, "osd.2", "osd_max_backfills") is None
+    finally:
+        assert lab_cluster.cli("lab", "start", "osd.2").rc == 0
+
+    def osd2_up() -> bool:
+        cluster = lab_cluster.rados()
+        try:
+            return any(o["osd"] == 2 and o["up"] for o in ceph_json(cluster, "osd dump")["osds"])
+        finally:
+            cluster.shutdown()
+
+    eventually(osd2_up, 60)
+
+
+def test_a_pool_wide_change_needs_the_typed_phrase(lab_cluster: LabCluster, env,
+                                                   tmp_path: Path) -> None:
+    cluster = lab_cluster.rados()
+    try:
+        ceph_json(cluster, "osd pool create", pool="pg100", pg_num=100, pgp_num=100)
+        plan = tmp_path / "p.json"
+        res = cli(lab_cluster, env, "plan", "ceph.pool.pg_not_power_of_two",
+                  "--target", "pool pg100", "-o", str(plan))
+        assert res.rc == 0, res.err
+        phrase = "apply ceph.pool.pg_not_power_of_two"
+
+        def apply(answer: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "stormdeck", "apply", str(plan), "-c",
+                 str(lab_cluster.conf), "--verify-seconds", "30"], input=answer,
+                capture_output=True, text=True, cwd=Path(__file__).parents[2],
+                env={**env, "STORMDECK_CONFIRM_STDIN": "1"})
+
+        for wrong in ("y\n", "yes\n", "apply\n"):
+            res = apply(wrong)
+            assert res.returncode == 1 and "phrase did not match" in res.stderr
+        assert ceph_json(cluster, "osd pool get", pool="pg100", var="pg_num")["pg_num"] == 100
+        res = apply(phrase + "\n")
+        assert res.returncode == 0, res.stderr
+        assert f"Type {phrase!r}" in res.stdout
+        assert ("applied:" in res.stdout) or ("on its way to 128" in res.stdout)
+        target = ceph_json(cluster, "osd pool ls", detail="detail")
+        (pool,) = [p for p in target if p["pool_name"] == "pg100"]
+        assert pool["pg_num_target"] == 128
+    finally:
+        ceph_json(cluster, "osd pool rm", pool="pg100", pool2="pg100",
+                  yes_i_really_really_mean_it=True)
+        cluster.shutdown()
