@@ -127,41 +127,53 @@ CEPH_KINDS = ("ceph_config", "osd_flag", "pool_set")
 # ---- commands -------------------------------------------------------------------------
 
 
-def cmd_plan(args: argparse.Namespace) -> int:
+def findings_now(args: argparse.Namespace, rule_id: str, duration: float):
+    """One rule judged on a fresh read, its for-window waived: (engine, findings, snapshot)."""
     from advisors.engine import Engine
-    from advisors.plan import plan_from_finding
     from advisors.rules import BY_ID
     from advisors.settings import load_settings
     from collectors.hub import Hub
 
-    if args.rule not in BY_ID:
-        raise UserError(f"there is no rule {args.rule!r} (see stormdeck check --list-rules)")
+    if rule_id not in BY_ID:
+        raise UserError(f"there is no rule {rule_id!r} (see stormdeck check --list-rules)")
     settings = load_settings()
-    # A plan is made from what holds now: the rule's for-window does not apply.
-    settings[args.rule] = replace(settings[args.rule], for_seconds=0.0, warmup_samples=1,
-                                  enabled=True)
-    engine = Engine(settings, rules=[BY_ID[args.rule]])
+    settings[rule_id] = replace(settings[rule_id], for_seconds=0.0, warmup_samples=1,
+                                enabled=True)
+    engine = Engine(settings, rules=[BY_ID[rule_id]])
     hub = Hub(build_sources(args), interval=1.0, timeout=args.timeout)
     hub.start()
     started = time.monotonic()
     try:
         hub.wait_polls(2, timeout=hub.longest_poll * 2 + 2)
         findings = engine.evaluate([hub.snapshot()])
-        while time.monotonic() - started < args.duration:
+        while time.monotonic() - started < duration:
             time.sleep(1.0)
             hub.snapshot()
             findings = engine.evaluate(hub.history)
         snap = hub.history.latest
     finally:
         hub.stop()
-    found = [f for f in findings if args.target in (None, f.target)]
+    return engine, findings, snap
+
+
+def one_finding(findings: list, rule_id: str, target: str | None):
+    found = [f for f in findings if target in (None, f.target)]
     if not found:
-        raise UserError(f"{args.rule} finds nothing to change on this cluster now"
-                        + (f" for {args.target}" if args.target else ""))
+        raise UserError(f"{rule_id} finds nothing on this cluster now"
+                        + (f" for {target}" if target else ""))
     if len(found) > 1:
-        raise UserError(f"{args.rule} fires on {len(found)} targets; choose one with --target: "
+        raise UserError(f"{rule_id} fires on {len(found)} targets; choose one with --target: "
                         + ", ".join(f.target for f in found))
-    plan = plan_from_finding(found[0], snap.cluster.fsid if snap and snap.cluster else None)
+    return found[0]
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from advisors.plan import plan_from_finding
+
+    # A plan is made from what holds now: the rule's for-window does not apply.
+    _, findings, snap = findings_now(args, args.rule, args.duration)
+    finding = one_finding(findings, args.rule, args.target)
+    plan = plan_from_finding(finding, snap.cluster.fsid if snap and snap.cluster else None)
     out = args.output or Path(f"plan-{plan.id}.json")
     plan.save(out)
     print(review(plan))

@@ -91,3 +91,27 @@ def test_list_rules_names_every_rule_and_its_source() -> None:
     assert res.rc == 0
     assert len(res.out.strip().splitlines()) == 21
     assert "curve.leaders.spread" in res.out and "K2.1" in res.out
+
+
+def test_mute_then_check_shows_it_muted_and_exits_0(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text('["curve.leaders.spread"]\nfor_seconds = 0\n')
+    with CurveWire(leaders=[24, 18, 16, 16, 14, 12]) as wire:
+        env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
+               "STORMDECK_RULES": str(rules)}
+        addr = ["--curve-mds", ",".join(m.addr for m in wire.mds), "--no-host"]
+        res = run_cli("mute", "curve.leaders.spread", *addr, env=env)
+        assert res.rc == 1 and "--for TIME" in res.err
+        res = run_cli("mute", "curve.leaders.spread", "--for", "2h", "--reason", "known",
+                      *addr, env=env)
+        assert res.rc == 0, res.err
+        assert "muted curve.leaders.spread on default_logical_pool" in res.out
+        listed = run_cli("mute", "--list", env=env)
+        assert "default_logical_pool" in listed.out and "known" in listed.out
+        res = run_cli("check", *addr, "--for", "0", env=env)
+        assert res.rc == 0 and "firing muted" in res.out
+        # Worse than when muted: the mute lifts and the warning counts again.
+        wire.set_leaders([30, 18, 16, 16, 14, 6])
+        res = run_cli("check", *addr, "--for", "0", env=env)
+        assert res.rc == 1 and "unmuted: it grew worse" in res.out
+    assert run_cli("unmute", "curve.leaders.spread", "x", env=env).rc == 1
