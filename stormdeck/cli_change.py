@@ -132,7 +132,7 @@ def findings_now(args: argparse.Namespace, rule_id: str, duration: float):
     from advisors.engine import Engine
     from advisors.rules import BY_ID
     from advisors.settings import load_settings
-    from collectors.hub import Hub
+    from stormdeck.watching import watch
 
     if rule_id not in BY_ID:
         raise UserError(f"there is no rule {rule_id!r} (see stormdeck check --list-rules)")
@@ -140,19 +140,8 @@ def findings_now(args: argparse.Namespace, rule_id: str, duration: float):
     settings[rule_id] = replace(settings[rule_id], for_seconds=0.0, warmup_samples=1,
                                 enabled=True)
     engine = Engine(settings, rules=[BY_ID[rule_id]])
-    hub = Hub(build_sources(args), interval=1.0, timeout=args.timeout)
-    hub.start()
-    started = time.monotonic()
-    try:
-        hub.wait_polls(2, timeout=hub.longest_poll * 2 + 2)
-        findings = engine.evaluate([hub.snapshot()])
-        while time.monotonic() - started < duration:
-            time.sleep(1.0)
-            hub.snapshot()
-            findings = engine.evaluate(hub.history)
-        snap = hub.history.latest
-    finally:
-        hub.stop()
+    findings, snap = watch(build_sources(args), engine, duration, timeout=args.timeout,
+                           first_polls=2)
     return engine, findings, snap
 
 

@@ -60,22 +60,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.duration < 0 or args.interval <= 0:
         raise UserError("--for must be zero or more and --interval above zero")
 
-    from collectors.hub import Hub
+    from stormdeck.watching import watch
 
     engine = Engine(settings, mutes=MuteStore(state_dir() / "mutes.json"))
-    hub = Hub(build_sources(args), interval=args.interval, timeout=args.timeout)
     started = time.monotonic()
-    hub.start()
-    try:
-        hub.wait_polls(1, timeout=hub.longest_poll + args.interval + 1)
-        findings = engine.evaluate([hub.snapshot()])
-        while time.monotonic() - started < args.duration:
-            time.sleep(args.interval)
-            hub.snapshot()
-            findings = engine.evaluate(hub.history)
-        snap = hub.history.latest
-    finally:
-        hub.stop()
+    findings, snap = watch(build_sources(args), engine, args.duration, args.interval,
+                           args.timeout)
     assert snap is not None
     cluster = [s for n, s in snap.sources.items() if n in CLUSTER_SOURCES]
     collected = bool(cluster) and any(s.last_success for s in cluster)
