@@ -1,0 +1,125 @@
+"""The console driven by Textual's Pilot on frames built from lab captures."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from advisors.apply import Executor
+from advisors.engine import Engine
+from advisors.journal import Journal
+from advisors.settings import load_settings
+from collectors.model import Pool
+from tests.captured import history, with_cluster, with_daemon
+from tui.app import PlanReview, StormdeckApp
+from tui.feed import Frame, StaticFeed
+from tui.views import DaemonTable, DiskTable, FindingTable
+
+EVIL = "[bold red]x[/] \x1b[31mred\x1b[0m"
+
+
+def frames(edit=None) -> list[Frame]:
+    settings = load_settings()
+    settings["ceph.scrub.during_load"] = replace(settings["ceph.scrub.during_load"],
+                                                 for_seconds=0, warmup_samples=1)
+    engine = Engine(settings)
+    snaps = history(5, step=1.0, edit=edit)
+    out = []
+    for i in range(1, len(snaps) + 1):
+        out.append(Frame(snaps[i - 1], tuple(engine.evaluate(snaps[:i])), tuple(snaps[:i])))
+    return out
+
+
+class Recording:
+    """An executor factory that records what the console asked of it."""
+
+    def __init__(self, tmp_path: Path, read_only: bool) -> None:
+        self.calls = 0
+        self.executor = Executor(Journal(tmp_path / "j.jsonl"), read_only=read_only)
+
+    def __call__(self) -> Executor:
+        self.calls += 1
+        return self.executor
+
+
+@pytest.mark.asyncio
+async def test_views_switch_with_digits_and_rows_are_keyed(tmp_path: Path) -> None:
+    app = StormdeckApp(StaticFeed(frames()), journal=Journal(tmp_path / "j.jsonl"))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("2")
+        table = app.query_one(DaemonTable)
+        assert [r.value for r in table.rows] == ["osd.0", "osd.1", "osd.2"]
+        await pilot.press("3")
+        assert "vm:/dev/loop0" in [r.value for r in app.query_one(DiskTable).rows]
+        await pilot.press("4")
+        rules = {k.value.split("|")[0] for k in app.query_one(FindingTable).rows}
+        assert "ceph.scrub.during_load" in rules
+        await pilot.press("slash")
+        await pilot.press(*"osd.1")
+        await pilot.press("enter", "2")
+        assert [r.value for r in app.query_one(DaemonTable).rows] == ["osd.1"]
+
+
+@pytest.mark.asyncio
+async def test_review_opens_with_cancel_focused_and_cancel_changes_nothing(
+        tmp_path: Path) -> None:
+    factory = Recording(tmp_path, read_only=False)
+    app = StormdeckApp(StaticFeed(frames()), executor_factory=factory)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("4")
+        table = app.query_one(FindingTable)
+        keys = [k.value for k in table.rows]
+        table.move_cursor(row=keys.index("ceph.scrub.during_load|osd"))
+        await pilot.press("enter")
+        assert isinstance(app.screen, PlanReview)
+        assert app.focused is not None and app.focused.id == "cancel"
+        assert app.screen.query_one("#apply").disabled, "wide change: phrase first"
+        await pilot.press("enter")  # on Cancel
+        assert not isinstance(app.screen, PlanReview)
+    assert factory.calls == 0
+
+
+@pytest.mark.asyncio
+async def test_read_only_refuses_from_the_console(tmp_path: Path) -> None:
+    factory = Recording(tmp_path, read_only=True)
+    app = StormdeckApp(StaticFeed(frames()), executor_factory=factory, read_only=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("4")
+        table = app.query_one(FindingTable)
+        keys = [k.value for k in table.rows]
+        table.move_cursor(row=keys.index("ceph.scrub.during_load|osd"))
+        await pilot.press("enter")
+        review = app.screen
+        assert isinstance(review, PlanReview)
+        review.query_one("#phrase").focus()
+        await pilot.press(*review.plan.phrase)
+        assert not review.query_one("#apply").disabled
+        await pilot.click("#apply")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert "[RO]" in str(app.query_one("#status").render())
+        assert any("read-only mode" in n.message for n in app._notifications)
+    assert factory.calls == 1
+    assert not (tmp_path / "j.jsonl").exists(), "nothing journaled, nothing changed"
+
+
+@pytest.mark.asyncio
+async def test_cluster_text_is_data_not_markup(tmp_path: Path) -> None:
+    def evil(s, i):
+        s = with_daemon(s, "osd.0", host=EVIL)
+        assert s.cluster is not None
+        pool = Pool(id=99, name=EVIL, type="replicated", size=3, min_size=2, pg_num=100)
+        return with_cluster(s, pools=(*s.cluster.pools, pool))
+
+    app = StormdeckApp(StaticFeed(frames(evil)))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("2")
+        cell = app.query_one(DaemonTable).get_cell("osd.0", "host")
+        assert cell.plain == "[bold red]x[/] \\x1b[31mred\\x1b[0m"
+        await pilot.press("4")
+        keys = [k.value for k in app.query_one(FindingTable).rows]
+        assert f"ceph.pool.pg_not_power_of_two|pool {EVIL}" in keys
+        screen = app.export_screenshot()
+        assert "[bold red]x[/]" in screen.replace("&#160;", " ")

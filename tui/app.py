@@ -1,0 +1,381 @@
+"""The stormdeck console: a Textual app that renders Frames and acts only through the Executor."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, ContentSwitcher, Footer, Input, Static
+
+from advisors.plan import Plan, plan_from_finding
+from stormdeck.errors import UserError
+from stormdeck.text import printable
+from tui.feed import Frame
+from tui.views import (
+    DaemonTable,
+    DiskTable,
+    FindingTable,
+    JournalTable,
+    KeyedTable,
+    Overview,
+    finding_detail,
+    t,
+)
+
+VIEWS = ("overview", "daemons", "disks", "findings", "journal")
+
+
+class PlanReview(ModalScreen[bool]):
+    """The exact change, and a deliberate yes: Cancel has the focus; wide, restart-needing
+    or irreversible changes also need the typed phrase."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, plan: Plan, review: str) -> None:
+        super().__init__()
+        self.plan = plan
+        self.review = review
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="review"):
+            yield Static(Text(self.review), id="review-text")
+            if self.plan.needs_phrase:
+                yield Static(t(f"Type {self.plan.phrase!r} to apply:"))
+                yield Input(id="phrase")
+            with Horizontal(id="review-buttons"):
+                yield Button("Cancel", id="cancel", variant="primary")
+                yield Button("Apply", id="apply", variant="warning",
+                             disabled=self.plan.needs_phrase)
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+
+    @on(Input.Changed, "#phrase")
+    def phrase_typed(self, event: Input.Changed) -> None:
+        self.query_one("#apply", Button).disabled = event.value != self.plan.phrase
+
+    @on(Button.Pressed, "#apply")
+    def apply(self) -> None:
+        self.dismiss(True)
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+class Help(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,q", "close", "Close")]
+
+    def __init__(self, bindings: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.lines = bindings
+
+    def compose(self) -> ComposeResult:
+        text = Text("Keys\n\n", style="bold")
+        for key, what in self.lines:
+            text.append(f"  {key:<12}", style="bold")
+            text.append(f"{what}\n")
+        yield VerticalScroll(Static(text), id="help")
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class StormdeckApp(App[None]):
+    CSS = """
+    #status { height: 1; background: $boost; }
+    #filter { display: none; height: 3; }
+    #filter.shown { display: block; }
+    #finding-detail { height: auto; max-height: 50%; border-top: solid $primary; }
+    PlanReview, Help { align: center middle; }
+    #review, #help { width: 90%; max-width: 110; height: auto; max-height: 90%;
+                     border: thick $warning; background: $surface; padding: 1 2; }
+    #review-buttons { height: 3; align-horizontal: right; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("1", "view('overview')", "Overview"),
+        Binding("2", "view('daemons')", "Daemons"),
+        Binding("3", "view('disks')", "Disks"),
+        Binding("4", "view('findings')", "Findings"),
+        Binding("5", "view('journal')", "Journal"),
+        Binding("p", "pause", "Pause"),
+        Binding("plus,equals_sign", "faster", "Faster", show=False),
+        Binding("minus", "slower", "Slower", show=False),
+        Binding("slash", "filter", "Filter"),
+        Binding("enter", "review", "On a finding: review its change", show=False),
+        Binding("m", "mute", "On a finding: mute it for an hour", show=False),
+        Binding("u", "undo", "On a journal entry: undo it", show=False),
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, feed: Any, executor_factory: Callable[[], Any] | None = None,
+                 mutes: Any = None, journal: Any = None, read_only: bool = False,
+                 cluster_name: str = "", low_bandwidth: bool = False) -> None:
+        super().__init__()
+        self.feed = feed
+        self.executor_factory = executor_factory
+        self.mutes = mutes
+        self.journal = journal
+        self.read_only = read_only
+        self.cluster_name = cluster_name
+        self.low_bandwidth = low_bandwidth
+        self.frame: Frame | None = None
+        self._config_seen: dict[tuple[str, str], str] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="status")
+        yield Input(placeholder="filter rows (Esc to clear)", id="filter")
+        with ContentSwitcher(initial="overview"):
+            yield VerticalScroll(Overview(id="overview-body"), id="overview")
+            yield DaemonTable(id="daemons")
+            yield DiskTable(id="disks")
+            with Vertical(id="findings"):
+                yield FindingTable(id="finding-table")
+                yield Static(id="finding-detail")
+            yield JournalTable(id="journal")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.low_bandwidth:
+            self.query_one(Overview).ascii_only = True
+            self.query_one(DaemonTable).ascii_only = True
+        self.title = "stormdeck"
+        # Hidden, the filter box must not hold the focus: it would swallow the keys.
+        self.query_one("#filter", Input).disabled = True
+        self.focus_view()
+        self.feed.start(self._from_feed)
+        self.refresh_journal()
+
+    def _from_feed(self, frame: Frame) -> None:
+        """Called on the feed's thread (or directly by a StaticFeed)."""
+        try:
+            self.call_from_thread(self.show, frame)
+        except RuntimeError:  # already on the app's thread
+            self.show(frame)
+
+    def on_unmount(self) -> None:
+        self.feed.stop()
+
+    # -- rendering --
+
+    def show(self, frame: Frame) -> None:
+        self.frame = frame
+        self.query_one("#status", Static).update(self.status_line(frame))
+        self.watch_config(frame)
+        current = self.query_one(ContentSwitcher).current
+        if current == "overview":
+            self.query_one(Overview).show(frame)
+        elif current == "daemons":
+            self.query_one(DaemonTable).show(frame)
+        elif current == "disks":
+            self.query_one(DiskTable).show(frame)
+        elif current == "findings":
+            self.query_one(FindingTable).show(frame)
+            self.show_detail()
+
+    def status_line(self, frame: Frame) -> Text:
+        line = Text(" stormdeck ", style="bold")
+        c = frame.snapshot.cluster
+        name = self.cluster_name or (c.fsid[:8] if c and c.fsid else "")
+        line.append_text(t(name))
+        if self.read_only:
+            line.append(" [RO]", style="bold yellow")
+        now = time.time()
+        for s in frame.snapshot.sources.values():
+            if s.ok:
+                style, word = "green", "ok"
+            elif s.stale and s.last_success:
+                style, word = "yellow", f"stale {now - s.last_success:.0f}s"
+            else:
+                style, word = "bold red", "error"
+            line.append(f"  {s.name} ")
+            line.append(word, style=style)
+        line.append(f"   every {self.feed.interval:g}s")
+        if self.feed.paused:
+            line.append("  PAUSED", style="bold yellow")
+        return line
+
+    def watch_config(self, frame: Frame) -> None:
+        """A toast when a config value changes under the operator: someone else changed it."""
+        c = frame.snapshot.cluster
+        if c is None:
+            return
+        for name, opt in c.config.items():
+            for who, value in opt.values.items():
+                key = (name, who)
+                old = self._config_seen.get(key)
+                if old is not None and old != value:
+                    self.notify(printable(f"{name} for {who}: {old} -> {value}", 200),
+                                title="config changed", severity="warning", markup=False)
+                self._config_seen[key] = value
+
+    def show_detail(self) -> None:
+        table = self.query_one(FindingTable)
+        self.query_one("#finding-detail", Static).update(finding_detail(table.selected()))
+
+    @on(FindingTable.RowHighlighted)
+    def finding_moved(self) -> None:
+        self.show_detail()
+
+    @on(FindingTable.RowSelected)
+    def finding_chosen(self) -> None:
+        self.action_review()  # the table takes Enter as "select this row"
+
+    # -- actions --
+
+    def focus_view(self) -> None:
+        switcher = self.query_one(ContentSwitcher)
+        current = switcher.get_child_by_id(switcher.current or "overview")
+        target = current if current.can_focus else next(
+            (w for w in current.query("*") if w.can_focus), None)
+        self.set_focus(target)
+
+    def action_view(self, name: str) -> None:
+        self.query_one(ContentSwitcher).current = name
+        self.focus_view()
+        if name == "journal":
+            self.refresh_journal()
+        elif self.frame is not None:
+            self.show(self.frame)
+
+    def action_pause(self) -> None:
+        self.feed.paused = not self.feed.paused
+        if self.frame is not None:
+            self.query_one("#status", Static).update(self.status_line(self.frame))
+
+    def action_faster(self) -> None:
+        self.notify(f"polling every {self.feed.set_interval(self.feed.interval / 2):g} s")
+
+    def action_slower(self) -> None:
+        self.notify(f"polling every {self.feed.set_interval(self.feed.interval * 2):g} s")
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.disabled = False
+        box.add_class("shown")
+        box.focus()
+
+    @on(Input.Changed, "#filter")
+    def filter_changed(self, event: Input.Changed) -> None:
+        for table in self.query(KeyedTable):
+            table.filter = event.value
+        if self.frame is not None:
+            self.show(self.frame)
+
+    def key_escape(self) -> None:
+        box = self.query_one("#filter", Input)
+        if box.has_class("shown"):
+            box.value = ""
+            box.remove_class("shown")
+            box.disabled = True
+            self.focus_view()
+
+    @on(Input.Submitted, "#filter")
+    def filter_done(self) -> None:
+        self.focus_view()  # keep the filter, give the keys back to the view
+
+    def action_help(self) -> None:
+        keys = [(b.key.replace("question_mark", "?").replace("slash", "/")
+                 .replace("plus,equals_sign", "+").replace("minus", "-"), b.description)
+                for b in self.BINDINGS if isinstance(b, Binding)]
+        self.push_screen(Help([*keys, ("Esc", "clear the filter; close a dialog")]))
+
+    def action_review(self) -> None:
+        if self.query_one(ContentSwitcher).current != "findings":
+            return
+        finding = self.query_one(FindingTable).selected()
+        if finding is None:
+            return
+        if not finding.changes:
+            self.notify("this finding proposes no change stormdeck can make", markup=False)
+            return
+        from stormdeck.cli_change import review
+
+        fsid = self.frame.snapshot.cluster.fsid if self.frame and self.frame.snapshot.cluster \
+            else None
+        # The plan freezes its targets now, before the dialog opens.
+        plan = plan_from_finding(finding, fsid)
+        self.push_screen(PlanReview(plan, review(plan)),
+                         lambda ok: self.apply_plan(plan) if ok else None)
+
+    @work(thread=True, exclusive=True)
+    def apply_plan(self, plan: Plan) -> None:
+        if self.executor_factory is None:
+            self.call_from_thread(self.notify, "no executor: changes are off in this session",
+                                  severity="error")
+            return
+        try:
+            outcomes = self.executor_factory().apply(plan)
+        except UserError as exc:
+            self.call_from_thread(self.notify, printable(str(exc), 400), title="refused",
+                                  severity="error", markup=False)
+            return
+        text = "; ".join(f"{o.outcome}: {o.change.command}" for o in outcomes)
+        self.call_from_thread(self.notify, printable(text, 400), title="applied",
+                              markup=False)
+        self.call_from_thread(self.refresh_journal)
+
+    def action_mute(self) -> None:
+        if self.query_one(ContentSwitcher).current != "findings" or self.mutes is None:
+            return
+        finding = self.query_one(FindingTable).selected()
+        if finding is None:
+            return
+        badness = self.feed.engine.badness(finding) if hasattr(self.feed, "engine") else 0.0
+        self.mutes.add(finding, ttl=3600, badness=badness)
+        self.notify(printable(f"muted {finding.rule} on {finding.target} for 1 h", 200),
+                    markup=False)
+
+    def action_undo(self) -> None:
+        if self.query_one(ContentSwitcher).current != "journal":
+            return
+        entry = self.query_one(JournalTable).selected()
+        if entry is None:
+            return
+        from advisors.model import Change
+
+        inverse = Change(kind=entry.change.kind, target=entry.change.target,
+                         key=entry.change.key, current=entry.change.proposed,
+                         proposed=entry.before or "unset", command=f"undo {entry.id}",
+                         runtime=entry.change.runtime, reversible=entry.change.reversible,
+                         blast_radius=entry.change.blast_radius)
+        plan = Plan(id=f"undo-{entry.id}", created=time.time(), rule=entry.rule or "undo",
+                    target=entry.change.target, summary=f"undo {entry.change.command}",
+                    source="journal", fsid=entry.cluster, changes=(inverse,))
+        from stormdeck.cli_change import review
+
+        self.push_screen(PlanReview(plan, review(plan)),
+                         lambda ok: self.undo_entry(entry) if ok else None)
+
+    @work(thread=True, exclusive=True)
+    def undo_entry(self, entry: Any) -> None:
+        if self.executor_factory is None:
+            return
+        try:
+            o = self.executor_factory().undo(entry)
+        except UserError as exc:
+            self.call_from_thread(self.notify, printable(str(exc), 400), title="refused",
+                                  severity="error", markup=False)
+            return
+        self.call_from_thread(self.notify, printable(f"{o.outcome}: {o.change.command}", 300),
+                              markup=False)
+        self.call_from_thread(self.refresh_journal)
+
+    def refresh_journal(self) -> None:
+        if self.journal is None:
+            return
+        try:
+            entries = self.journal.entries()
+        except UserError as exc:
+            self.notify(printable(str(exc), 300), severity="error", markup=False)
+            return
+        self.query_one(JournalTable).show_entries(
+            entries, lambda ts: time.strftime("%m-%d %H:%M:%S", time.localtime(ts)))

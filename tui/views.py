@@ -1,0 +1,301 @@
+"""The console's views, one widget each; they render Frames and never touch the network.
+
+Cluster text (pool names, hosts, summaries) reaches Rich only inside Text
+objects, which are never parsed as markup: a pool named `[bold red]x[/]` shows
+as those characters, and control characters are shown as escapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import DataTable, Static
+
+from advisors.model import Finding, Severity
+from collectors.model import Daemon, Disk, Snapshot
+from stormdeck.text import printable
+from tui.feed import Frame
+
+BLOCKS = " ▁▂▃▄▅▆▇█"
+ASCII = " .:-=+*#%"
+SEVERITY_STYLE = {Severity.INFO: "cyan", Severity.WARNING: "yellow", Severity.CRITICAL: "bold red"}
+BAD_PG_WORDS = ("peering", "activating", "unknown", "creating", "down", "incomplete", "stale",
+                "degraded", "undersized")
+
+
+def t(value: object, style: str = "", limit: int = 200) -> Text:
+    """Cluster text as an inert Text: no markup, control characters escaped."""
+    return Text(printable(value, limit), style=style)
+
+
+def spark(values: Sequence[float], width: int = 20, ascii_only: bool = False) -> str:
+    chars = ASCII if ascii_only else BLOCKS
+    vals = list(values)[-width:]
+    if not vals:
+        return ""
+    top = max(vals) or 1.0
+    return "".join(chars[min(len(chars) - 1, int(v / top * (len(chars) - 1)))] for v in vals)
+
+
+def bar(used: float | None, allowed: float | None, width: int = 8, ascii_only: bool = False) -> str:
+    if used is None or not allowed:
+        return "-"
+    filled = min(width, round(used / allowed * width))
+    full, empty = ("#", ".") if ascii_only else ("█", "░")
+    return f"{full * filled}{empty * (width - filled)} {used:.2f}/{allowed:g}"
+
+
+def num(v: float | None, fmt: str = "{:.0f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def ms(v: float | None) -> str:
+    return "-" if v is None else f"{v * 1000:.1f}ms"
+
+
+def pct(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:.0f}%"
+
+
+class Overview(Static):
+    """What limits the cluster, at a glance, each figure with its short history."""
+
+    ascii_only = False
+
+    def show(self, frame: Frame) -> None:
+        self.update(self.render_frame(frame))
+
+    def render_frame(self, frame: Frame) -> Text:
+        s, hist = frame.snapshot, frame.history
+        out = Text()
+        c = s.cluster
+        sp = lambda fn: spark([v for v in (fn(x) for x in hist) if v is not None],  # noqa: E731
+                              ascii_only=self.ascii_only)
+        if c is not None:
+            style = {"HEALTH_OK": "green", "HEALTH_WARN": "yellow"}.get(c.health or "",
+                                                                        "bold red")
+            out.append("health  ")
+            out.append_text(t(c.health or "unknown", style))
+            if c.release:
+                out.append_text(t(f"   {c.release} {c.version}"))
+            out.append("\n")
+            for chk in c.checks:
+                out.append_text(t(f"  {chk.code}: {chk.summary}", "yellow", 160))
+                out.append("\n")
+            bad = c.pgs_in(*BAD_PG_WORDS)
+            out.append(f"pgs     {num(c.num_pgs)}   ")
+            out.append(f"not active+clean {num(c.pgs_not_clean)}",
+                       style="bold red" if bad else "")
+            out.append(f"   {sp(lambda x: x.cluster.pgs_not_clean if x.cluster else None)}\n")
+            for state, n in sorted(c.pg_states.items(), key=lambda kv: -kv[1])[:6]:
+                if state != "active+clean":
+                    hot = any(w in state.split("+") for w in BAD_PG_WORDS)
+                    out.append_text(t(f"  {n:>6} {state}", "bold yellow" if hot else ""))
+                    out.append("\n")
+            out.append(f"slow ops {num(c.slow_ops)}")
+            if c.slow_ops_daemons:
+                out.append_text(t(f" on {', '.join(c.slow_ops_daemons)}", "yellow"))
+            writes = sp(lambda x: x.cluster.client_write_iops if x.cluster else None)
+            out.append(f"   client {num(c.client_read_iops)} rd/s {num(c.client_write_iops)} "
+                       f"wr/s   {writes}\n")
+            if c.osd_flags:
+                out.append_text(t(f"flags   {', '.join(c.osd_flags)}", "yellow"))
+                out.append("\n")
+        osds = [d for d in s.daemons.values() if d.kind == "osd"]
+        if osds:
+            worst = max(osds, key=lambda d: d.commit_latency or 0)
+            used = sum(d.cores_used or 0 for d in osds)
+            allowed = sum(d.cores_allowed or 0 for d in osds)
+            out.append(f"cores   {used:.1f} used of {allowed:g} allowed across {len(osds)} OSDs   "
+                       f"{sp(lambda x: sum(d.cores_used or 0 for d in x.daemons.values()))}\n")
+            out.append("slowest ")
+            out.append_text(t(f"{worst.id} commit {ms(worst.commit_latency)}"))
+            out.append("\n")
+        disks = [k for k in s.disks.values() if k.util is not None and k.daemons]
+        if disks:
+            hot = max(disks, key=lambda k: k.util or 0)
+            out.append("hottest ")
+            out.append_text(t(f"{hot.key} {pct(hot.util)} busy ({', '.join(hot.daemons)})"))
+            out.append("\n")
+        if s.curve is not None:
+            for pool in s.curve.pools:
+                over = (pool.leader_range or 0) > 5
+                out.append("leaders ")
+                out.append_text(t(f"{pool.name} range {num(pool.leader_range, '{:g}')} "
+                                  f"(threshold 5)", "bold yellow" if over else ""))
+                out.append(f"   {sp(lambda x, n=pool.name: _pool_range(x, n))}\n")
+        out.append("\nfindings\n")
+        live = [f for f in frame.findings if f.state == "firing"][:6]
+        if not live:
+            out.append("  none firing\n", style="green")
+        for f in live:
+            out.append_text(finding_line(f))
+            out.append("\n")
+        return out
+
+
+def _pool_range(s: Snapshot, name: str) -> float | None:
+    if s.curve is None:
+        return None
+    return next((p.leader_range for p in s.curve.pools if p.name == name), None)
+
+
+def finding_line(f: Finding) -> Text:
+    line = Text("  ")
+    line.append(f"{str(f.severity).upper():<8}", style=SEVERITY_STYLE[f.severity])
+    line.append_text(t(f" {f.target}: {f.summary}", "dim" if f.muted else "", 150))
+    if f.muted:
+        line.append(" (muted)", style="dim")
+    return line
+
+
+class KeyedTable(DataTable):
+    """A DataTable updated by key: only changed cells are written (DESIGN.md's cost table)."""
+
+    COLUMNS: tuple[str, ...] = ()
+
+    def on_mount(self) -> None:
+        self.cursor_type = "row"
+        self.zebra_stripes = True
+        for name in self.COLUMNS:
+            self.add_column(name, key=name)
+        self._cells: dict[str, tuple[Text, ...]] = {}
+        self.filter = ""
+
+    def sync(self, rows: Iterable[tuple[str, tuple[Text, ...]]]) -> None:
+        needle = self.filter.lower()
+        wanted = {k: cells for k, cells in rows
+                  if not needle or needle in " ".join(c.plain for c in cells).lower()}
+        for key in list(self._cells):
+            if key not in wanted:
+                self.remove_row(key)
+                del self._cells[key]
+        for key, cells in wanted.items():
+            old = self._cells.get(key)
+            if old is None:
+                self.add_row(*cells, key=key)
+            else:
+                for col, (a, b) in zip(self.COLUMNS, zip(old, cells, strict=True), strict=True):
+                    if a.plain != b.plain or a.style != b.style:
+                        self.update_cell(key, col, b)
+            self._cells[key] = cells
+
+
+class DaemonTable(KeyedTable):
+    COLUMNS = ("daemon", "host", "cores used/allowed", "IOPS", "IOPS/core", "latency",
+               "primaries|leaders", "device", "util")
+    ascii_only = False
+
+    def show(self, frame: Frame) -> None:
+        s = frame.snapshot
+        self.sync((d.id, self.cells(d, s)) for d in s.daemons.values())
+
+    def cells(self, d: Daemon, s: Snapshot) -> tuple[Text, ...]:
+        iops = d.iops
+        per_core = iops / d.cores_used if iops is not None and d.cores_used else None
+        if d.kind == "osd":
+            lat = f"{ms(d.commit_latency)}/{ms(d.apply_latency)}"
+            share = d.primary_pgs
+        else:
+            lat = f"{ms(d.raft_append_latency)}/{ms(d.raft_send_latency)}"
+            share = d.leaders
+        devs = d.devices or ()
+        disks = [s.disks.get(f"{d.host}:/dev/{x}") for x in devs]
+        utils = [k.util for k in disks if k is not None and k.util is not None]
+        busy = bool(d.cores_used is not None and d.cores_allowed
+                    and d.cores_used / d.cores_allowed > 0.85)
+        return (t(d.id, "bold red" if d.up is False else ""), t(d.host or "-"),
+                t(bar(d.cores_used, d.cores_allowed, ascii_only=self.ascii_only),
+                  "yellow" if busy else ""),
+                t(num(iops)), t(num(per_core)), t(lat), t(num(share)),
+                t(",".join(devs) or "-"), t(pct(max(utils)) if utils else "-"))
+
+
+class DiskTable(KeyedTable):
+    COLUMNS = ("disk", "util", "r/s", "w/s", "r_await", "w_await", "queue", "cache kernel/device",
+               "transport", "daemons")
+
+    def show(self, frame: Frame) -> None:
+        self.sync((k.key, self.cells(k)) for k in frame.snapshot.disks.values())
+
+    @staticmethod
+    def cells(k: Disk) -> tuple[Text, ...]:
+        cache = f"{k.write_cache or '-'}/{k.device_cache or '-'}"
+        risky = bool(k.daemons) and not k.virtual and (k.write_cache or "").startswith("write back")
+        return (t(k.key), t(pct(k.util), "yellow" if (k.util or 0) > 0.9 else ""),
+                t(num(k.read_iops)), t(num(k.write_iops)), t(ms(k.read_await)),
+                t(ms(k.write_await)), t(num(k.queue_depth, "{:.1f}")),
+                t(cache, "yellow" if risky else ""),
+                t((k.transport or "-") + (" (virtual)" if k.virtual else "")),
+                t(",".join(k.daemons) or "-"))
+
+
+class FindingTable(KeyedTable):
+    COLUMNS = ("severity", "state", "rule", "target", "summary")
+
+    def show(self, frame: Frame) -> None:
+        self.findings = {f"{f.rule}|{f.target}": f for f in frame.findings}
+        self.sync((k, self.cells(f)) for k, f in self.findings.items())
+
+    @staticmethod
+    def cells(f: Finding) -> tuple[Text, ...]:
+        state = f.state + (" muted" if f.muted else "")
+        return (t(str(f.severity).upper(), SEVERITY_STYLE[f.severity]), t(state), t(f.rule),
+                t(f.target, limit=60), t(f.summary, "dim" if f.muted else "", 120))
+
+    def selected(self) -> Finding | None:
+        if not getattr(self, "findings", None) or self.row_count == 0:
+            return None
+        key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        return self.findings.get(key or "")
+
+
+def finding_detail(f: Finding | None) -> Text:
+    if f is None:
+        return Text("no finding selected")
+    out = Text()
+    out.append_text(t(f"{f.title}  [{f.source}]", "bold"))
+    out.append("\n")
+    out.append_text(t(f.summary, limit=400))
+    out.append("\n\n")
+    out.append_text(t(f.explanation, "dim", limit=1200))
+    out.append("\n")
+    for e in f.evidence:
+        line = (f"{e.metric}: now {e.now}, min {e.min:.4g}, avg {e.avg:.4g}, max {e.max:.4g} "
+                f"{e.unit} over {e.window:.0f} s" if e.min is not None and e.avg is not None
+                and e.max is not None else f"{e.metric}: {e.now} {e.unit}")
+        out.append_text(t("  " + line, limit=300))
+        out.append("\n")
+    for c in f.changes:
+        out.append_text(t(f"  change: {c.command}", "cyan", 300))
+        out.append("\n")
+    for step in f.procedure:
+        out.append_text(t(f"  - {step}", limit=500))
+        out.append("\n")
+    for note in f.notes:
+        out.append_text(t(f"  note: {note}", "yellow", 300))
+        out.append("\n")
+    if f.changes:
+        out.append("\nEnter: review the change   m: mute for an hour\n", style="bold")
+    return out
+
+
+class JournalTable(KeyedTable):
+    COLUMNS = ("id", "when", "status", "change", "before -> after", "undo")
+
+    def show_entries(self, entries: Sequence[Any], clock: Callable[[float], str]) -> None:
+        self.entries = {e.id: e for e in entries}
+        self.sync((e.id, (t(e.id), t(clock(e.started)),
+                          t(e.status, "bold red" if e.status in ("INCOMPLETE", "failed") else ""),
+                          t(e.change.command, limit=80),
+                          t(f"{e.before if e.before is not None else 'unset'} -> {e.after}"),
+                          t(", ".join(e.undone_by) or (f"undoes {e.undoes}" if e.undoes else ""))))
+                  for e in entries)
+
+    def selected(self) -> Any:
+        if not getattr(self, "entries", None) or self.row_count == 0:
+            return None
+        key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        return self.entries.get(key or "")
