@@ -24,12 +24,14 @@ from tui.views import (
     FindingTable,
     JournalTable,
     KeyedTable,
+    LatencyTable,
+    Leaders,
     Overview,
     finding_detail,
     t,
 )
 
-VIEWS = ("overview", "daemons", "disks", "findings", "journal")
+VIEWS = ("overview", "daemons", "leaders", "latency", "disks", "findings", "journal")
 
 
 class PlanReview(ModalScreen[bool]):
@@ -102,9 +104,11 @@ class StormdeckApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("1", "view('overview')", "Overview"),
         Binding("2", "view('daemons')", "Daemons"),
-        Binding("3", "view('disks')", "Disks"),
-        Binding("4", "view('findings')", "Findings"),
-        Binding("5", "view('journal')", "Journal"),
+        Binding("3", "view('leaders')", "Leaders"),
+        Binding("4", "view('latency')", "Latency"),
+        Binding("5", "view('disks')", "Disks"),
+        Binding("6", "view('findings')", "Findings"),
+        Binding("7", "view('journal')", "Journal"),
         Binding("p", "pause", "Pause"),
         Binding("plus,equals_sign", "faster", "Faster", show=False),
         Binding("minus", "slower", "Slower", show=False),
@@ -136,6 +140,8 @@ class StormdeckApp(App[None]):
         with ContentSwitcher(initial="overview"):
             yield VerticalScroll(Overview(id="overview-body"), id="overview")
             yield DaemonTable(id="daemons")
+            yield VerticalScroll(Leaders(id="leaders-body"), id="leaders")
+            yield LatencyTable(id="latency")
             yield DiskTable(id="disks")
             with Vertical(id="findings"):
                 yield FindingTable(id="finding-table")
@@ -145,8 +151,8 @@ class StormdeckApp(App[None]):
 
     def on_mount(self) -> None:
         if self.low_bandwidth:
-            self.query_one(Overview).ascii_only = True
-            self.query_one(DaemonTable).ascii_only = True
+            for view in (Overview, DaemonTable, Leaders, LatencyTable):
+                self.query_one(view).ascii_only = True
         self.title = "stormdeck"
         # Hidden, the filter box must not hold the focus: it would swallow the keys.
         self.query_one("#filter", Input).disabled = True
@@ -175,6 +181,10 @@ class StormdeckApp(App[None]):
             self.query_one(Overview).show(frame)
         elif current == "daemons":
             self.query_one(DaemonTable).show(frame)
+        elif current == "leaders":
+            self.query_one(Leaders).show(frame)
+        elif current == "latency":
+            self.query_one(LatencyTable).show(frame)
         elif current == "disks":
             self.query_one(DiskTable).show(frame)
         elif current == "findings":

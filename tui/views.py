@@ -299,3 +299,81 @@ class JournalTable(KeyedTable):
             return None
         key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
         return self.entries.get(key or "")
+
+
+class Leaders(Static):
+    """Leader spread per Curve logical pool and primary spread per Ceph OSD, as bars."""
+
+    ascii_only = False
+
+    def show(self, frame: Frame) -> None:
+        self.update(self.render_frame(frame))
+
+    def render_frame(self, frame: Frame) -> Text:
+        s = frame.snapshot
+        out = Text()
+        full = "#" if self.ascii_only else "█"
+        css = [d for d in s.daemons.values() if d.kind == "chunkserver" and d.leaders is not None]
+        if s.curve is not None:
+            for pool in s.curve.pools:
+                over = (pool.leader_range or 0) > 5
+                out.append_text(t(f"Curve pool {pool.name}: leadernum range "
+                                  f"{num(pool.leader_range, '{:g}')} (threshold 5)",
+                                  "bold yellow" if over else "bold"))
+                series = [v for v in (_pool_range(x, pool.name) for x in frame.history)
+                          if v is not None]
+                out.append(f"   {spark(series, 40, self.ascii_only)}\n")
+        if css:
+            top = max(d.leaders or 0 for d in css) or 1
+            moving = sum(1 for d in css if d.leader_delta)
+            rises = sum(d.term_rises or 0 for d in css)
+            out.append(f"elections: leaders moved on {moving} chunkservers, raft terms rose "
+                       f"{rises} times since the last look\n")
+            for d in css:
+                width = round((d.leaders or 0) / top * 40)
+                out.append_text(t(f"  {d.id:<22}"))
+                out.append(full * width, style="cyan")
+                out.append(f" {d.leaders}")
+                if d.leader_delta:
+                    out.append(f" ({d.leader_delta:+d})", style="yellow")
+                out.append("\n")
+        osds = [d for d in s.daemons.values() if d.kind == "osd" and d.primary_pgs is not None]
+        if osds:
+            top = max(d.primary_pgs or 0 for d in osds) or 1
+            avg = sum(d.primary_pgs or 0 for d in osds) / len(osds)
+            out.append(f"Ceph primary PGs per OSD (mean {avg:.1f})\n", style="bold")
+            for d in osds:
+                width = round((d.primary_pgs or 0) / top * 40)
+                off = avg and abs((d.primary_pgs or 0) - avg) / avg > 0.3
+                out.append_text(t(f"  {d.id:<22}"))
+                out.append(full * width, style="yellow" if off else "cyan")
+                out.append(f" {d.primary_pgs}\n")
+            if s.cluster is not None:
+                for pool in s.cluster.pools:
+                    if pool.read_balance_score is not None:
+                        out.append_text(t(f"  pool {pool.name}: read_balance_score "
+                                          f"{pool.read_balance_score:g}\n"))
+        if not out.plain:
+            out.append("no leader or primary counts yet")
+        return out
+
+
+class LatencyTable(KeyedTable):
+    COLUMNS = ("daemon", "kind", "commit|append", "apply|send", "p99", "op r/w", "history")
+    ascii_only = False
+
+    def show(self, frame: Frame) -> None:
+        rows = []
+        for d in frame.snapshot.daemons.values():
+            if d.kind == "osd":
+                first, second, p99 = d.commit_latency, d.apply_latency, None
+                attr = "commit_latency"
+            else:
+                first, second = d.raft_append_latency, d.raft_send_latency
+                p99, attr = d.raft_append_latency_p99, "raft_append_latency"
+            series = [getattr(x.daemons[d.id], attr) for x in frame.history
+                      if d.id in x.daemons and getattr(x.daemons[d.id], attr) is not None]
+            rows.append((d.id, (t(d.id), t(d.kind), t(ms(first)), t(ms(second)), t(ms(p99)),
+                                t(f"{ms(d.op_read_latency)}/{ms(d.op_write_latency)}"),
+                                t(spark(series, 24, self.ascii_only)))))
+        self.sync(rows)

@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from textual.widgets import ContentSwitcher
 
 from advisors.apply import Executor
 from advisors.engine import Engine
@@ -15,7 +16,7 @@ from collectors.model import Pool
 from tests.captured import history, with_cluster, with_daemon
 from tui.app import PlanReview, StormdeckApp
 from tui.feed import Frame, StaticFeed
-from tui.views import DaemonTable, DiskTable, FindingTable
+from tui.views import DaemonTable, DiskTable, FindingTable, JournalTable, LatencyTable, Leaders
 
 EVIL = "[bold red]x[/] \x1b[31mred\x1b[0m"
 
@@ -52,14 +53,20 @@ async def test_views_switch_with_digits_and_rows_are_keyed(tmp_path: Path) -> No
         table = app.query_one(DaemonTable)
         assert [r.value for r in table.rows] == ["osd.0", "osd.1", "osd.2"]
         await pilot.press("3")
-        assert "vm:/dev/loop0" in [r.value for r in app.query_one(DiskTable).rows]
+        assert "primary PGs per OSD" in app.query_one(Leaders).render_frame(app.frame).plain
         await pilot.press("4")
+        assert [r.value for r in app.query_one(LatencyTable).rows] == ["osd.0", "osd.1", "osd.2"]
+        await pilot.press("5")
+        assert "vm:/dev/loop0" in [r.value for r in app.query_one(DiskTable).rows]
+        await pilot.press("6")
         rules = {k.value.split("|")[0] for k in app.query_one(FindingTable).rows}
         assert "ceph.scrub.during_load" in rules
         await pilot.press("slash")
         await pilot.press(*"osd.1")
         await pilot.press("enter", "2")
         assert [r.value for r in app.query_one(DaemonTable).rows] == ["osd.1"]
+        await pilot.press("7")
+        assert app.query_one(ContentSwitcher).current == "journal"
 
 
 @pytest.mark.asyncio
@@ -68,7 +75,7 @@ async def test_review_opens_with_cancel_focused_and_cancel_changes_nothing(
     factory = Recording(tmp_path, read_only=False)
     app = StormdeckApp(StaticFeed(frames()), executor_factory=factory)
     async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.press("4")
+        await pilot.press("6")
         table = app.query_one(FindingTable)
         keys = [k.value for k in table.rows]
         table.move_cursor(row=keys.index("ceph.scrub.during_load|osd"))
@@ -86,7 +93,7 @@ async def test_read_only_refuses_from_the_console(tmp_path: Path) -> None:
     factory = Recording(tmp_path, read_only=True)
     app = StormdeckApp(StaticFeed(frames()), executor_factory=factory, read_only=True)
     async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.press("4")
+        await pilot.press("6")
         table = app.query_one(FindingTable)
         keys = [k.value for k in table.rows]
         table.move_cursor(row=keys.index("ceph.scrub.during_load|osd"))
@@ -118,8 +125,54 @@ async def test_cluster_text_is_data_not_markup(tmp_path: Path) -> None:
         await pilot.press("2")
         cell = app.query_one(DaemonTable).get_cell("osd.0", "host")
         assert cell.plain == "[bold red]x[/] \\x1b[31mred\\x1b[0m"
-        await pilot.press("4")
+        await pilot.press("6")
         keys = [k.value for k in app.query_one(FindingTable).rows]
         assert f"ceph.pool.pg_not_power_of_two|pool {EVIL}" in keys
         screen = app.export_screenshot()
         assert "[bold red]x[/]" in screen.replace("&#160;", " ")
+
+
+@pytest.mark.asyncio
+async def test_finding_review_apply_journal_undo(tmp_path: Path, monkeypatch) -> None:
+    from tests.unit.test_changes import TUNED, tool
+
+    bin_dir = tmp_path / "bin"
+    tool(bin_dir, "tuned-adm", TUNED)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+
+    def balanced(s, i):
+        return replace(s, hosts={"vm": replace(s.hosts["vm"], tuned_profile="balanced")})
+
+    journal = Journal(tmp_path / "j.jsonl")
+    executor = Executor(journal)
+    app = StormdeckApp(StaticFeed(frames(balanced)), executor_factory=lambda: executor,
+                       journal=journal)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("6")
+        table = app.query_one(FindingTable)
+        keys = [k.value for k in table.rows]
+        table.move_cursor(row=keys.index("host.tuned_profile|host vm"))
+        await pilot.press("enter")
+        review = app.screen
+        assert isinstance(review, PlanReview)
+        assert "tuned-adm profile latency-performance" in review.review
+        review.query_one("#phrase").focus()
+        await pilot.press(*review.plan.phrase)
+        await pilot.click("#apply")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert (bin_dir / "tuned.state").read_text().strip() == "latency-performance"
+        await pilot.press("7")
+        (entry,) = journal.entries()
+        journal_table = app.query_one(JournalTable)
+        assert [r.value for r in journal_table.rows] == [entry.id]
+        await pilot.press("u")
+        undo = app.screen
+        assert isinstance(undo, PlanReview) and app.focused.id == "cancel"
+        undo.query_one("#phrase").focus()
+        await pilot.press(*undo.plan.phrase)
+        await pilot.click("#apply")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+    assert (bin_dir / "tuned.state").read_text().strip() == "balanced"
+    assert journal.entries()[0].undone_by
