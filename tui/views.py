@@ -168,6 +168,23 @@ class KeyedTable(DataTable):
         needle = self.filter.lower()
         wanted = {k: cells for k, cells in rows
                   if not needle or needle in " ".join(c.plain for c in cells).lower()}
+        self._write(wanted)
+
+    def sync_records(self, records: Iterable[tuple[str, object]],
+                     cells: Callable[[object], tuple[Text, ...]]) -> None:
+        """Like sync, but a row whose record (a frozen dataclass, or a tuple of them)
+        equals last frame's keeps its cells: most rows, most seconds, on a big cluster."""
+        seen: dict[str, object] = getattr(self, "_records", {})
+        fresh: dict[str, object] = {}
+        rows = []
+        for key, record in records:
+            fresh[key] = record
+            old = self._cells.get(key)
+            rows.append((key, old if old is not None and seen.get(key) == record
+                         else cells(record)))
+        self._records = fresh
+        self.sync(rows)
+    def _write(self, wanted: dict[str, tuple[Text, ...]]) -> None:
         for key in list(self._cells):
             if key not in wanted:
                 self.remove_row(key)
@@ -190,7 +207,12 @@ class DaemonTable(KeyedTable):
 
     def show(self, frame: Frame) -> None:
         s = frame.snapshot
-        self.sync((d.id, self.cells(d, s)) for d in s.daemons.values())
+
+        def record(d: Daemon) -> tuple:
+            return (d, tuple(s.disks.get(f"{d.host}:/dev/{x}") for x in d.devices or ()))
+
+        self.sync_records(((d.id, record(d)) for d in s.daemons.values()),
+                          lambda r: self.cells(r[0], s))  # type: ignore[index]
 
     def cells(self, d: Daemon, s: Snapshot) -> tuple[Text, ...]:
         iops = d.iops
@@ -218,7 +240,8 @@ class DiskTable(KeyedTable):
                "transport", "daemons")
 
     def show(self, frame: Frame) -> None:
-        self.sync((k.key, self.cells(k)) for k in frame.snapshot.disks.values())
+        self.sync_records(((k.key, k) for k in frame.snapshot.disks.values()),
+                          self.cells)  # type: ignore[arg-type]
 
     @staticmethod
     def cells(k: Disk) -> tuple[Text, ...]:
