@@ -18,12 +18,12 @@ from advisors.plan import Plan, plan_from_finding
 from stormdeck.errors import UserError
 from stormdeck.text import printable
 from tui.feed import Frame
+from tui.table import VirtualTable
 from tui.views import (
     DaemonTable,
     DiskTable,
     FindingTable,
     JournalTable,
-    KeyedTable,
     LatencyTable,
     Leaders,
     Overview,
@@ -231,11 +231,11 @@ class StormdeckApp(App[None]):
         table = self.query_one(FindingTable)
         self.query_one("#finding-detail", Static).update(finding_detail(table.selected()))
 
-    @on(FindingTable.RowHighlighted)
+    @on(VirtualTable.RowHighlighted, "#finding-table")
     def finding_moved(self) -> None:
         self.show_detail()
 
-    @on(FindingTable.RowSelected)
+    @on(VirtualTable.RowSelected, "#finding-table")
     def finding_chosen(self) -> None:
         self.action_review()  # the table takes Enter as "select this row"
 
@@ -275,7 +275,7 @@ class StormdeckApp(App[None]):
 
     @on(Input.Changed, "#filter")
     def filter_changed(self, event: Input.Changed) -> None:
-        for table in self.query(KeyedTable):
+        for table in self.query(VirtualTable):
             table.filter = event.value
         if self.frame is not None:
             self.show(self.frame)

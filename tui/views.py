@@ -7,16 +7,17 @@ as those characters, and control characters are shown as escapes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from advisors.model import Finding, Severity
 from collectors.model import Daemon, Disk, Snapshot
 from stormdeck.text import printable
 from tui.feed import Frame
+from tui.table import Column, VirtualTable
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 ASCII = " .:-=+*#%"
@@ -151,68 +152,22 @@ def finding_line(f: Finding) -> Text:
     return line
 
 
-class KeyedTable(DataTable):
-    """A DataTable updated by key: only changed cells are written (DESIGN.md's cost table)."""
-
-    COLUMNS: tuple[str, ...] = ()
-
-    def on_mount(self) -> None:
-        self.cursor_type = "row"
-        self.zebra_stripes = True
-        for name in self.COLUMNS:
-            self.add_column(name, key=name)
-        self._cells: dict[str, tuple[Text, ...]] = {}
-        self.filter = ""
-
-    def sync(self, rows: Iterable[tuple[str, tuple[Text, ...]]]) -> None:
-        needle = self.filter.lower()
-        wanted = {k: cells for k, cells in rows
-                  if not needle or needle in " ".join(c.plain for c in cells).lower()}
-        self._write(wanted)
-
-    def sync_records(self, records: Iterable[tuple[str, object]],
-                     cells: Callable[[object], tuple[Text, ...]]) -> None:
-        """Like sync, but a row whose record (a frozen dataclass, or a tuple of them)
-        equals last frame's keeps its cells: most rows, most seconds, on a big cluster."""
-        seen: dict[str, object] = getattr(self, "_records", {})
-        fresh: dict[str, object] = {}
-        rows = []
-        for key, record in records:
-            fresh[key] = record
-            old = self._cells.get(key)
-            rows.append((key, old if old is not None and seen.get(key) == record
-                         else cells(record)))
-        self._records = fresh
-        self.sync(rows)
-    def _write(self, wanted: dict[str, tuple[Text, ...]]) -> None:
-        for key in list(self._cells):
-            if key not in wanted:
-                self.remove_row(key)
-                del self._cells[key]
-        for key, cells in wanted.items():
-            old = self._cells.get(key)
-            if old is None:
-                self.add_row(*cells, key=key)
-            else:
-                for col, (a, b) in zip(self.COLUMNS, zip(old, cells, strict=True), strict=True):
-                    if a.plain != b.plain or a.style != b.style:
-                        self.update_cell(key, col, b)
-            self._cells[key] = cells
-
-
-class DaemonTable(KeyedTable):
-    COLUMNS = ("daemon", "host", "cores used/allowed", "IOPS", "IOPS/core", "latency",
-               "primaries|leaders", "device", "util")
+class DaemonTable(VirtualTable):
+    COLUMNS = (Column("daemon", 14), Column("host", 12, 4), Column("cores used/allowed", 20),
+               Column("IOPS", 7, 1, True), Column("IOPS/core", 9, 5, True),
+               Column("latency", 15, 2), Column("prim|lead", 9, 3, True),
+               Column("device", 10, 6), Column("util", 5, 2, True))
     ascii_only = False
 
     def show(self, frame: Frame) -> None:
         s = frame.snapshot
+        disks = s.disks
 
         def record(d: Daemon) -> tuple:
-            return (d, tuple(s.disks.get(f"{d.host}:/dev/{x}") for x in d.devices or ()))
+            return (d, tuple(disks.get(f"{d.host}:/dev/{x}") for x in d.devices or ()))
 
-        self.sync_records(((d.id, record(d)) for d in s.daemons.values()),
-                          lambda r: self.cells(r[0], s))  # type: ignore[index]
+        self.set_records(((d.id, record(d)) for d in s.daemons.values()),
+                         lambda r: self.cells(r[0], s))
 
     def cells(self, d: Daemon, s: Snapshot) -> tuple[Text, ...]:
         iops = d.iops
@@ -235,13 +190,15 @@ class DaemonTable(KeyedTable):
                 t(",".join(devs) or "-"), t(pct(max(utils)) if utils else "-"))
 
 
-class DiskTable(KeyedTable):
-    COLUMNS = ("disk", "util", "r/s", "w/s", "r_await", "w_await", "queue", "cache kernel/device",
-               "transport", "daemons")
+class DiskTable(VirtualTable):
+    COLUMNS = (Column("disk", 22), Column("util", 5, 0, True), Column("r/s", 7, 2, True),
+               Column("w/s", 7, 1, True), Column("r_await", 8, 4, True),
+               Column("w_await", 8, 3, True), Column("queue", 6, 5, True),
+               Column("cache kernel/device", 26, 1), Column("transport", 15, 6),
+               Column("daemons", 14, 3))
 
     def show(self, frame: Frame) -> None:
-        self.sync_records(((k.key, k) for k in frame.snapshot.disks.values()),
-                          self.cells)  # type: ignore[arg-type]
+        self.set_records(((k.key, k) for k in frame.snapshot.disks.values()), self.cells)
 
     @staticmethod
     def cells(k: Disk) -> tuple[Text, ...]:
@@ -255,12 +212,13 @@ class DiskTable(KeyedTable):
                 t(",".join(k.daemons) or "-"))
 
 
-class FindingTable(KeyedTable):
-    COLUMNS = ("severity", "state", "rule", "target", "summary")
+class FindingTable(VirtualTable):
+    COLUMNS = (Column("severity", 8), Column("state", 13, 2), Column("rule", 30, 1),
+               Column("target", 20), Column("summary", 80, 3))
 
     def show(self, frame: Frame) -> None:
         self.findings = {f"{f.rule}|{f.target}": f for f in frame.findings}
-        self.sync((k, self.cells(f)) for k, f in self.findings.items())
+        self.set_records(self.findings.items(), self.cells)
 
     @staticmethod
     def cells(f: Finding) -> tuple[Text, ...]:
@@ -269,10 +227,8 @@ class FindingTable(KeyedTable):
                 t(f.target, limit=60), t(f.summary, "dim" if f.muted else "", 120))
 
     def selected(self) -> Finding | None:
-        if not getattr(self, "findings", None) or self.row_count == 0:
-            return None
-        key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-        return self.findings.get(key or "")
+        key = self.selected_key
+        return getattr(self, "findings", {}).get(key) if key else None
 
 
 def finding_detail(f: Finding | None) -> Text:
@@ -305,8 +261,10 @@ def finding_detail(f: Finding | None) -> Text:
     return out
 
 
-class JournalTable(KeyedTable):
-    COLUMNS = ("id", "when", "status", "change", "before -> after", "undo")
+class JournalTable(VirtualTable):
+    COLUMNS = (Column("id", 10), Column("when", 14, 3), Column("status", 15),
+               Column("change", 50, 1), Column("before -> after", 24, 2),
+               Column("undo", 20, 4))
 
     def show_entries(self, entries: Sequence[Any], clock: Callable[[float], str]) -> None:
         self.entries = {e.id: e for e in entries}
@@ -318,10 +276,8 @@ class JournalTable(KeyedTable):
                   for e in entries)
 
     def selected(self) -> Any:
-        if not getattr(self, "entries", None) or self.row_count == 0:
-            return None
-        key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-        return self.entries.get(key or "")
+        key = self.selected_key
+        return getattr(self, "entries", {}).get(key) if key else None
 
 
 class Leaders(Static):
@@ -381,8 +337,10 @@ class Leaders(Static):
         return out
 
 
-class LatencyTable(KeyedTable):
-    COLUMNS = ("daemon", "kind", "commit|append", "apply|send", "p99", "op r/w", "history")
+class LatencyTable(VirtualTable):
+    COLUMNS = (Column("daemon", 14), Column("kind", 11, 4), Column("commit|append", 13),
+               Column("apply|send", 11, 1), Column("p99", 9, 2), Column("op r/w", 17, 3),
+               Column("history", 24, 5))
     ascii_only = False
 
     def show(self, frame: Frame) -> None:

@@ -51,20 +51,20 @@ async def test_views_switch_with_digits_and_rows_are_keyed(tmp_path: Path) -> No
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("2")
         table = app.query_one(DaemonTable)
-        assert [r.value for r in table.rows] == ["osd.0", "osd.1", "osd.2"]
+        assert table.keys == ["osd.0", "osd.1", "osd.2"]
         await pilot.press("3")
         assert "primary PGs per OSD" in app.query_one(Leaders).render_frame(app.frame).plain
         await pilot.press("4")
-        assert [r.value for r in app.query_one(LatencyTable).rows] == ["osd.0", "osd.1", "osd.2"]
+        assert app.query_one(LatencyTable).keys == ["osd.0", "osd.1", "osd.2"]
         await pilot.press("5")
-        assert "vm:/dev/loop0" in [r.value for r in app.query_one(DiskTable).rows]
+        assert "vm:/dev/loop0" in app.query_one(DiskTable).keys
         await pilot.press("6")
-        rules = {k.value.split("|")[0] for k in app.query_one(FindingTable).rows}
+        rules = {k.split("|")[0] for k in app.query_one(FindingTable).keys}
         assert "ceph.scrub.during_load" in rules
         await pilot.press("slash")
         await pilot.press(*"osd.1")
         await pilot.press("enter", "2")
-        assert [r.value for r in app.query_one(DaemonTable).rows] == ["osd.1"]
+        assert app.query_one(DaemonTable).keys == ["osd.1"]
         await pilot.press("7")
         assert app.query_one(ContentSwitcher).current == "journal"
 
@@ -77,7 +77,7 @@ async def test_review_opens_with_cancel_focused_and_cancel_changes_nothing(
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("6")
         table = app.query_one(FindingTable)
-        keys = [k.value for k in table.rows]
+        keys = table.keys
         table.move_cursor(row=keys.index("ceph.scrub.during_load|osd"))
         await pilot.press("enter")
         assert isinstance(app.screen, PlanReview)
@@ -95,7 +95,7 @@ async def test_read_only_refuses_from_the_console(tmp_path: Path) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("6")
         table = app.query_one(FindingTable)
-        keys = [k.value for k in table.rows]
+        keys = table.keys
         table.move_cursor(row=keys.index("ceph.scrub.during_load|osd"))
         await pilot.press("enter")
         review = app.screen
@@ -123,10 +123,10 @@ async def test_cluster_text_is_data_not_markup(tmp_path: Path) -> None:
     app = StormdeckApp(StaticFeed(frames(evil)))
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("2")
-        cell = app.query_one(DaemonTable).get_cell("osd.0", "host")
+        cell = app.query_one(DaemonTable).cell("osd.0", "host")
         assert cell.plain == "[bold red]x[/] \\x1b[31mred\\x1b[0m"
         await pilot.press("6")
-        keys = [k.value for k in app.query_one(FindingTable).rows]
+        keys = app.query_one(FindingTable).keys
         assert f"ceph.pool.pg_not_power_of_two|pool {EVIL}" in keys
         screen = app.export_screenshot()
         assert "[bold red]x[/]" in screen.replace("&#160;", " ")
@@ -150,7 +150,7 @@ async def test_finding_review_apply_journal_undo(tmp_path: Path, monkeypatch) ->
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("6")
         table = app.query_one(FindingTable)
-        keys = [k.value for k in table.rows]
+        keys = table.keys
         table.move_cursor(row=keys.index("host.tuned_profile|host vm"))
         await pilot.press("enter")
         review = app.screen
@@ -165,7 +165,7 @@ async def test_finding_review_apply_journal_undo(tmp_path: Path, monkeypatch) ->
         await pilot.press("7")
         (entry,) = journal.entries()
         journal_table = app.query_one(JournalTable)
-        assert [r.value for r in journal_table.rows] == [entry.id]
+        assert journal_table.keys == [entry.id]
         await pilot.press("u")
         undo = app.screen
         assert isinstance(undo, PlanReview) and app.focused.id == "cancel"

@@ -1,0 +1,242 @@
+"""A table that paints only what is visible (Textual's line API) and caches rendered lines.
+
+Rows are kept as records (frozen dataclasses, cheap to compare); a row's cells
+are formatted only when it scrolls into view, and its rendered line is reused
+until its record, the column layout or the cursor changes. Replacing ten
+thousand records is a dict update; painting is the rows on screen. When the
+terminal is narrow, the lowest-priority columns are dropped whole, so nothing
+is cut mid-word.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, NamedTuple
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+
+class Column(NamedTuple):
+    name: str
+    width: int
+    priority: int = 0  # dropped first when narrow: highest number
+    right: bool = False
+
+
+Cells = tuple[Text, ...]
+
+
+class VirtualTable(ScrollView, can_focus=True):
+    COLUMNS: ClassVar[tuple[Column, ...]] = ()
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "move(-1)", show=False), Binding("down", "move(1)", show=False),
+        Binding("pageup", "page(-1)", show=False), Binding("pagedown", "page(1)", show=False),
+        Binding("home", "jump(0)", show=False), Binding("end", "jump(-1)", show=False),
+        Binding("enter", "select", show=False),
+    ]
+    DEFAULT_CSS = """
+    VirtualTable { height: 1fr; }
+    """
+    cursor: reactive[int] = reactive(0)
+
+    class RowHighlighted(Message):
+        def __init__(self, table: VirtualTable, key: str | None) -> None:
+            super().__init__()
+            self.table, self.key = table, key
+
+        @property
+        def control(self) -> VirtualTable:
+            return self.table
+
+    class RowSelected(Message):
+        def __init__(self, table: VirtualTable, key: str | None) -> None:
+            super().__init__()
+            self.table, self.key = table, key
+
+        @property
+        def control(self) -> VirtualTable:
+            return self.table
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.filter = ""
+        self._records: dict[str, Any] = {}
+        self._keys: list[str] = []  # the rows shown, in order (filtered)
+        self._format: Callable[[Any], Cells] = lambda r: r
+        self._cells: dict[str, tuple[Any, Cells]] = {}  # key -> (record, cells)
+        self._lines: dict[tuple[str, int, bool], tuple[Any, Strip]] = {}
+        self._layout: tuple[Column, ...] = self.COLUMNS
+        self._layout_width = -1
+
+    # -- data --
+
+    def set_records(self, records: Iterable[tuple[str, Any]],
+                    format_row: Callable[[Any], Cells]) -> None:
+        """Replace every row; only rows on screen are formatted, and only if they changed."""
+        self._format = format_row
+        old_records, old_keys = self._records, self._keys
+        self._records = dict(records)
+        needle = self.filter.lower()
+        if needle:
+            self._keys = [k for k, r in self._records.items()
+                          if needle in " ".join(c.plain for c in self.row_cells(k)).lower()]
+        else:
+            self._keys = list(self._records)
+        if self._keys != old_keys:
+            self._resize()
+            return
+        # Same rows in the same order: repaint only the visible lines that changed,
+        # so a steady cluster costs the terminal (and the SSH link) next to nothing.
+        top = int(self.scroll_offset.y)
+        for y, key in enumerate(self._keys[top: top + max(0, self.size.height - 1)], start=1):
+            old = old_records.get(key)
+            new = self._records[key]
+            if not (old is new or old == new):
+                self.refresh_lines(top + y)
+
+    def sync(self, rows: Iterable[tuple[str, Cells]]) -> None:
+        """Rows whose cells are already made (small tables)."""
+        self.set_records(rows, lambda cells: cells)
+
+    def row_cells(self, key: str) -> Cells:
+        record = self._records[key]
+        hit = self._cells.get(key)
+        if hit is not None and (hit[0] is record or hit[0] == record):
+            return hit[1]
+        cells = self._format(record)
+        self._cells[key] = (record, cells)
+        return cells
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self._keys)
+
+    @property
+    def row_count(self) -> int:
+        return len(self._keys)
+
+    def cell(self, key: str, column: str) -> Text:
+        names = [c.name for c in self.COLUMNS]
+        return self.row_cells(key)[names.index(column)]
+
+    @property
+    def selected_key(self) -> str | None:
+        return self._keys[self.cursor] if 0 <= self.cursor < len(self._keys) else None
+
+    def move_cursor(self, row: int) -> None:
+        self.cursor = max(0, min(row, len(self._keys) - 1))
+
+    # -- layout and painting --
+
+    def _resize(self) -> None:
+        if len(self._cells) > 4 * max(1, len(self._records)) + 1000:
+            self._cells = {k: v for k, v in self._cells.items() if k in self._records}
+        if self.cursor >= len(self._keys):
+            self.cursor = max(0, len(self._keys) - 1)
+        self.virtual_size = Size(self._content_width(), len(self._keys) + 1)
+        self.refresh()
+
+    def _content_width(self) -> int:
+        return sum(c.width + 1 for c in self.layout())
+
+    def layout(self) -> tuple[Column, ...]:
+        """The columns that fit, dropping the highest priority numbers first."""
+        width = self.size.width or 200
+        if width == self._layout_width:
+            return self._layout
+        cols = list(self.COLUMNS)
+        while len(cols) > 1 and sum(c.width + 1 for c in cols) > width:
+            cols.remove(max(cols, key=lambda c: (c.priority, self.COLUMNS.index(c))))
+        self._layout, self._layout_width = tuple(cols), width
+        self._lines.clear()
+        return self._layout
+
+    def on_resize(self) -> None:
+        self._layout_width = -1
+        self._resize()
+
+    def render_line(self, y: int) -> Strip:
+        cols = self.layout()
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.size.width
+        if y == 0:
+            strip = self._header(cols)
+        else:
+            index = scroll_y + y - 1
+            if index >= len(self._keys):
+                return Strip.blank(width, self.rich_style)
+            strip = self._row(self._keys[index], index, cols)
+        return strip.crop(scroll_x, scroll_x + width).extend_cell_length(width, self.rich_style)
+
+    def _header(self, cols: tuple[Column, ...]) -> Strip:
+        style = self.rich_style + Style(bold=True, underline=True)
+        segs = [Segment(self._fit(c.name, c) + " ", style) for c in cols]
+        return Strip(segs)
+
+    def _row(self, key: str, index: int, cols: tuple[Column, ...]) -> Strip:
+        record = self._records[key]
+        selected = index == self.cursor and self.has_focus
+        slot = (key, index % 2, selected)
+        hit = self._lines.get(slot)
+        if hit is not None and (hit[0] is record or hit[0] == record):
+            return hit[1]
+        base = self.rich_style
+        if selected:
+            base = base + Style(reverse=True)
+        elif index % 2:
+            base = base + Style(bgcolor="grey11")
+        names = [c.name for c in self.COLUMNS]
+        cells = self.row_cells(key)
+        segs = []
+        for c in cols:
+            cell = cells[names.index(c.name)]
+            style = base + Style.parse(str(cell.style)) if cell.style else base
+            segs.append(Segment(self._fit(cell.plain, c) + " ", style))
+        strip = Strip(segs)
+        if len(self._lines) > 20_000:
+            self._lines.clear()
+        self._lines[slot] = (record, strip)
+        return strip
+
+    @staticmethod
+    def _fit(text: str, col: Column) -> str:
+        text = text if len(text) <= col.width else text[: col.width - 1] + "…"
+        return text.rjust(col.width) if col.right else text.ljust(col.width)
+
+    # -- keys --
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        visible = self.size.height - 1
+        top = int(self.scroll_offset.y)
+        if new < top:
+            self.scroll_to(y=new, animate=False)
+        elif new >= top + visible:
+            self.scroll_to(y=new - visible + 1, animate=False)
+        self.refresh()
+        self.post_message(self.RowHighlighted(self, self.selected_key))
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()
+
+    def action_move(self, delta: int) -> None:
+        self.move_cursor(self.cursor + delta)
+
+    def action_page(self, direction: int) -> None:
+        self.move_cursor(self.cursor + direction * max(1, self.size.height - 2))
+
+    def action_jump(self, where: int) -> None:
+        self.move_cursor(0 if where == 0 else len(self._keys) - 1)
+
+    def action_select(self) -> None:
+        self.post_message(self.RowSelected(self, self.selected_key))
