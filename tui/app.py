@@ -27,6 +27,7 @@ from tui.views import (
     LatencyTable,
     Leaders,
     Overview,
+    daemon_detail,
     finding_detail,
     t,
 )
@@ -72,6 +73,30 @@ class PlanReview(ModalScreen[bool]):
         self.dismiss(False)
 
 
+class DaemonDetail(ModalScreen[None]):
+    """Drill-down into one daemon; it follows the frames while open."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "close", "Close")]
+
+    def __init__(self, daemon_id: str, frame: Frame, ascii_only: bool) -> None:
+        super().__init__()
+        self.daemon_id = daemon_id
+        self.frame = frame
+        self.ascii_only = ascii_only
+
+    def compose(self) -> ComposeResult:
+        yield VerticalScroll(Static(daemon_detail(self.frame, self.daemon_id, self.ascii_only),
+                                    id="detail-body"), id="help")
+
+    def show(self, frame: Frame) -> None:
+        self.frame = frame
+        self.query_one("#detail-body", Static).update(
+            daemon_detail(frame, self.daemon_id, self.ascii_only))
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
 class Help(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,q", "close", "Close")]
 
@@ -96,7 +121,7 @@ class StormdeckApp(App[None]):
     #filter { display: none; height: 3; }
     #filter.shown { display: block; }
     #finding-detail { height: auto; max-height: 50%; border-top: solid $primary; }
-    PlanReview, Help { align: center middle; }
+    PlanReview, Help, DaemonDetail { align: center middle; }
     #review, #help { width: 90%; max-width: 110; height: auto; max-height: 90%;
                      border: thick $warning; background: $surface; padding: 1 2; }
     #review-buttons { height: 3; align-horizontal: right; }
@@ -113,7 +138,8 @@ class StormdeckApp(App[None]):
         Binding("plus,equals_sign", "faster", "Faster", show=False),
         Binding("minus", "slower", "Slower", show=False),
         Binding("slash", "filter", "Filter"),
-        Binding("enter", "review", "On a finding: review its change", show=False),
+        Binding("enter", "review", "On a daemon: its detail; on a finding: review its change",
+                show=False),
         Binding("m", "mute", "On a finding: mute it for an hour", show=False),
         Binding("u", "undo", "On a journal entry: undo it", show=False),
         Binding("question_mark", "help", "Help"),
@@ -174,6 +200,8 @@ class StormdeckApp(App[None]):
 
     def show(self, frame: Frame) -> None:
         self.frame = frame
+        if isinstance(self.screen, DaemonDetail):
+            self.screen.show(frame)
         self.query_one("#status", Static).update(self.status_line(frame))
         self.watch_config(frame)
         current = self.query_one(ContentSwitcher).current
@@ -234,6 +262,11 @@ class StormdeckApp(App[None]):
     @on(VirtualTable.RowHighlighted, "#finding-table")
     def finding_moved(self) -> None:
         self.show_detail()
+
+    @on(VirtualTable.RowSelected, "#daemons")
+    def daemon_chosen(self, event: VirtualTable.RowSelected) -> None:
+        if event.key is not None and self.frame is not None:
+            self.push_screen(DaemonDetail(event.key, self.frame, self.low_bandwidth))
 
     @on(VirtualTable.RowSelected, "#finding-table")
     def finding_chosen(self) -> None:

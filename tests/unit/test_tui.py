@@ -176,3 +176,20 @@ async def test_finding_review_apply_journal_undo(tmp_path: Path, monkeypatch) ->
         await pilot.pause()
     assert (bin_dir / "tuned.state").read_text().strip() == "balanced"
     assert journal.entries()[0].undone_by
+
+
+@pytest.mark.asyncio
+async def test_drill_into_one_daemon(tmp_path: Path) -> None:
+    from tui.app import DaemonDetail
+
+    app = StormdeckApp(StaticFeed(frames()))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("2")
+        table = app.query_one(DaemonTable)
+        table.move_cursor(row=table.keys.index("osd.1"))
+        await pilot.press("enter")
+        assert isinstance(app.screen, DaemonDetail)
+        plain = str(app.screen.query_one("#detail-body").render())
+        assert "osd.1" in plain and "commit latency" in plain and "vm:/dev/loop1" in plain
+        await pilot.press("escape")
+        assert not isinstance(app.screen, DaemonDetail)
