@@ -193,3 +193,29 @@ async def test_drill_into_one_daemon(tmp_path: Path) -> None:
         assert "osd.1" in plain and "commit latency" in plain and "vm:/dev/loop1" in plain
         await pilot.press("escape")
         assert not isinstance(app.screen, DaemonDetail)
+
+
+@pytest.mark.asyncio
+async def test_a_config_change_under_the_operator_is_a_toast() -> None:
+    from tests.captured import with_config
+
+    def later(s, i):
+        return with_config(s, "osd_scrub_sleep", "osd", "0.1" if i >= 2 else "0.3")
+
+    app = StormdeckApp(StaticFeed(frames(later)))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        messages = [n.message for n in app._notifications]
+        assert "osd_scrub_sleep for osd: 0.3 -> 0.1" in messages
+
+
+@pytest.mark.asyncio
+async def test_low_bandwidth_draws_ascii() -> None:
+    app = StormdeckApp(StaticFeed(frames()), low_bandwidth=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("2")
+        cell = app.query_one(DaemonTable).cell("osd.0", "cores used/allowed").plain
+        assert cell.startswith("#") and "█" not in cell and "░" not in cell
+        await pilot.press("1")
+        overview = str(app.query_one("#overview-body").render())
+        assert not set(overview) & set("▁▂▃▄▅▆▇█")

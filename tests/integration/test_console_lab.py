@@ -1,0 +1,89 @@
+"""The console on the real lab: a finding's change applied from the screen, then undone."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from advisors.apply import CephAdmin, Executor
+from advisors.engine import Engine
+from advisors.journal import Journal
+from advisors.settings import load_settings
+from collectors.ceph import CephSource
+from collectors.host import HostSource
+from tests.conftest import LabCluster, ceph_json
+from tui.app import PlanReview, StormdeckApp
+from tui.feed import Feed
+from tui.views import FindingTable, JournalTable
+
+pytestmark = pytest.mark.integration
+
+
+def stored(lab: LabCluster, who: str, key: str) -> str | None:
+    cluster = lab.rados()
+    try:
+        rows = ceph_json(cluster, "config dump")
+    finally:
+        cluster.shutdown()
+    return next((r["value"] for r in rows if r["section"] == who and r["name"] == key
+                 and not r.get("mask")), None)
+
+
+async def until(pilot, check, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await pilot.pause(0.2)
+        if check():
+            return
+    raise AssertionError("not within the time")
+
+
+@pytest.mark.asyncio
+async def test_apply_and_undo_from_the_console(lab_cluster: LabCluster, tmp_path: Path) -> None:
+    settings = load_settings()
+    rule = "ceph.scrub.during_load"
+    settings[rule] = replace(settings[rule], for_seconds=0, warmup_samples=1,
+                             params={**settings[rule].params, "window_seconds": 5})
+    journal = Journal(tmp_path / "journal.jsonl")
+    conf = str(lab_cluster.conf)
+    feed = Feed([CephSource(conffile=conf), HostSource(ceph_conf=conf)], Engine(settings),
+                interval=1.0)
+    app = StormdeckApp(feed, journal=journal,
+                       executor_factory=lambda: Executor(journal, ceph=CephAdmin(conf)))
+    assert lab_cluster.cli("lab", "load", "--threads", "8").rc == 0
+    try:
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.press("6")
+            table = app.query_one(FindingTable)
+            await until(pilot, lambda: f"{rule}|osd" in table.keys, 90)
+            table.move_cursor(row=table.keys.index(f"{rule}|osd"))
+            await pilot.press("enter")
+            review = app.screen
+            assert isinstance(review, PlanReview) and app.focused.id == "cancel"
+            review.query_one("#phrase").focus()
+            await pilot.press(*review.plan.phrase)
+            await pilot.click("#apply")
+            await until(pilot, lambda: stored(lab_cluster, "osd", "osd_scrub_sleep")
+                        is not None, 60)
+            await app.workers.wait_for_complete()
+            assert float(stored(lab_cluster, "osd", "osd_scrub_sleep") or 0) == 0.1
+            (entry,) = journal.entries()
+            assert entry.status == "applied"
+            await pilot.press("7")
+            assert app.query_one(JournalTable).keys == [entry.id]
+            await pilot.press("u")
+            undo = app.screen
+            assert isinstance(undo, PlanReview)
+            undo.query_one("#phrase").focus()
+            await pilot.press(*undo.plan.phrase)
+            await pilot.click("#apply")
+            await app.workers.wait_for_complete()
+            await asyncio.sleep(0)
+    finally:
+        lab_cluster.cli("lab", "load", "--stop")
+    assert stored(lab_cluster, "osd", "osd_scrub_sleep") is None
+    assert journal.entries()[0].undone_by
