@@ -149,6 +149,7 @@ class Pool:
     flags: tuple[str, ...] = ()
     applications: tuple[str, ...] = ()
     read_balance_score: float | None = None  # Reef+; may be inf or nan
+    primaries: Mapping[str, int] = field(default_factory=dict)  # osd id -> acting primaries
 
     @property
     def ec_optimizations(self) -> bool:

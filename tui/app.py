@@ -329,7 +329,8 @@ class StormdeckApp(App[None]):
         keys = [(b.key.replace("question_mark", "?").replace("slash", "/")
                  .replace("plus,equals_sign", "+").replace("minus", "-"), b.description)
                 for b in self.BINDINGS if isinstance(b, Binding)]
-        self.push_screen(Help([*keys, ("Esc", "clear the filter; close a dialog")]))
+        self.push_screen(Help([*keys, ("s", "in a table: sort by the next column, largest first"),
+                               ("Esc", "clear the filter; close a dialog")]))
 
     def action_review(self) -> None:
         if self.query_one(ContentSwitcher).current != "findings":

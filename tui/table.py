@@ -41,6 +41,7 @@ class VirtualTable(ScrollView, can_focus=True):
         Binding("pageup", "page(-1)", show=False), Binding("pagedown", "page(1)", show=False),
         Binding("home", "jump(0)", show=False), Binding("end", "jump(-1)", show=False),
         Binding("enter", "select", show=False),
+        Binding("s", "sort", "Sort", show=False),
     ]
     DEFAULT_CSS = """
     VirtualTable { height: 1fr; }
@@ -68,6 +69,7 @@ class VirtualTable(ScrollView, can_focus=True):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.filter = ""
+        self.sort_column: int | None = None  # into COLUMNS; None: the source's order
         self._records: dict[str, Any] = {}
         self._keys: list[str] = []  # the rows shown, in order (filtered)
         self._format: Callable[[Any], Cells] = lambda r: r
@@ -90,6 +92,10 @@ class VirtualTable(ScrollView, can_focus=True):
                           if needle in " ".join(c.plain for c in self.row_cells(k)).lower()]
         else:
             self._keys = list(self._records)
+        if self.sort_column is not None:
+            col = self.sort_column
+            # Sorting needs every row's cells: formatted once, then cached by record.
+            self._keys.sort(key=lambda k: sort_key(self.row_cells(k)[col].plain), reverse=True)
         if self._keys != old_keys:
             self._resize()
             return
@@ -238,5 +244,26 @@ class VirtualTable(ScrollView, can_focus=True):
     def action_jump(self, where: int) -> None:
         self.move_cursor(0 if where == 0 else len(self._keys) - 1)
 
+    def action_sort(self) -> None:
+        """Cycle the sort: each column in turn, largest first, then the source's order."""
+        n = len(self.COLUMNS)
+        self.sort_column = 1 if self.sort_column is None else self.sort_column + 1
+        if self.sort_column >= n:
+            self.sort_column = None
+        self.set_records(list(self._records.items()), self._format)
+        name = self.COLUMNS[self.sort_column].name if self.sort_column is not None else "none"
+        self.notify(f"sorted by {name}", timeout=2)
+
     def action_select(self) -> None:
         self.post_message(self.RowSelected(self, self.selected_key))
+
+
+def sort_key(text: str) -> tuple[int, float, str]:
+    """Numbers (the first one in the cell: '0.36/2', '71%', '4.0ms/4.0ms') by value,
+    then text; '-' and empty cells last."""
+    import re
+
+    m = re.search(r"-?\d+(?:\.\d+)?", text)
+    if m and text.strip() not in ("-", ""):
+        return (2, float(m.group()), text)
+    return (1 if text.strip() not in ("-", "") else 0, 0.0, text)

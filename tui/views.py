@@ -328,13 +328,31 @@ class Leaders(Static):
                 out.append(full * width, style="yellow" if off else "cyan")
                 out.append(f" {d.primary_pgs}\n")
             if s.cluster is not None:
+                out.append("Primaries per OSD, per pool\n", style="bold")
                 for pool in s.cluster.pools:
-                    if pool.read_balance_score is not None:
-                        out.append_text(t(f"  pool {pool.name}: read_balance_score "
-                                          f"{pool.read_balance_score:g}\n"))
+                    out.append_text(pool_primaries(pool, self.ascii_only))
+                    out.append("\n")
         if not out.plain:
             out.append("no leader or primary counts yet")
         return out
+
+
+def pool_primaries(pool: Any, ascii_only: bool = False) -> Text:
+    """One pool's primaries per OSD: mean, the extremes, and the spread as a small chart."""
+    counts = dict(pool.primaries)
+    line = t(f"  pool {pool.name}", "bold", 60)
+    if not counts:
+        line.append("  no primaries counted yet")
+        return line
+    avg = sum(counts.values()) / len(counts)
+    lo = min(counts, key=counts.__getitem__)
+    hi = max(counts, key=counts.__getitem__)
+    off = avg and (counts[hi] - avg) / avg > 0.3
+    line.append(f"  mean {avg:.1f}, min {counts[lo]} ({lo}), max {counts[hi]} ({hi})  ")
+    line.append(spark(sorted(counts.values()), 30, ascii_only), style="yellow" if off else "cyan")
+    if pool.read_balance_score is not None:
+        line.append(f"  read_balance_score {pool.read_balance_score:g}")
+    return line
 
 
 class LatencyTable(VirtualTable):

@@ -143,17 +143,25 @@ def test_osd_metadata_maps_devices_and_host() -> None:
 
 def test_primaries_sum_to_the_pg_count() -> None:
     raw = (PAC / "pg_dump_pgs_brief.json").read_bytes()
-    counts, total = count_primaries(raw)
+    prim = count_primaries(raw)
+    counts, total = prim.by_osd, prim.total
     as_json = json.loads(raw)["pg_stats"]
     assert total == len(as_json)
     assert sum(counts.values()) == total
     assert counts[0] == sum(1 for p in as_json if p["acting_primary"] == 0)
+    # Per pool: the pool id is the pgid's prefix.
+    for pool, per_osd in prim.by_pool.items():
+        assert sum(per_osd.values()) == sum(1 for p in as_json
+                                            if p["pgid"].split(".")[0] == str(pool))
 
 
 def test_primaries_from_a_bare_list_and_unmapped_pgs() -> None:
     raw = json.dumps([{"pgid": "1.0", "state": "active", "acting_primary": 4},
                       {"pgid": "1.1", "state": "unknown", "acting_primary": -1}]).encode()
-    assert count_primaries(raw) == ({4: 1}, 2)
+    prim = count_primaries(raw)
+    assert (prim.by_osd, prim.by_pool, prim.total) == ({4: 1}, {1: {4: 1}}, 2)
+    overall = count_primaries(raw, per_pool=False)
+    assert (overall.by_osd, overall.by_pool, overall.total) == ({4: 1}, {}, 2)
 
 
 @pytest.mark.parametrize("raw", [b"", b"not json", b'{"pg_stats": [{"pgid": "1.0"',

@@ -219,3 +219,21 @@ async def test_low_bandwidth_draws_ascii() -> None:
         await pilot.press("1")
         overview = str(app.query_one("#overview-body").render())
         assert not set(overview) & set("▁▂▃▄▅▆▇█")
+
+
+@pytest.mark.asyncio
+async def test_sort_cycles_columns_numerically() -> None:
+    def spread(s, i):
+        for n, iops in (("osd.0", 50.0), ("osd.1", 900.0), ("osd.2", 7000.0)):
+            s = with_daemon(s, n, write_iops=iops, read_iops=0.0)
+        return s
+
+    app = StormdeckApp(StaticFeed(frames(spread)))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("2")
+        table = app.query_one(DaemonTable)
+        assert table.keys == ["osd.0", "osd.1", "osd.2"]
+        for _ in range(3):  # host, cores, IOPS
+            await pilot.press("s")
+        assert table.COLUMNS[table.sort_column].name == "IOPS"
+        assert table.keys == ["osd.2", "osd.1", "osd.0"], "7000 > 900 > 50, not as text"
