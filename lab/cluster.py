@@ -500,14 +500,26 @@ class Lab:
         shutil.rmtree(self.dir)
         return names
 
-    def _detach(self, image: Path) -> None:
+    def _detach(self, image: Path, timeout: float = 30.0) -> None:
         # Find every loop device backed by this image, not just the recorded
         # one: a crash between losetup and saving state leaves it unrecorded.
         losetup = _binary("losetup")
-        res = subprocess.run([losetup, "--noheadings", "--output", "NAME", "-j", str(image)],
-                             capture_output=True, text=True, timeout=30)
-        for dev in res.stdout.split():
+
+        def attached() -> list[str]:
+            res = subprocess.run([losetup, "--noheadings", "--output", "NAME", "-j",
+                                  str(image)], capture_output=True, text=True, timeout=30)
+            return res.stdout.split()
+
+        for dev in attached():
             self._run([losetup, "-d", dev], timeout=30)
+        # A device still held open (an exiting OSD's last threads) is only marked
+        # to detach on close: wait for it, so "down" means nothing is left.
+        deadline = time.monotonic() + timeout
+        while (left := attached()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if left:
+            raise LabError(f"{', '.join(left)} still attached to {image} after {timeout:.0f} s: "
+                           "something holds it open (see fuser -v)")
 
     def _unmount_below(self) -> None:
         prefix = self._marker()
