@@ -301,10 +301,6 @@ class Snapshot:
     curve: CurveCluster | None = None
     hosts: Mapping[str, Host] = field(default_factory=dict)
 
-    def source_ok(self, name: str) -> bool:
-        s = self.sources.get(name)
-        return s is not None and s.ok and not s.stale
-
 
 # ---- merging ------------------------------------------------------------------
 
