@@ -12,6 +12,7 @@ from typing import Any
 
 from advisors.model import Change, Finding
 from stormdeck.errors import UserError
+from stormdeck.text import printable
 
 PLAN_VERSION = 1
 KINDS = ("ceph_config", "osd_flag", "pool_set", "curve_leader_schedule", "device_cache",
@@ -102,3 +103,20 @@ def plan_from_finding(finding: Finding, fsid: str | None) -> Plan:
     return Plan(id=uuid.uuid4().hex[:12], created=time.time(), rule=finding.rule,
                 target=finding.target, summary=finding.summary, source=finding.source,
                 fsid=fsid, changes=finding.changes)
+
+
+def review(plan: Plan) -> str:
+    """The exact change, as the operator reviews it before confirming."""
+    p = printable
+    lines = [f"plan {plan.id}: {plan.rule} on {p(plan.target)}  [{plan.source}]",
+             f"  {p(plan.summary, 300)}"]
+    for c in plan.changes:
+        how = "at runtime" if c.runtime else "needs a restart" if c.runtime is False else \
+            "runtime unknown"
+        lines.append(f"  {p(c.command, 300)}")
+        lines.append(f"      {p(c.key)} on {p(c.target)}: {p(c.current)} -> {p(c.proposed)}; "
+                     f"{how}; {'reversible' if c.reversible else 'IRREVERSIBLE'}; "
+                     f"affects {c.blast_radius}")
+        if c.note:
+            lines.append(f"      {p(c.note, 300)}")
+    return "\n".join(lines)

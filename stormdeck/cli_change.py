@@ -11,6 +11,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from advisors.plan import review
 from stormdeck.errors import UserError
 from stormdeck.sources import add_source_options, build_sources, conf_path
 from stormdeck.text import printable
@@ -65,22 +66,6 @@ def _change_options(p: argparse.ArgumentParser) -> None:
 
 
 # ---- review ------------------------------------------------------------------------
-
-
-def review(plan: Any) -> str:
-    p = printable
-    lines = [f"plan {plan.id}: {plan.rule} on {p(plan.target)}  [{plan.source}]",
-             f"  {p(plan.summary, 300)}"]
-    for c in plan.changes:
-        how = "at runtime" if c.runtime else "needs a restart" if c.runtime is False else \
-            "runtime unknown"
-        lines.append(f"  {p(c.command, 300)}")
-        lines.append(f"      {p(c.key)} on {p(c.target)}: {p(c.current)} -> {p(c.proposed)}; "
-                     f"{how}; {'reversible' if c.reversible else 'IRREVERSIBLE'}; "
-                     f"affects {c.blast_radius}")
-        if c.note:
-            lines.append(f"      {p(c.note, 300)}")
-    return "\n".join(lines)
 
 
 def confirm(plan: Any, yes: bool) -> None:

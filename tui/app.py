@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, ContentSwitcher, Footer, Input, Static
 
-from advisors.plan import Plan, plan_from_finding
+from advisors.plan import Plan, plan_from_finding, review
 from stormdeck.errors import UserError
 from stormdeck.text import printable
 from tui.feed import Frame
@@ -341,8 +341,6 @@ class StormdeckApp(App[None]):
         if not finding.changes:
             self.notify("this finding proposes no change stormdeck can make", markup=False)
             return
-        from stormdeck.cli_change import review
-
         fsid = self.frame.snapshot.cluster.fsid if self.frame and self.frame.snapshot.cluster \
             else None
         # The plan freezes its targets now, before the dialog opens.
@@ -394,8 +392,6 @@ class StormdeckApp(App[None]):
         plan = Plan(id=f"undo-{entry.id}", created=time.time(), rule=entry.rule or "undo",
                     target=entry.change.target, summary=f"undo {entry.change.command}",
                     source="journal", fsid=entry.cluster, changes=(inverse,))
-        from stormdeck.cli_change import review
-
         self.push_screen(PlanReview(plan, review(plan)),
                          lambda ok: self.undo_entry(entry) if ok else None)
 
