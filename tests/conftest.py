@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,13 +78,35 @@ class LabCluster:
         return cluster
 
 
+@contextmanager
+def lab_home() -> Iterator[Path]:
+    """A directory for a lab, outside pytest's temporary directories: pytest keeps only
+    its three newest, so another pytest run (a developer's unit tests in a second
+    terminal) would delete a running lab's files from under it."""
+    home = Path(tempfile.mkdtemp(prefix="stormdeck-test-lab-", dir="/var/tmp"))
+    try:
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def lab_dir() -> Iterator[Path]:
+    with lab_home() as home:
+        yield home / "lab"
+
+
 @pytest.fixture(scope="session")
-def lab_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster]:
+def lab_cluster() -> Iterator[LabCluster]:
     """A real lab: 3 BlueStore OSDs on loop devices plus Prometheus, torn down at the end."""
     if os.geteuid() != 0:
         pytest.fail("integration tests start a real lab on loop devices and need root "
                     "(run ./dev test as root, or -m 'not integration')")
-    directory = tmp_path_factory.mktemp("lab") / "cluster"
+    with lab_home() as home:
+        yield from _session_lab(home / "cluster")
+
+
+def _session_lab(directory: Path) -> Iterator[LabCluster]:
     ports = free_ports(4)
     res = run_cli("lab", "up", "--dir", str(directory), "--prometheus", *lab_port_args(ports))
     if res.rc != 0:

@@ -41,8 +41,8 @@ def leftovers(directory: Path) -> list[str]:
     return found
 
 
-def test_up_status_down_leaves_nothing_behind(tmp_path: Path) -> None:
-    directory = tmp_path / "lab"
+def test_up_status_down_leaves_nothing_behind(lab_dir: Path) -> None:
+    directory = lab_dir
     up = run_cli("lab", "up", "--osds", "1", "--dir", str(directory), *lab_port_args(free_ports(4)))
     try:
         assert up.rc == 0, up.err
@@ -59,8 +59,8 @@ def test_up_status_down_leaves_nothing_behind(tmp_path: Path) -> None:
     assert after.rc == 1 and "no lab" in after.out
 
 
-def test_down_cleans_up_after_up_was_killed_midway(tmp_path: Path) -> None:
-    directory = tmp_path / "lab"
+def test_down_cleans_up_after_up_was_killed_midway(lab_dir: Path) -> None:
+    directory = lab_dir
     argv = [sys.executable, "-m", "stormdeck", "lab", "up", "--osds", "2",
             "--dir", str(directory), *lab_port_args(free_ports(4))]
     up = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
