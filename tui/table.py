@@ -48,7 +48,9 @@ class VirtualTable(ScrollView, can_focus=True):
     """
     cursor: reactive[int] = reactive(0)
 
-    class RowHighlighted(Message):
+    class RowMessage(Message):
+        """About one row (its key), from one table: `@on(..., "#id")` matches the table."""
+
         def __init__(self, table: VirtualTable, key: str | None) -> None:
             super().__init__()
             self.table, self.key = table, key
@@ -57,14 +59,11 @@ class VirtualTable(ScrollView, can_focus=True):
         def control(self) -> VirtualTable:
             return self.table
 
-    class RowSelected(Message):
-        def __init__(self, table: VirtualTable, key: str | None) -> None:
-            super().__init__()
-            self.table, self.key = table, key
+    class RowHighlighted(RowMessage):
+        pass
 
-        @property
-        def control(self) -> VirtualTable:
-            return self.table
+    class RowSelected(RowMessage):
+        pass
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +15,7 @@ from advisors.settings import load_settings
 from collectors.ceph import CephSource
 from collectors.host import HostSource
 from tests.conftest import LabCluster, ceph_json
+from tests.unit.test_tui import confirm_with_phrase, open_review
 from tui.app import PlanReview, StormdeckApp
 from tui.feed import Feed
 from tui.views import FindingTable, JournalTable
@@ -60,16 +60,9 @@ async def test_apply_and_undo_from_the_console(lab_cluster: LabCluster, tmp_path
             await pilot.press("6")
             table = app.query_one(FindingTable)
             await until(pilot, lambda: f"{rule}|osd" in table.keys, 90)
-            table.move_cursor(row=table.keys.index(f"{rule}|osd"))
-            await pilot.press("enter")
-            review = app.screen
-            assert isinstance(review, PlanReview) and app.focused.id == "cancel"
-            review.query_one("#phrase").focus()
-            await pilot.press(*review.plan.phrase)
-            await pilot.click("#apply")
-            await until(pilot, lambda: stored(lab_cluster, "osd", "osd_scrub_sleep")
-                        is not None, 60)
-            await app.workers.wait_for_complete()
+            review = await open_review(app, pilot, f"{rule}|osd")
+            assert app.focused.id == "cancel"
+            await confirm_with_phrase(app, pilot, review)
             assert float(stored(lab_cluster, "osd", "osd_scrub_sleep") or 0) == 0.1
             (entry,) = journal.entries()
             assert entry.status == "applied"
@@ -78,11 +71,7 @@ async def test_apply_and_undo_from_the_console(lab_cluster: LabCluster, tmp_path
             await pilot.press("u")
             undo = app.screen
             assert isinstance(undo, PlanReview)
-            undo.query_one("#phrase").focus()
-            await pilot.press(*undo.plan.phrase)
-            await pilot.click("#apply")
-            await app.workers.wait_for_complete()
-            await asyncio.sleep(0)
+            await confirm_with_phrase(app, pilot, undo)
     finally:
         lab_cluster.cli("lab", "load", "--stop")
     assert stored(lab_cluster, "osd", "osd_scrub_sleep") is None

@@ -33,6 +33,26 @@ def frames(edit=None) -> list[Frame]:
     return out
 
 
+async def open_review(app: StormdeckApp, pilot, key: str) -> PlanReview:
+    """Findings view, the finding `key` selected, Enter: its plan review."""
+    await pilot.press("6")
+    table = app.query_one(FindingTable)
+    table.move_cursor(row=table.keys.index(key))
+    await pilot.press("enter")
+    assert isinstance(app.screen, PlanReview)
+    return app.screen
+
+
+async def confirm_with_phrase(app: StormdeckApp, pilot, review: PlanReview) -> None:
+    """Type the review's phrase, press Apply, wait for the change to be done."""
+    review.query_one("#phrase").focus()
+    await pilot.press(*review.plan.phrase)
+    assert not review.query_one("#apply").disabled
+    await pilot.click("#apply")
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
 class Recording:
     """An executor factory that records what the console asked of it."""
 
@@ -75,12 +95,7 @@ async def test_review_opens_with_cancel_focused_and_cancel_changes_nothing(
     factory = Recording(tmp_path, read_only=False)
     app = StormdeckApp(StaticFeed(frames()), executor_factory=factory)
     async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.press("6")
-        table = app.query_one(FindingTable)
-        keys = table.keys
-        table.move_cursor(row=keys.index("ceph.scrub.during_load|osd"))
-        await pilot.press("enter")
-        assert isinstance(app.screen, PlanReview)
+        await open_review(app, pilot, "ceph.scrub.during_load|osd")
         assert app.focused is not None and app.focused.id == "cancel"
         assert app.screen.query_one("#apply").disabled, "wide change: phrase first"
         await pilot.press("enter")  # on Cancel
@@ -93,19 +108,8 @@ async def test_read_only_refuses_from_the_console(tmp_path: Path) -> None:
     factory = Recording(tmp_path, read_only=True)
     app = StormdeckApp(StaticFeed(frames()), executor_factory=factory, read_only=True)
     async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.press("6")
-        table = app.query_one(FindingTable)
-        keys = table.keys
-        table.move_cursor(row=keys.index("ceph.scrub.during_load|osd"))
-        await pilot.press("enter")
-        review = app.screen
-        assert isinstance(review, PlanReview)
-        review.query_one("#phrase").focus()
-        await pilot.press(*review.plan.phrase)
-        assert not review.query_one("#apply").disabled
-        await pilot.click("#apply")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        review = await open_review(app, pilot, "ceph.scrub.during_load|osd")
+        await confirm_with_phrase(app, pilot, review)
         assert "[RO]" in str(app.query_one("#status").render())
         assert any("read-only mode" in n.message for n in app._notifications)
     assert factory.calls == 1
@@ -148,19 +152,9 @@ async def test_finding_review_apply_journal_undo(tmp_path: Path, monkeypatch) ->
     app = StormdeckApp(StaticFeed(frames(balanced)), executor_factory=lambda: executor,
                        journal=journal)
     async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.press("6")
-        table = app.query_one(FindingTable)
-        keys = table.keys
-        table.move_cursor(row=keys.index("host.tuned_profile|host vm"))
-        await pilot.press("enter")
-        review = app.screen
-        assert isinstance(review, PlanReview)
+        review = await open_review(app, pilot, "host.tuned_profile|host vm")
         assert "tuned-adm profile latency-performance" in review.review
-        review.query_one("#phrase").focus()
-        await pilot.press(*review.plan.phrase)
-        await pilot.click("#apply")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await confirm_with_phrase(app, pilot, review)
         assert (bin_dir / "tuned.state").read_text().strip() == "latency-performance"
         await pilot.press("7")
         (entry,) = journal.entries()
@@ -169,11 +163,7 @@ async def test_finding_review_apply_journal_undo(tmp_path: Path, monkeypatch) ->
         await pilot.press("u")
         undo = app.screen
         assert isinstance(undo, PlanReview) and app.focused.id == "cancel"
-        undo.query_one("#phrase").focus()
-        await pilot.press(*undo.plan.phrase)
-        await pilot.click("#apply")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await confirm_with_phrase(app, pilot, undo)
     assert (bin_dir / "tuned.state").read_text().strip() == "balanced"
     assert journal.entries()[0].undone_by
 
