@@ -16,13 +16,16 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, ClassVar
 
 from collectors.model import (
     Cluster,
+    ConfigChange,
     ConfigOption,
     Daemon,
     HealthCheck,
+    LogEntry,
     Partial,
     Pool,
     pg_flags_from_states,
@@ -89,7 +92,44 @@ def parse_status(d: Mapping[str, Any]) -> dict[str, Any]:
         "client_read_bps": float(pgmap.get("read_bytes_sec", 0)),
         "client_write_bps": float(pgmap.get("write_bytes_sec", 0)),
         "recovering_bps": float(pgmap.get("recovering_bytes_per_sec", 0)),
+        "recovering_objects_per_sec": float(pgmap.get("recovering_objects_per_sec", 0)),
+        "degraded_objects": int(pgmap.get("degraded_objects", 0)),
+        "misplaced_objects": int(pgmap.get("misplaced_objects", 0)),
     }
+
+
+def parse_stamp(text: Any) -> float | None:
+    """Ceph's "2026-11-22T05:36:52.009888+0000" as epoch seconds; None for "0.000000"."""
+    try:
+        return datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+    except ValueError:
+        return None
+
+
+def parse_log_last(rows: Iterable[Mapping[str, Any]]) -> tuple[LogEntry, ...]:
+    """`log last`: the cluster log's newest entries, oldest first."""
+    out = [LogEntry(stamp=parse_stamp(r.get("stamp")) or 0.0, seq=int(r.get("seq", 0)),
+                    who=str(r.get("name", "")), priority=str(r.get("priority", "")),
+                    message=str(r.get("message", "")), channel=str(r.get("channel", "")))
+           for r in rows]
+    return tuple(sorted(out, key=lambda e: (e.stamp, e.seq)))
+
+
+def parse_config_log(rows: Iterable[Mapping[str, Any]]) -> tuple[ConfigChange, ...]:
+    """`config log`: one ConfigChange per option changed, oldest first."""
+    out = []
+    for r in rows:
+        for ch in r.get("changes", ()):
+            out.append(ConfigChange(version=int(r.get("version", 0)),
+                                    stamp=parse_stamp(r.get("timestamp")),
+                                    name=str(ch.get("name", "")),
+                                    old=_opt_str(ch.get("previous_value")),
+                                    new=_opt_str(ch.get("new_value"))))
+    return tuple(sorted(out, key=lambda c: (c.version, c.name)))
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 _SLOW_COUNT = re.compile(r"(\d+) slow ops")
@@ -409,6 +449,8 @@ class CephSource:
 
     # Seconds between runs of each command group; 0 = every poll.
     FAST, SLOW, RARE = 0.0, 10.0, 300.0
+    LOG_LINES = 30  # of the cluster log, as `ceph -w` would have shown them
+    CONFIG_LOG = 20  # newest config changes: "what changed" in an incident
     # What derives from the osdmap (up/in, flags, pools, primaries) is fetched
     # again when its epoch moves, at most this often: a steady cluster pays
     # nothing for it, a storm pays once per these seconds.
@@ -533,8 +575,15 @@ class CephSource:
                  errors)
         versions = r("versions", self.RARE, now, lambda: parse_versions(mon("versions")), errors)
         helps = r("config help", self.RARE, now, self._config_help, errors)
-        return self._assemble(status, health, perf, io, df, dump, primaries, pools_raw, config,
-                              meta, versions, helps, errors)
+        log = r("log last", self.FAST, now, lambda: parse_log_last(
+            mon("log last", num=self.LOG_LINES, level="info", channel="cluster")), errors)
+        config_log = r("config log", 2.0, now, lambda: parse_config_log(
+            mon("config log", num=self.CONFIG_LOG)), errors)
+        partial = self._assemble(status, health, perf, io, df, dump, primaries, pools_raw,
+                                 config, meta, versions, helps, errors)
+        assert partial.cluster is not None
+        return replace(partial, cluster=replace(partial.cluster, log=log or (),
+                                                config_log=config_log or ()))
 
     def _config_help(self) -> dict[str, ConfigOption]:
         out = {}

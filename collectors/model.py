@@ -169,6 +169,29 @@ class ConfigOption:
 
 
 @dataclass(frozen=True, slots=True)
+class LogEntry:
+    """One line of the cluster log, as `ceph -w` shows it."""
+
+    stamp: float  # epoch seconds
+    seq: int
+    who: str  # "mon.a", "osd.3"
+    priority: str  # "[INF]", "[WRN]", "[ERR]", "[DBG]"
+    message: str
+    channel: str = "cluster"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigChange:
+    """One option changed in the monitors' config database (`ceph config log`)."""
+
+    version: int
+    stamp: float | None
+    name: str  # "osd/osd_max_backfills": who, then the option
+    old: str | None  # None: it was not set
+    new: str | None  # None: it was removed
+
+
+@dataclass(frozen=True, slots=True)
 class Cluster:
     fsid: str | None = None
     health: str | None = None  # HEALTH_OK | HEALTH_WARN | HEALTH_ERR
@@ -195,6 +218,11 @@ class Cluster:
     client_read_bps: float | None = None
     client_write_bps: float | None = None
     recovering_bps: float | None = None
+    recovering_objects_per_sec: float | None = None
+    degraded_objects: int | None = None
+    misplaced_objects: int | None = None
+    log: tuple[LogEntry, ...] = ()  # the newest last
+    config_log: tuple[ConfigChange, ...] = ()  # the newest last
 
     def pgs_in(self, *words: str) -> int:
         """PGs whose state contains any of `words` ("peering", "degraded", ...)."""

@@ -50,6 +50,8 @@ def lab_outputs(load: bool = True) -> dict[str, bytes]:
         "config dump": r("config_dump.json"),
         "osd metadata": r("osd_metadata.json"),
         "versions": r("versions.json"),
+        "log last": r("log_last.json"),
+        "config log": r("config_log.json"),
     }
 
 

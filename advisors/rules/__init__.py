@@ -1,10 +1,11 @@
 """The rules, one module per family; each cites the KNOWLEDGE.md section it rests on."""
 
-from advisors.rules import cpu, disks, ec, host, latency, leaders, peering, pools
+from advisors.rules import cpu, disks, ec, host, latency, leaders, peering, pools, triage
 from advisors.rules.base import Context, Rule
 
 ALL: tuple[type[Rule], ...] = (*cpu.RULES, *latency.RULES, *leaders.RULES, *peering.RULES,
-                               *pools.RULES, *ec.RULES, *disks.RULES, *host.RULES)
+                               *pools.RULES, *ec.RULES, *disks.RULES, *host.RULES,
+                               *triage.RULES)
 BY_ID: dict[str, type[Rule]] = {r.id: r for r in ALL}
 
 __all__ = ["ALL", "BY_ID", "Context", "Rule"]

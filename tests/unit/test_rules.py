@@ -86,6 +86,14 @@ def storm(s: Snapshot, i: int) -> Snapshot:
                         pg_flags={"unknown": 64, "active": 1, "clean": 1, "scrubbing": 3})
 
 
+def flapping(s: Snapshot, i: int) -> Snapshot:
+    return with_daemon(s, "osd.1", up=i not in (34, 38)) if i > 30 else s
+
+
+def slow_ops(s: Snapshot, i: int) -> Snapshot:
+    return with_cluster(s, slow_ops=12, slow_ops_daemons=("osd.1",))
+
+
 def scrub_sleep_set(s: Snapshot, i: int) -> Snapshot:
     return with_config(s, "osd_scrub_sleep", "osd", "0.1")
 
@@ -176,6 +184,8 @@ CASES: dict[str, tuple[Callable[[], History], Callable[[], History], Severity]] 
     "ceph.osd.slowest": (lambda: long(slow_osd), long, Severity.WARNING),
     "ceph.primary.spread": (lambda: long(primaries_skewed), long, Severity.WARNING),
     "ceph.peering.storm": (lambda: long(storm), long, Severity.CRITICAL),
+    "ceph.osd.flapping": (lambda: long(flapping), long, Severity.WARNING),
+    "ceph.slow_ops": (lambda: long(slow_ops), long, Severity.WARNING),
     "ceph.scrub.during_load": (long, lambda: long(scrub_sleep_set), Severity.INFO),
     "ceph.osdmap.cache": (lambda: long(many_osds), long, Severity.INFO),
     "ceph.pool.pg_not_power_of_two": (lambda: long(pool_edit(pg_num=100)), long,
