@@ -27,12 +27,13 @@ from tui.views import (
     LatencyTable,
     Leaders,
     Overview,
+    Triage,
     daemon_detail,
     finding_detail,
     t,
 )
 
-VIEWS = ("overview", "daemons", "leaders", "latency", "disks", "findings", "journal")
+VIEWS = ("overview", "daemons", "leaders", "latency", "disks", "findings", "journal", "triage")
 
 
 class PlanReview(ModalScreen[bool]):
@@ -118,8 +119,8 @@ class Help(ModalScreen[None]):
 class StormdeckApp(App[None]):
     CSS = """
     #status { height: 1; background: $boost; }
-    #filter { display: none; height: 3; }
-    #filter.shown { display: block; }
+    #filter, #goto { display: none; height: 3; }
+    #filter.shown, #goto.shown { display: block; }
     #finding-detail { height: auto; max-height: 50%; border-top: solid $primary; }
     PlanReview, Help, DaemonDetail { align: center middle; }
     #review, #help { width: 90%; max-width: 110; height: auto; max-height: 90%;
@@ -134,7 +135,16 @@ class StormdeckApp(App[None]):
         Binding("5", "view('disks')", "Disks"),
         Binding("6", "view('findings')", "Findings"),
         Binding("7", "view('journal')", "Journal"),
+        Binding("8", "view('triage')", "Triage"),
         Binding("p", "pause", "Pause"),
+        Binding("left_square_bracket", "step(-1)", "Back one frame (collection goes on)",
+                show=False),
+        Binding("right_square_bracket", "step(1)", "Forward one frame", show=False),
+        Binding("left_curly_bracket", "jump(-60)", "Back 60 s", show=False),
+        Binding("right_curly_bracket", "jump(60)", "Forward 60 s", show=False),
+        Binding("end", "follow", "Back to now (the newest frame)", show=False),
+        Binding("g", "goto", "Go to a time (HH:MM:SS)", show=False),
+        Binding("R", "report", "Write an incident report of the session", show=False),
         Binding("plus,equals_sign", "faster", "Faster", show=False),
         Binding("minus", "slower", "Slower", show=False),
         Binding("slash", "filter", "Filter"),
@@ -163,6 +173,8 @@ class StormdeckApp(App[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="status")
         yield Input(placeholder="filter rows (Esc to clear)", id="filter")
+        yield Input(placeholder="go to a time: HH:MM:SS, or -90 (seconds back); Esc to cancel",
+                    id="goto")
         with ContentSwitcher(initial="overview"):
             yield VerticalScroll(Overview(id="overview-body"), id="overview")
             yield DaemonTable(id="daemons")
@@ -173,15 +185,17 @@ class StormdeckApp(App[None]):
                 yield FindingTable(id="finding-table")
                 yield Static(id="finding-detail")
             yield JournalTable(id="journal")
+            yield VerticalScroll(Triage(id="triage-body"), id="triage")
         yield Footer()
 
     def on_mount(self) -> None:
         if self.low_bandwidth:
-            for view in (Overview, DaemonTable, Leaders, LatencyTable):
+            for view in (Overview, DaemonTable, Leaders, LatencyTable, Triage):
                 self.query_one(view).ascii_only = True
         self.title = "stormdeck"
         # Hidden, the filter box must not hold the focus: it would swallow the keys.
         self.query_one("#filter", Input).disabled = True
+        self.query_one("#goto", Input).disabled = True
         self.focus_view()
         self.feed.start(self._from_feed)
         self.refresh_journal()
@@ -218,6 +232,8 @@ class StormdeckApp(App[None]):
         elif current == "findings":
             self.query_one(FindingTable).show(frame)
             self.show_detail()
+        elif current == "triage":
+            self.query_one(Triage).show(frame)
 
     def status_line(self, frame: Frame) -> Text:
         line = Text(" stormdeck ", style="bold")
@@ -236,7 +252,10 @@ class StormdeckApp(App[None]):
                 style, word = "bold red", "error"
             line.append(f"  {s.name} ")
             line.append(word, style=style)
-        line.append(f"   every {self.feed.interval:g}s")
+        if frame.position:
+            line.append(f"   {frame.position}", style="bold magenta")
+        if not frame.position.startswith("REPLAY"):
+            line.append(f"   every {self.feed.interval:g}s")
         if self.feed.paused:
             line.append("  PAUSED", style="bold yellow")
         return line
@@ -290,15 +309,82 @@ class StormdeckApp(App[None]):
             self.show(self.frame)
 
     def action_pause(self) -> None:
-        self.feed.paused = not self.feed.paused
+        self.feed.toggle_pause()
         if self.frame is not None:
             self.query_one("#status", Static).update(self.status_line(self.frame))
 
+    def action_step(self, n: int) -> None:
+        self.feed.step(n)
+
+    def action_jump(self, seconds: float) -> None:
+        self.feed.jump(seconds)
+
+    def action_follow(self) -> None:
+        self.feed.follow()
+
     def action_faster(self) -> None:
-        self.notify(f"polling every {self.feed.set_interval(self.feed.interval / 2):g} s")
+        self._pace(0.5)
 
     def action_slower(self) -> None:
-        self.notify(f"polling every {self.feed.set_interval(self.feed.interval * 2):g} s")
+        self._pace(2.0)
+
+    def _pace(self, factor: float) -> None:
+        interval = self.feed.set_interval(self.feed.interval * factor)
+        if hasattr(self.feed, "speed"):
+            self.notify(f"replaying at x{self.feed.speed:g}")
+        else:
+            self.notify(f"polling every {interval:g} s")
+
+    def action_goto(self) -> None:
+        box = self.query_one("#goto", Input)
+        box.disabled = False
+        box.add_class("shown")
+        box.focus()
+
+    @on(Input.Submitted, "#goto")
+    def goto_done(self, event: Input.Submitted) -> None:
+        self._hide(self.query_one("#goto", Input))
+        if self.frame is None:
+            return
+        try:
+            when = parse_when(event.value, self.frame.snapshot.time)
+        except ValueError as exc:
+            self.notify(str(exc), severity="error", markup=False)
+            return
+        if hasattr(self.feed, "seek"):
+            self.feed.seek(when)
+        else:
+            self.feed.jump(when - self.frame.snapshot.time)
+
+    def _hide(self, box: Input) -> None:
+        box.value = ""
+        box.remove_class("shown")
+        box.disabled = True
+        self.focus_view()
+
+    def action_report(self) -> None:
+        """The session so far (or the replay so far) as Markdown and JSON, in the state dir."""
+        from advisors import report
+        from advisors.settings import state_dir
+
+        frames = self.feed.frames()
+        if not frames:
+            return
+        session = getattr(self.feed, "session", None)
+        events = list(session.timeline.events) if session else list(frames[-1].events)
+        changes = self.journal.entries() if self.journal is not None else []
+        try:
+            r = report.build(((f.snapshot, f.findings) for f in frames), events, changes,
+                             source="live session" if session else "replay")
+            base = state_dir() / "reports" / time.strftime(
+                "report-%Y%m%d-%H%M%S", time.localtime(r.end))
+            base.parent.mkdir(parents=True, exist_ok=True)
+            base.with_suffix(".md").write_text(report.to_markdown(r))
+            base.with_suffix(".json").write_text(report.to_json(r))
+        except (OSError, ValueError, UserError) as exc:
+            self.notify(printable(f"no report: {exc}", 300), severity="error", markup=False)
+            return
+        self.notify(printable(f"report written: {base}.md and .json", 300), markup=False)
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
@@ -314,20 +400,19 @@ class StormdeckApp(App[None]):
             self.show(self.frame)
 
     def key_escape(self) -> None:
-        box = self.query_one("#filter", Input)
-        if box.has_class("shown"):
-            box.value = ""
-            box.remove_class("shown")
-            box.disabled = True
-            self.focus_view()
+        for box in self.query("#filter, #goto").results(Input):
+            if box.has_class("shown"):
+                self._hide(box)
 
     @on(Input.Submitted, "#filter")
     def filter_done(self) -> None:
         self.focus_view()  # keep the filter, give the keys back to the view
 
     def action_help(self) -> None:
-        keys = [(b.key.replace("question_mark", "?").replace("slash", "/")
-                 .replace("plus,equals_sign", "+").replace("minus", "-"), b.description)
+        names = {"question_mark": "?", "slash": "/", "plus,equals_sign": "+", "minus": "-",
+                 "left_square_bracket": "[", "right_square_bracket": "]",
+                 "left_curly_bracket": "{", "right_curly_bracket": "}", "end": "End"}
+        keys = [(names.get(b.key, b.key), b.description)
                 for b in self.BINDINGS if isinstance(b, Binding)]
         self.push_screen(Help([*keys, ("s", "in a table: sort by the next column, largest first"),
                                ("Esc", "clear the filter; close a dialog")]))
@@ -419,3 +504,23 @@ class StormdeckApp(App[None]):
             return
         self.query_one(JournalTable).show_entries(
             entries, lambda ts: time.strftime("%m-%d %H:%M:%S", time.localtime(ts)))
+
+
+def parse_when(text: str, now: float) -> float:
+    """"HH:MM[:SS]" nearest to `now` (the frame shown), or "-90" / "+90" seconds from it."""
+    text = text.strip()
+    if text.startswith(("-", "+")):
+        try:
+            return now + float(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not a number of seconds") from None
+    parts = text.split(":")
+    try:
+        h, m, sec = (int(p) for p in [*parts, "0"][:3]) if len(parts) in (2, 3) else (0, 0, -1)
+    except ValueError:
+        h, m, sec = 0, 0, -1
+    if not (0 <= h < 24 and 0 <= m < 60 and 0 <= sec < 60):
+        raise ValueError(f"{text!r} is not a time: give HH:MM:SS, or -SECONDS")
+    day = time.localtime(now)
+    when = time.mktime((day.tm_year, day.tm_mon, day.tm_mday, h, m, sec, 0, 0, -1))
+    return min((when - 86400, when, when + 86400), key=lambda w: abs(w - now))

@@ -1,19 +1,29 @@
-"""The console's data thread: the hub polls, the engine judges, immutable frames go to the screen.
+"""The console's data thread: the hub polls (or a recording plays), the engine judges,
+immutable frames go to the screen.
 
 The screen never waits on the network: it receives a Frame (a Snapshot, the
-findings judged on it, a window of history for sparklines) and only renders.
+findings judged on it, a window of history, the incident's events) and only
+renders. Frames already shown are kept, so the operator can look back while
+collection goes on (atop's twin mode); a replay moves through its recording
+with the same keys.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from advisors.model import Finding
+from advisors.timeline import Event
 from collectors.model import Snapshot
+
+# A replay seeking backwards judges again this many snapshots before the target,
+# so that rules with windows and for-durations see what they saw live.
+REPLAY_RUNUP = 900
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,38 +32,124 @@ class Frame:
     findings: tuple[Finding, ...]
     history: tuple[Snapshot, ...]  # oldest first, the latest last: for sparklines
     paused: bool = False
+    events: tuple[Event, ...] = ()  # the newest, oldest first
+    position: str = ""  # where in time this frame is, when not the newest live one
 
 
-class Feed:
-    """Live frames: a Hub and an Engine in a thread of their own."""
+def clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+class Scrollback:
+    """Frames already made, for looking back; `offset` frames back from the newest is shown."""
+
+    def __init__(self, keep: int) -> None:
+        self.past: deque[Frame] = deque(maxlen=keep)
+        self.offset = 0
+        self.paused = False
+        self._lock = threading.RLock()
+        self._emit: Callable[[Frame], None] | None = None
+
+    def _arrive(self, frame: Frame) -> None:
+        with self._lock:
+            self.past.append(frame)
+            if self.offset or self.paused:
+                # Keep showing the same frame while newer ones pile up behind it.
+                self.offset = min(self.offset + 1, len(self.past) - 1)
+                return
+        if self._emit is not None:
+            self._emit(frame)
+
+    def _show(self) -> None:
+        with self._lock:
+            if not self.past:
+                return
+            frame = self.past[-1 - self.offset]
+        where = self.position()
+        if where:
+            frame = replace(frame, position=where)
+        if self._emit is not None:
+            self._emit(frame)
+
+    def step(self, n: int) -> None:
+        """n frames forward (n > 0) or back (n < 0) through what was already seen."""
+        with self._lock:
+            self.offset = max(0, min(len(self.past) - 1, self.offset - n))
+        self._show()
+
+    def jump(self, seconds: float) -> None:
+        """Move by `seconds` of frame time, forward or back."""
+        with self._lock:
+            if not self.past:
+                return
+            target = self.past[-1 - self.offset].snapshot.time + seconds
+            times = [f.snapshot.time for f in self.past]
+        best = min(range(len(times)), key=lambda i: abs(times[i] - target))
+        with self._lock:
+            self.offset = len(times) - 1 - best
+        self._show()
+
+    def follow(self) -> None:
+        with self._lock:
+            self.offset = 0
+            self.paused = False
+        self._show()
+
+    def toggle_pause(self) -> bool:
+        with self._lock:
+            self.paused = not self.paused
+            if not self.paused:
+                self.offset = 0
+        if not self.paused:
+            self._show()
+        return self.paused
+
+    def frames(self) -> list[Frame]:
+        with self._lock:
+            return list(self.past)
+
+    def position(self) -> str:
+        with self._lock:
+            if not self.offset or not self.past:
+                return ""
+            frame, newest = self.past[-1 - self.offset], self.past[-1]
+        back = newest.snapshot.time - frame.snapshot.time
+        return f"{clock(frame.snapshot.time)}, {back:.0f} s back"
+
+
+class Feed(Scrollback):
+    """Live frames: a Hub and a Session (engine, timeline, recorder) in a thread of their own."""
 
     def __init__(self, sources: Sequence[Any], engine: Any, interval: float = 1.0,
-                 timeout: float = 10.0, keep: int = 120) -> None:
+                 timeout: float = 10.0, keep: int = 120, recorder: Any = None,
+                 journal: Any = None, scrollback: int = 1800) -> None:
+        from advisors.session import Session
         from collectors.hub import Hub
 
+        super().__init__(scrollback)
         self.hub = Hub(sources, interval=interval, timeout=timeout)
         self.engine = engine
+        self.session = Session(engine, recorder=recorder, journal=journal)
         self.interval = interval
         self.keep = keep
-        self.paused = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self, on_frame: Callable[[Frame], None]) -> None:
+        self._emit = on_frame
         self.hub.start()
-        self._thread = threading.Thread(target=self._run, args=(on_frame,), name="feed",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run, name="feed", daemon=True)
         self._thread.start()
 
-    def _run(self, on_frame: Callable[[Frame], None]) -> None:
+    def _run(self) -> None:
         self.hub.wait_polls(1, timeout=self.hub.longest_poll + 1)
         while not self._stop.is_set():
             started = time.monotonic()
-            if not self.paused:
-                snap = self.hub.snapshot()
-                findings = tuple(self.engine.evaluate(self.hub.history))
-                history = tuple(self.hub.history)[-self.keep:]
-                on_frame(Frame(snap, findings, history))
+            # Collection goes on while paused or looking back: the past stays whole.
+            snap = self.hub.snapshot()
+            history = tuple(self.hub.history)
+            step = self.session.step(snap, history)
+            self._arrive(Frame(snap, step.findings, history[-self.keep:], events=step.events))
             self._stop.wait(max(0.05, self.interval - (time.monotonic() - started)))
 
     def set_interval(self, seconds: float) -> float:
@@ -66,19 +162,164 @@ class Feed:
         if self._thread is not None:
             self._thread.join(timeout=2)
         self.hub.stop()
+        self.session.close()
 
 
-class StaticFeed:
+class ReplayFeed(Scrollback):
+    """Frames from a recording, judged afresh by the engine, at a chosen speed."""
+
+    def __init__(self, recording: Any, engine_factory: Callable[[], Any], speed: float = 1.0,
+                 keep: int = 120, scrollback: int = 1800, start: float | None = None) -> None:
+        super().__init__(scrollback)
+        self.recording = recording
+        self.engine_factory = engine_factory
+        self.engine = engine_factory()
+        self.speed = speed
+        self.keep = keep
+        self.interval = 1.0
+        self.next_index = 0  # the next snapshot to judge
+        self.ended = False
+        self._start_at = recording.snapshot_at(start) if start is not None else 0
+        self._steps: Any = None
+        self._play = threading.Lock()  # one judge at a time: the player or a key
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, on_frame: Callable[[Frame], None]) -> None:
+        self._emit = on_frame
+        self._restart(max(0, self._start_at - REPLAY_RUNUP))
+        self._advance_to(self._start_at)
+        self._thread = threading.Thread(target=self._run, name="replay", daemon=True)
+        self._thread.start()
+
+    def _restart(self, index: int) -> None:
+        from advisors.session import replay
+
+        with self._play, self._lock:
+            self.past.clear()
+            self.offset = 0
+            self.engine = self.engine_factory()
+            self._steps = replay(self.recording, self.engine, index)
+            self.next_index = index
+            self.ended = False
+
+    def _produce(self, emit: bool) -> bool:
+        with self._play:
+            try:
+                i, step, history = next(self._steps)
+            except StopIteration:
+                self.ended = True
+                return False
+            self.next_index = i + 1
+            frame = Frame(step.snapshot, step.findings, history[-self.keep:],
+                          events=step.events)
+            with self._lock:
+                self.past.append(frame)
+                self.offset = 0
+        if emit:
+            self._show()
+        return True
+
+    def _advance_to(self, index: int) -> None:
+        """Judge every snapshot up to `index` (so windows fill), showing only the last."""
+        while self.next_index <= index and self._produce(emit=False):
+            pass
+        self._show()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if self.paused or self.offset or self.ended:
+                self._wake.wait(0.2)
+                self._wake.clear()
+                continue
+            before = self.past[-1].snapshot.time if self.past else None
+            if not self._produce(emit=True):
+                continue
+            gap = self.past[-1].snapshot.time - before if before is not None else 1.0
+            self._stop.wait(min(5.0, max(0.02, gap / self.speed)))
+
+    def position(self) -> str:
+        with self._lock:
+            frame = self.past[-1 - self.offset] if self.past else None
+        if frame is None:
+            return "replay"
+        t, start, end = frame.snapshot.time, self.recording.start, self.recording.end
+        where = "end" if self.ended and not self.offset else f"x{self.speed:g}"
+        return (f"REPLAY {clock(t)}  {t - start:.0f}/{end - start:.0f} s  {where}")
+
+    def step(self, n: int) -> None:
+        self.paused = True
+        if n > 0 and self.offset == 0:
+            for _ in range(n):
+                if not self._produce(emit=False):
+                    break
+            self._show()
+            return
+        super().step(n)
+
+    def jump(self, seconds: float) -> None:
+        with self._lock:
+            current = self.past[-1 - self.offset].snapshot.time if self.past else \
+                self.recording.start
+        self.seek(current + seconds)
+
+    def seek(self, when: float) -> None:
+        """Show the recording at `when` (epoch seconds), judged as it was then."""
+        target = self.recording.snapshot_at(when)
+        with self._lock:
+            times = [f.snapshot.time for f in self.past]
+            newest = self.next_index - 1
+        oldest = newest - len(times) + 1
+        if oldest <= target <= newest:
+            with self._lock:
+                self.offset = newest - target
+            self._show()
+        elif target > newest:
+            self._advance_to(target)
+        else:
+            self._restart(max(0, target - REPLAY_RUNUP))
+            self._advance_to(target)
+        self._wake.set()
+
+    def toggle_pause(self) -> bool:
+        self.paused = not self.paused
+        self._wake.set()
+        return self.paused
+
+    def follow(self) -> None:
+        with self._lock:
+            self.offset = 0
+        self.paused = False
+        self._show()
+        self._wake.set()
+
+    def set_interval(self, seconds: float) -> float:
+        """In a replay, + and - change the speed."""
+        self.speed = min(64.0, max(0.25, self.interval / seconds * self.speed))
+        self._wake.set()
+        return self.interval
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        self.recording.close()
+
+
+class StaticFeed(Scrollback):
     """Frames given in advance (tests, screenshots): the same interface, no thread."""
 
     def __init__(self, frames: Sequence[Frame]) -> None:
-        self.frames = list(frames)
+        super().__init__(len(frames) or 1)
+        self.initial = list(frames)
         self.interval = 1.0
-        self.paused = False
 
     def start(self, on_frame: Callable[[Frame], None]) -> None:
-        for frame in self.frames:
-            on_frame(frame)
+        self._emit = on_frame
+        for frame in self.initial:
+            self._arrive(frame)
 
     def set_interval(self, seconds: float) -> float:
         self.interval = min(60.0, max(0.25, seconds))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,12 +12,21 @@ from textual.widgets import ContentSwitcher
 from advisors.apply import Executor
 from advisors.engine import Engine
 from advisors.journal import Journal
+from advisors.session import Session
 from advisors.settings import load_settings
-from collectors.model import Pool
+from collectors.model import HealthCheck, Pool, pg_flags_from_states
 from tests.captured import history, with_cluster, with_daemon
 from tui.app import PlanReview, StormdeckApp
 from tui.feed import Frame, StaticFeed
-from tui.views import DaemonTable, DiskTable, FindingTable, JournalTable, LatencyTable, Leaders
+from tui.views import (
+    DaemonTable,
+    DiskTable,
+    FindingTable,
+    JournalTable,
+    LatencyTable,
+    Leaders,
+    Triage,
+)
 
 EVIL = "[bold red]x[/] \x1b[31mred\x1b[0m"
 
@@ -25,12 +35,29 @@ def frames(edit=None) -> list[Frame]:
     settings = load_settings()
     settings["ceph.scrub.during_load"] = replace(settings["ceph.scrub.during_load"],
                                                  for_seconds=0, warmup_samples=1)
-    engine = Engine(settings)
+    session = Session(Engine(settings))
     snaps = history(5, step=1.0, edit=edit)
     out = []
     for i in range(1, len(snaps) + 1):
-        out.append(Frame(snaps[i - 1], tuple(engine.evaluate(snaps[:i])), tuple(snaps[:i])))
+        step = session.step(snaps[i - 1], snaps[:i])
+        out.append(Frame(step.snapshot, step.findings, tuple(snaps[:i]), events=step.events))
     return out
+
+
+def incident(s, i):
+    """osd.1 goes down at the third snapshot; its PGs peer, then recover degraded."""
+    if i < 2:
+        return s
+    states = {"active+clean": 180, "peering": 30, "active+undersized+degraded": 15} if i == 2 \
+        else {"active+clean": 185, "active+recovering+undersized+degraded": 40}
+    checks = (HealthCheck("OSD_DOWN", "HEALTH_WARN", "1 osds down"),
+              HealthCheck("SLOW_OPS", "HEALTH_WARN", "12 slow ops, oldest one blocked for "
+                          "31 sec, osd.0 has slow ops"))
+    s = with_daemon(s, "osd.1", up=False)
+    return with_cluster(s, num_pgs=sum(states.values()), pg_states=states, pg_flags=pg_flags_from_states(states),
+                        checks=checks, slow_ops=12, slow_ops_daemons=("osd.0",),
+                        osdmap_epoch=100 + i, health="HEALTH_WARN",
+                        recovering_bps=48e6, recovering_objects_per_sec=12.0)
 
 
 async def open_review(app: StormdeckApp, pilot, key: str) -> PlanReview:
@@ -227,3 +254,45 @@ async def test_sort_cycles_columns_numerically() -> None:
             await pilot.press("s")
         assert table.COLUMNS[table.sort_column].name == "IOPS"
         assert table.keys == ["osd.2", "osd.1", "osd.0"], "7000 > 900 > 50, not as text"
+
+
+@pytest.mark.asyncio
+async def test_triage_tells_the_incident_in_order() -> None:
+    app = StormdeckApp(StaticFeed(frames(incident)))
+    async with app.run_test(size=(160, 60)) as pilot:
+        await pilot.press("8")
+        await pilot.pause()
+        text = app.query_one(Triage).render_frame(app.frame).plain
+    assert "osd.1 down" in text and "raised OSD_DOWN" in text
+    assert "-> e102" in text and "osdmap e103 -> e104" in text
+    assert "slow ops on osd.0" in text
+    peering = next(line for line in text.splitlines() if line.strip().startswith("peering"))
+    assert "peak     30" in peering  # seen at the third snapshot, gone since
+    assert "Cluster log" in text and "boot" in text  # the lab's captured `log last`
+
+
+@pytest.mark.asyncio
+async def test_looking_back_keeps_the_frame_and_returns_to_now() -> None:
+    feed = StaticFeed(frames(incident))
+    app = StormdeckApp(feed)
+    async with app.run_test() as pilot:
+        newest = app.frame.snapshot.time
+        await pilot.press("left_square_bracket", "left_square_bracket")
+        await pilot.pause()
+        assert app.frame.snapshot.time == newest - 2
+        assert "2 s back" in app.status_line(app.frame).plain
+        await pilot.press("end")
+        await pilot.pause()
+        assert app.frame.snapshot.time == newest and not app.frame.position
+
+
+def test_times_to_go_to() -> None:
+    from tui.app import parse_when
+
+    now = 1_800_000_000.0
+    assert parse_when("-90", now) == now - 90
+    hms = time.strftime("%H:%M:%S", time.localtime(now - 30))
+    assert parse_when(hms, now) == now - 30
+    for bad in ("25:00", "x", "12:61:00", "-x"):
+        with pytest.raises(ValueError):
+            parse_when(bad, now)

@@ -10,12 +10,12 @@ import pytest
 from collectors.hub import merge
 from collectors.model import Pool, SourceHealth
 from tests.captured import with_cluster, with_daemon
-from tests.unit.test_tui import EVIL, frames
+from tests.unit.test_tui import EVIL, frames, incident
 from tui.app import StormdeckApp
 from tui.feed import Frame, StaticFeed
 
 VIEWS = {"overview": "1", "daemons": "2", "leaders": "3", "latency": "4", "disks": "5",
-         "findings": "6", "journal": "7"}
+         "findings": "6", "journal": "7", "triage": "8"}
 
 
 def recorded() -> list[Frame]:
@@ -41,7 +41,7 @@ def recorded() -> list[Frame]:
         sources = {**s.sources, "curve": SourceHealth("curve", True, s.time)}
         return replace(s, daemons={**s.daemons, **css}, curve=merged.curve, sources=sources)
 
-    return frames(edit)
+    return frames(lambda s, i: edit(incident(s, i), i))
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])

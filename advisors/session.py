@@ -1,0 +1,97 @@
+"""One step of a watched session, shared by the console's feed, `record` and replay:
+judge the new snapshot, read its events, and put all of it on tape."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from advisors.model import Finding
+from advisors.timeline import Event, Timeline
+from collectors.model import Snapshot
+from collectors.recording import Recorder, Recording, decode
+from stormdeck.errors import UserError
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    snapshot: Snapshot
+    findings: tuple[Finding, ...]
+    events: tuple[Event, ...]  # the newest ones, oldest first
+
+
+class Session:
+    """Engine, timeline and (optionally) a recorder and the change journal, stepped together."""
+
+    def __init__(self, engine: Any, recorder: Recorder | None = None, journal: Any = None,
+                 events_kept: int = 300) -> None:
+        self.engine = engine
+        self.recorder = recorder
+        self.journal = journal
+        self.timeline = Timeline()
+        self.events_kept = events_kept
+        self.started = time.time()
+        self._journal_mtime: float | None = None
+
+    def step(self, snap: Snapshot, history: Sequence[Snapshot]) -> Step:
+        findings = tuple(self.engine.evaluate(history))
+        self.timeline.add(snap)
+        events = tuple(self.timeline.events)[-self.events_kept:]
+        if self.recorder is not None:
+            self.recorder.add_snapshot(snap)
+            self.recorder.add_findings(snap.time, findings)
+            self._tape_journal(snap.time)
+        return Step(snap, findings, events)
+
+    def _tape_journal(self, at: float) -> None:
+        """Changes made during the session go on tape as they start and as they end."""
+        if self.journal is None or self.recorder is None:
+            return
+        try:
+            mtime = self.journal.path.stat().st_mtime
+        except OSError:
+            return
+        if mtime == self._journal_mtime:
+            return
+        self._journal_mtime = mtime
+        try:
+            entries = [e for e in self.journal.entries() if e.started >= self.started]
+        except UserError:
+            return  # the journal's own commands say what is wrong with it
+        self.recorder.add_journal(at, entries)
+
+    def close(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()
+
+
+def replay(rec: Recording, engine: Any, start: int = 0,
+           keep: int = 600) -> Iterator[tuple[int, Step, tuple[Snapshot, ...]]]:
+    """The recording's snapshots from the `start`th on, judged afresh by `engine`:
+    (ordinal, step, the history the step was judged on)."""
+    history: deque[Snapshot] = deque(maxlen=keep)
+    session = Session(engine)
+    for i, snap in enumerate(rec.snapshots(start), start):
+        history.append(snap)
+        yield i, session.step(snap, history), tuple(history)
+
+
+def recorded_findings(rec: Recording) -> list[tuple[float, tuple[Finding, ...]]]:
+    """The findings as they were seen live, each time what fired changed."""
+    return [(r.time, tuple(decode(Finding, f) for f in r.data["f"]))
+            for r in rec.records() if r.kind == "findings"]
+
+
+def recorded_changes(rec: Recording) -> list[Any]:
+    """The journal entries made during the recording, each in its last known state."""
+    from advisors.journal import Entry
+
+    by_id: dict[str, Any] = {}
+    for r in rec.records():
+        if r.kind == "journal":
+            e = decode(Entry, r.data["e"])
+            by_id[e.id] = e
+    return list(by_id.values())

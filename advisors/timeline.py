@@ -1,0 +1,173 @@
+"""What happened, in order: events read off consecutive snapshots, and PG states over time.
+
+An incident is read as a story: OSDs going down and up, health checks raised
+and cleared, flags set, config changed (from `ceph config log`, so changes
+made by anyone show), the OSD map moving. Each is an Event, found by
+comparing a snapshot with the one before it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from collectors.model import Cluster, Snapshot
+
+# The PG states an incident is read by (K3.7: peering blocks IO, recovery does not).
+PG_CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("peering", ("peering",)),
+    ("activating", ("activating",)),
+    ("degraded", ("degraded",)),
+    ("undersized", ("undersized",)),
+    ("recovering", ("recovering", "recovery_wait", "recovery_toofull")),
+    ("backfilling", ("backfilling", "backfill_wait", "backfill_toofull")),
+    ("stale", ("stale",)),
+)
+# Config changes this old before the first snapshot are shown too: the change
+# made ten minutes before the storm is often its cause.
+CONFIG_LOOKBACK = 3600.0
+INFO, WARN, ERR = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    time: float
+    kind: str  # "osd" | "health" | "flag" | "config" | "map" | "pool" | "slow" | "chunkserver"
+    target: str
+    text: str
+    level: int = INFO  # INFO, WARN, ERR: for colour and for the report
+
+
+def pg_classes(c: Cluster | None) -> dict[str, int]:
+    """PG counts by incident class, with "inactive" (not active) first."""
+    if c is None or c.num_pgs is None:
+        return {}
+    out = {"inactive": c.num_pgs - c.pgs_in("active") if c.pg_states
+           else c.num_pgs - c.pg_flags.get("active", c.num_pgs)}
+    for name, words in PG_CLASSES:
+        out[name] = c.pgs_in(*words)
+    return out
+
+
+class Timeline:
+    """Events from each new snapshot against the one before; the newest `keep` are kept."""
+
+    def __init__(self, keep: int = 2000) -> None:
+        self.events: deque[Event] = deque(maxlen=keep)
+        self._prev: Snapshot | None = None
+        self._config_seen: set[tuple[int, str]] = set()
+
+    def add(self, snap: Snapshot) -> list[Event]:
+        new = list(self._changes(self._prev, snap))
+        new.sort(key=lambda e: e.time)
+        self.events.extend(new)
+        self._prev = snap
+        return new
+
+    def since(self, start: float, end: float | None = None) -> list[Event]:
+        return [e for e in self.events if e.time >= start and (end is None or e.time <= end)]
+
+    def _changes(self, a: Snapshot | None, b: Snapshot) -> Iterator[Event]:
+        yield from self._config(b)
+        if a is None:
+            return
+        t = b.time
+        yield from _daemons(a, b, t)
+        ca, cb = a.cluster, b.cluster
+        if ca is None or cb is None:
+            return
+        old = {h.code: h for h in ca.checks}
+        new = {h.code: h for h in cb.checks}
+        for code, h in new.items():
+            lvl = ERR if h.severity == "HEALTH_ERR" else WARN
+            if code not in old:
+                yield Event(t, "health", code, f"raised {code}: {h.summary}", lvl)
+            elif old[code].severity != h.severity:
+                yield Event(t, "health", code, f"{code} is now {h.severity}: {h.summary}", lvl)
+        for code in old.keys() - new.keys():
+            yield Event(t, "health", code, f"cleared {code}", INFO)
+        for flag in sorted(set(cb.osd_flags) - set(ca.osd_flags)):
+            yield Event(t, "flag", flag, f"flag {flag} set", WARN)
+        for flag in sorted(set(ca.osd_flags) - set(cb.osd_flags)):
+            yield Event(t, "flag", flag, f"flag {flag} unset", INFO)
+        if ca.osdmap_epoch is not None and cb.osdmap_epoch is not None \
+                and cb.osdmap_epoch != ca.osdmap_epoch:
+            yield Event(t, "map", "osdmap",
+                        f"osdmap e{ca.osdmap_epoch} -> e{cb.osdmap_epoch}", INFO)
+        pa = {p.name: p for p in ca.pools}
+        pb = {p.name: p for p in cb.pools}
+        if ca.pools and cb.pools:  # pools are fetched rarely: empty means not yet
+            for name in pb.keys() - pa.keys():
+                yield Event(t, "pool", name, f"pool {name} created ({pb[name].pg_num} PGs)",
+                            INFO)
+            for name in pa.keys() - pb.keys():
+                yield Event(t, "pool", name, f"pool {name} deleted", WARN)
+            for name in pa.keys() & pb.keys():
+                if pa[name].pg_num != pb[name].pg_num:
+                    yield Event(t, "pool", name, f"pool {name} pg_num {pa[name].pg_num} -> "
+                                f"{pb[name].pg_num}", INFO)
+        sa, sb = set(ca.slow_ops_daemons), set(cb.slow_ops_daemons)
+        for d in sorted(sb - sa):
+            yield Event(t, "slow", d, f"slow ops on {d}", WARN)
+        for d in sorted(sa - sb):
+            yield Event(t, "slow", d, f"no more slow ops on {d}", INFO)
+
+    def _config(self, b: Snapshot) -> Iterator[Event]:
+        c = b.cluster
+        if c is None:
+            return
+        first = self._prev is None
+        for ch in c.config_log:
+            key = (ch.version, ch.name)
+            if key in self._config_seen:
+                continue
+            self._config_seen.add(key)
+            stamp = ch.stamp if ch.stamp is not None else b.time
+            if first and stamp < b.time - CONFIG_LOOKBACK:
+                continue
+            if ch.new is None:
+                text = f"config rm {ch.name} (was {ch.old})"
+            elif ch.old is None:
+                text = f"config set {ch.name} = {ch.new}"
+            else:
+                text = f"config set {ch.name}: {ch.old} -> {ch.new}"
+            yield Event(stamp, "config", ch.name, text, WARN)
+
+
+def _daemons(a: Snapshot, b: Snapshot, t: float) -> Iterator[Event]:
+    for name, d in b.daemons.items():
+        old = a.daemons.get(name)
+        if old is None:
+            continue
+        where = f" on {d.host}" if d.host else ""
+        if old.up is True and d.up is False:
+            yield Event(t, "osd", name, f"{name} down{where}", ERR)
+        elif old.up is False and d.up is True:
+            yield Event(t, "osd", name, f"{name} up{where}", INFO)
+        if old.in_ is True and d.in_ is False:
+            yield Event(t, "osd", name, f"{name} marked out", WARN)
+        elif old.in_ is False and d.in_ is True:
+            yield Event(t, "osd", name, f"{name} marked in", INFO)
+        if old.online is True and d.online is False:
+            yield Event(t, "chunkserver", name, f"chunkserver {name} offline", ERR)
+        elif old.online is False and d.online is True:
+            yield Event(t, "chunkserver", name, f"chunkserver {name} online", INFO)
+
+
+def events_of(snaps: Iterable[Snapshot]) -> list[Event]:
+    tl = Timeline(keep=1_000_000)
+    for s in snaps:
+        tl.add(s)
+    return list(tl.events)
+
+
+def flapping(events: Iterable[Event], now: float, window: float = 300.0,
+             min_downs: int = 2) -> dict[str, int]:
+    """Daemons marked down at least `min_downs` times in the window (K7.5)."""
+    counts: dict[str, int] = {}
+    for e in events:
+        if e.kind == "osd" and e.text.startswith(f"{e.target} down") \
+                and now - e.time <= window:
+            counts[e.target] = counts.get(e.target, 0) + 1
+    return {k: n for k, n in sorted(counts.items()) if n >= min_downs}
