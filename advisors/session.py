@@ -27,11 +27,11 @@ class Session:
     """Engine, timeline and (optionally) a recorder and the change journal, stepped together."""
 
     def __init__(self, engine: Any, recorder: Recorder | None = None, journal: Any = None,
-                 events_kept: int = 300) -> None:
+                 events_kept: int = 300, timeline_keep: int = 2000) -> None:
         self.engine = engine
         self.recorder = recorder
         self.journal = journal
-        self.timeline = Timeline()
+        self.timeline = Timeline(keep=timeline_keep)
         self.events_kept = events_kept
         self.started = time.time()
         self._journal_mtime: float | None = None
@@ -68,12 +68,12 @@ class Session:
             self.recorder.close()
 
 
-def replay(rec: Recording, engine: Any, start: int = 0,
-           keep: int = 600) -> Iterator[tuple[int, Step, tuple[Snapshot, ...]]]:
+def replay(rec: Recording, engine: Any, start: int = 0, keep: int = 600,
+           session: Session | None = None) -> Iterator[tuple[int, Step, tuple[Snapshot, ...]]]:
     """The recording's snapshots from the `start`th on, judged afresh by `engine`:
     (ordinal, step, the history the step was judged on)."""
     history: deque[Snapshot] = deque(maxlen=keep)
-    session = Session(engine)
+    session = session or Session(engine)
     for i, snap in enumerate(rec.snapshots(start), start):
         history.append(snap)
         yield i, session.step(snap, history), tuple(history)
@@ -95,3 +95,17 @@ def recorded_changes(rec: Recording) -> list[Any]:
             e = decode(Entry, r.data["e"])
             by_id[e.id] = e
     return list(by_id.values())
+
+
+class RecordedJournal:
+    """A recording's changes where the console expects the journal: shown, never undone."""
+
+    def __init__(self, path: Any) -> None:
+        self.path = path
+
+    def entries(self) -> list[Any]:
+        rec = Recording(self.path)
+        try:
+            return recorded_changes(rec)
+        finally:
+            rec.close()

@@ -20,8 +20,8 @@ deflate stream runs from one keyframe to the next, so what repeats between
 polls costs almost nothing, and a reader can start at any keyframe. Every
 frame is flushed to the file as it is written, so a crash loses at most the
 frame being written; a reader stops at a torn or corrupt frame and keeps what
-came before it. Floats are kept to 6 significant digits, and those of 1e8 and
-more (epoch times, byte counts) to the millisecond or byte.
+came before it. Floats are kept to 4 significant digits (a console shows 3),
+and those of 1e8 and more (epoch times, byte counts) to the millisecond or byte.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def encode(value: Any) -> Any:
         return int(value)
     if isinstance(value, float):
         # Epoch times need their milliseconds; rates and ratios need no more than this.
-        return round(value, 3) if abs(value) >= 1e8 else float(f"{value:.6g}")
+        return round(value, 3) if abs(value) >= 1e8 else float(f"{value:.4g}")
     if isinstance(value, Mapping):
         return {str(k): encode(v) for k, v in value.items()}
     if isinstance(value, tuple | list):
@@ -160,7 +160,7 @@ class Recorder:
     def __init__(self, path: Path, max_bytes: int = 256 << 20, keyframe_every: int = 60,
                  meta: Mapping[str, Any] | None = None) -> None:
         self.path = Path(path)
-        self.max_bytes = max(64 << 10, max_bytes)
+        self.max_bytes = max(4096, max_bytes)
         self.keyframe_every = max(1, keyframe_every)
         self.meta = dict(meta or {})
         self.rotations = 0

@@ -28,13 +28,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"stormdeck {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    from stormdeck import cli_change, cli_check, cli_lab, cli_mute, cli_snapshot, cli_watch
+    from stormdeck import (
+        cli_change,
+        cli_check,
+        cli_lab,
+        cli_mute,
+        cli_record,
+        cli_snapshot,
+        cli_watch,
+    )
 
     cli_watch.register(sub)
     cli_snapshot.register(sub)
     cli_check.register(sub)
     cli_change.register(sub)
     cli_mute.register(sub)
+    cli_record.register(sub)
     cli_lab.register(sub)
     return parser
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from stormdeck.cli_record import add_recording_options, recorder
 from stormdeck.sources import add_source_options, build_sources, conf_path
 
 
@@ -19,6 +20,9 @@ def register(sub: Any) -> None:
                    help="for slow links: polls no faster than every 2 s, ASCII graphs, "
                         "no animation")
     p.add_argument("--rules", default=None, help="a rules.toml overriding thresholds")
+    p.add_argument("--record", default=None, metavar="FILE",
+                   help="record the session while watching (replay: stormdeck replay FILE)")
+    add_recording_options(p)
     add_source_options(p)
     p.set_defaults(handler=cmd_watch)
 
@@ -38,8 +42,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
     mutes = MuteStore(state_dir() / "mutes.json")
     engine = Engine(load_settings(Path(args.rules) if args.rules else None), mutes=mutes)
     interval = max(2.0, args.interval) if args.low_bandwidth else args.interval
-    feed = Feed(sources, engine, interval=interval, timeout=args.timeout)
     journal = Journal(journal_path())
+    tape = recorder(args.record, args) if args.record else None
+    feed = Feed(sources, engine, interval=interval, timeout=args.timeout, recorder=tape,
+                journal=journal)
     ro = read_only(args)
     conf = conf_path(args)
 

@@ -17,6 +17,7 @@ from textual.widgets import Button, ContentSwitcher, Footer, Input, Static
 from advisors.plan import Plan, plan_from_finding, review
 from stormdeck.errors import UserError
 from stormdeck.text import printable
+from stormdeck.when import parse_when
 from tui.feed import Frame
 from tui.table import VirtualTable
 from tui.views import (
@@ -505,22 +506,3 @@ class StormdeckApp(App[None]):
         self.query_one(JournalTable).show_entries(
             entries, lambda ts: time.strftime("%m-%d %H:%M:%S", time.localtime(ts)))
 
-
-def parse_when(text: str, now: float) -> float:
-    """"HH:MM[:SS]" nearest to `now` (the frame shown), or "-90" / "+90" seconds from it."""
-    text = text.strip()
-    if text.startswith(("-", "+")):
-        try:
-            return now + float(text)
-        except ValueError:
-            raise ValueError(f"{text!r} is not a number of seconds") from None
-    parts = text.split(":")
-    try:
-        h, m, sec = (int(p) for p in [*parts, "0"][:3]) if len(parts) in (2, 3) else (0, 0, -1)
-    except ValueError:
-        h, m, sec = 0, 0, -1
-    if not (0 <= h < 24 and 0 <= m < 60 and 0 <= sec < 60):
-        raise ValueError(f"{text!r} is not a time: give HH:MM:SS, or -SECONDS")
-    day = time.localtime(now)
-    when = time.mktime((day.tm_year, day.tm_mon, day.tm_mday, h, m, sec, 0, 0, -1))
-    return min((when - 86400, when, when + 86400), key=lambda w: abs(w - now))

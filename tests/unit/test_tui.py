@@ -54,7 +54,8 @@ def incident(s, i):
               HealthCheck("SLOW_OPS", "HEALTH_WARN", "12 slow ops, oldest one blocked for "
                           "31 sec, osd.0 has slow ops"))
     s = with_daemon(s, "osd.1", up=False)
-    return with_cluster(s, num_pgs=sum(states.values()), pg_states=states, pg_flags=pg_flags_from_states(states),
+    return with_cluster(s, num_pgs=sum(states.values()), pg_states=states,
+                        pg_flags=pg_flags_from_states(states),
                         checks=checks, slow_ops=12, slow_ops_daemons=("osd.0",),
                         osdmap_epoch=100 + i, health="HEALTH_WARN",
                         recovering_bps=48e6, recovering_objects_per_sec=12.0)
@@ -287,7 +288,7 @@ async def test_looking_back_keeps_the_frame_and_returns_to_now() -> None:
 
 
 def test_times_to_go_to() -> None:
-    from tui.app import parse_when
+    from stormdeck.when import parse_when
 
     now = 1_800_000_000.0
     assert parse_when("-90", now) == now - 90

@@ -1,0 +1,198 @@
+"""`stormdeck record`, `replay` and `report`: sessions kept, studied again, and written up."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from stormdeck.errors import UserError
+from stormdeck.sources import add_source_options, build_sources
+from stormdeck.when import parse_when
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("record", help="record a session without a screen",
+                       description="Poll the cluster and record every snapshot, the advisors' "
+                                   "findings and the changes made, until --for runs out or "
+                                   "Ctrl-C. Replay it with `stormdeck replay FILE`.")
+    p.add_argument("file", help="the recording to create (it must not exist)")
+    p.add_argument("--for", dest="duration", type=float, default=None, metavar="SECONDS",
+                   help="stop after this many seconds (default: until interrupted)")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between polls")
+    add_recording_options(p)
+    p.add_argument("--rules", default=None, help="a rules.toml overriding thresholds")
+    add_source_options(p)
+    p.set_defaults(handler=cmd_record)
+
+    p = sub.add_parser("replay", help="the console on a recording",
+                       description="Open the console on a recording: p pauses, [ and ] step, "
+                                   "{ and } jump 60 s, g goes to a time, + and - change the "
+                                   "speed. The advisors judge it afresh; changes are off.")
+    p.add_argument("file", help="a recording made by `stormdeck record` or `watch --record`")
+    p.add_argument("--speed", type=float, default=1.0, help="times real time (default 1)")
+    p.add_argument("--start", default=None, metavar="TIME",
+                   help="where to begin: HH:MM:SS, +SECONDS from the start, or epoch seconds")
+    p.add_argument("--rules", default=None, help="a rules.toml overriding thresholds")
+    p.add_argument("--low-bandwidth", action="store_true", help="ASCII graphs, no animation")
+    p.set_defaults(handler=cmd_replay)
+
+    p = sub.add_parser("report", help="an incident report from a recording",
+                       description="Replay a recording through the advisors and write what "
+                                   "happened in a time window: the PG-state timeline, events, "
+                                   "findings and changes made. Markdown, or JSON with --json.")
+    p.add_argument("file", help="a recording")
+    p.add_argument("--from", dest="start", default=None, metavar="TIME",
+                   help="HH:MM:SS, +SECONDS from the recording's start, or epoch seconds")
+    p.add_argument("--to", dest="end", default=None, metavar="TIME",
+                   help="HH:MM:SS, -SECONDS from the recording's end, or epoch seconds")
+    p.add_argument("--json", action="store_true", help="JSON instead of Markdown")
+    p.add_argument("-o", "--output", default=None, help="write here instead of stdout")
+    p.add_argument("--rules", default=None, help="a rules.toml overriding thresholds")
+    p.set_defaults(handler=cmd_report)
+
+
+def add_recording_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-size", type=float, default=256.0, metavar="MIB",
+                   help="start the recording afresh past this size, keeping the older part "
+                        "as FILE.1 (default 256 MiB)")
+
+
+def recorder(path: str, args: argparse.Namespace) -> Any:
+    import platform
+
+    from collectors.recording import Recorder
+    from stormdeck import __version__
+
+    return Recorder(Path(path), max_bytes=int(args.max_size * (1 << 20)),
+                    meta={"writer": f"stormdeck {__version__}", "host": platform.node(),
+                          "interval": args.interval})
+
+
+def _engine(args: argparse.Namespace, mutes: Any = None) -> Any:
+    from advisors.engine import Engine
+    from advisors.settings import load_settings
+
+    return Engine(load_settings(Path(args.rules) if args.rules else None), mutes=mutes)
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from advisors.apply import journal_path
+    from advisors.journal import Journal
+    from advisors.session import Session
+    from collectors.hub import Hub
+
+    if args.duration is not None and args.duration <= 0:
+        raise UserError("--for takes a number of seconds above 0")
+    if args.interval < 0.1:
+        raise UserError("--interval takes at least 0.1 seconds")
+    if Path(args.file).exists():  # before any connection: say it first
+        raise UserError(f"{args.file} already exists: record to a new file, or remove it first")
+    sources = build_sources(args)
+    tape = recorder(args.file, args)
+    session = Session(_engine(args), recorder=tape, journal=Journal(journal_path()))
+    hub = Hub(sources, interval=args.interval, timeout=args.timeout)
+    stop = {"now": False}
+
+    def stopping(signum: int, frame: Any) -> None:
+        stop["now"] = True
+
+    old = signal.signal(signal.SIGTERM, stopping)
+    started = time.monotonic()
+    snaps = 0
+    hub.start()
+    try:
+        hub.wait_polls(1, timeout=hub.longest_poll + 1)
+        while not stop["now"]:
+            tick = time.monotonic()
+            snap = hub.snapshot()
+            session.step(snap, tuple(hub.history))
+            snaps += 1
+            if args.duration is not None and tick - started >= args.duration:
+                break
+            time.sleep(max(0.0, args.interval - (time.monotonic() - tick)))
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is how a recording without --for ends
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        hub.stop()
+        session.close()
+    size = Path(args.file).stat().st_size
+    print(f"recorded {snaps} snapshots over {time.monotonic() - started:.0f} s to "
+          f"{args.file} ({size / 1024:.0f} KiB"
+          + (f"; {tape.rotations} older part(s) in {args.file}.1" if tape.rotations else "")
+          + ")", file=sys.stderr)
+    return 0
+
+
+def open_recording(path: str) -> Any:
+    from collectors.recording import Recording
+
+    rec = Recording(Path(path))
+    if rec.torn:
+        print(f"stormdeck: {path}: {rec.torn}; replaying up to it", file=sys.stderr)
+    return rec
+
+
+def _when(text: str | None, anchor: float, what: str) -> float | None:
+    if text is None:
+        return None
+    try:
+        return parse_when(text, anchor)
+    except ValueError as exc:
+        raise UserError(f"{what}: {exc}") from None
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from advisors.session import RecordedJournal
+    from tui.app import StormdeckApp
+    from tui.feed import ReplayFeed
+
+    if args.speed <= 0:
+        raise UserError("--speed takes a number above 0")
+    rec = open_recording(args.file)
+    start = _when(args.start, rec.start, "--start")
+    feed = ReplayFeed(rec, lambda: _engine(args), speed=args.speed, start=start)
+    app = StormdeckApp(feed, executor_factory=None, journal=RecordedJournal(rec.path),
+                       read_only=True, cluster_name=f"replay of {Path(args.file).name}",
+                       low_bandwidth=args.low_bandwidth)
+    if args.low_bandwidth:
+        app.animation_level = "none"
+    app.run()
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from advisors import report
+    from advisors.session import Session, recorded_changes, replay
+
+    rec = open_recording(args.file)
+    start = _when(args.start, rec.start, "--from")
+    end = _when(args.end, rec.end, "--to")
+    if start is not None and end is not None and end < start:
+        raise UserError("--to is before --from")
+    first = max(0, rec.snapshot_at(start) - 900) if start is not None else 0
+    engine = _engine(args)
+    session = Session(engine, timeline_keep=1_000_000)
+    steps: list[tuple[Any, Any]] = []
+    for _, step, _ in replay(rec, engine, first, session=session):
+        steps.append((step.snapshot, step.findings))
+        if end is not None and step.snapshot.time > end:
+            break
+    try:
+        r = report.build(steps, list(session.timeline.events), recorded_changes(rec),
+                         source=f"recording {Path(args.file).name}", start=start, end=end)
+    except ValueError:
+        raise UserError("no snapshot of the recording falls in that window") from None
+    text = report.to_json(r) if args.json else report.to_markdown(r)
+    if args.output:
+        try:
+            Path(args.output).write_text(text)
+        except OSError as exc:
+            raise UserError(f"cannot write {args.output}: {exc.strerror}") from None
+    else:
+        sys.stdout.write(text)
+    return 0

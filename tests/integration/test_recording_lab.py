@@ -1,0 +1,83 @@
+"""A recording made on the real lab during load, a PG storm and an OSD restart replays as it
+was seen live: the same PG-state timeline, the same findings, the restart as down/up events."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from advisors.engine import Engine
+from advisors.session import Session, replay
+from advisors.timeline import pg_classes
+from collectors.ceph import CephSource
+from collectors.host import HostSource
+from collectors.hub import Hub
+from collectors.recording import Recorder, Recording
+from tests.conftest import LabCluster, run_cli
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_storm_replays_as_it_was_seen_live(lab_cluster: LabCluster, tmp_path: Path) -> None:
+    lab = lab_cluster
+    tape = Recorder(tmp_path / "storm.sdrec")
+    session = Session(Engine(), recorder=tape)
+    hub = Hub([CephSource(str(lab.conf), timeout=10), HostSource()], interval=1.0)
+    live: list[tuple[float, dict[str, int], set[tuple[str, str, str]]]] = []
+    results: dict[str, object] = {}
+
+    def incident() -> None:
+        results["load"] = lab.cli("lab", "load", "--seconds", "50", "--threads", "8")
+        time.sleep(5)
+        results["storm"] = lab.cli("lab", "storm", "--pgs", "128", timeout=300)
+        results["restart"] = lab.cli("lab", "storm", "--restart-osd", "1", timeout=300)
+        time.sleep(4)
+
+    storm = threading.Thread(target=incident)
+    hub.start()
+    try:
+        hub.wait_polls(1, timeout=30)
+        storm.start()
+        while storm.is_alive() or len(live) < 5:
+            tick = time.monotonic()
+            snap = hub.snapshot()
+            step = session.step(snap, tuple(hub.history))
+            live.append((snap.time, pg_classes(snap.cluster),
+                         {(f.rule, f.target, f.state) for f in step.findings}))
+            time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+            assert len(live) < 400, "the incident did not end"
+    finally:
+        hub.stop()
+        session.close()
+        storm.join(timeout=600)
+        lab.cli("lab", "load", "--stop")
+    for name in ("load", "storm", "restart"):
+        assert results[name].rc == 0, (name, results[name].err)  # type: ignore[attr-defined]
+
+    rec = Recording(tmp_path / "storm.sdrec")
+    assert rec.torn is None and len(rec) == len(live)
+    again = []
+    events = []
+    for _, step, _ in replay(rec, Engine()):
+        again.append((step.snapshot.time, pg_classes(step.snapshot.cluster),
+                      {(f.rule, f.target, f.state) for f in step.findings}))
+        events = step.events
+    assert [a[0] for a in again] == pytest.approx([x[0] for x in live], abs=0.002)
+    assert [a[1] for a in again] == [x[1] for x in live]  # the PG-state timeline
+    assert [a[2] for a in again] == [x[2] for x in live]  # the findings
+    # The storm was seen: PGs peering or inactive at some point, and the restart's events.
+    assert any(c.get("peering", 0) or c.get("inactive", 0) for _, c, _ in live)
+    texts = [e.text for e in events]
+    assert any(t.startswith("osd.1 down") for t in texts), texts
+    down = next(i for i, t in enumerate(texts) if t.startswith("osd.1 down"))
+    assert any(t.startswith("osd.1 up") for t in texts[down:]), texts
+    assert any(t.startswith("raised ") for t in texts), texts
+
+    # The report of the recording tells the same story.
+    md = run_cli("report", str(tmp_path / "storm.sdrec"))
+    assert md.rc == 0, md.err
+    assert "osd.1 down" in md.out and "osd.1 up" in md.out
+    assert "Went down: osd.1" in md.out
