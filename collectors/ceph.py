@@ -450,6 +450,11 @@ class CephSource:
     # Seconds between runs of each command group; 0 = every poll.
     FAST, SLOW, RARE = 0.0, 10.0, 300.0
     LOG_LINES = 30  # of the cluster log, as `ceph -w` would have shown them
+    # The monitors keep only the newest 50 entries per channel, whatever their level,
+    # before `log last` filters by level; the mgr's pgmap [DBG] lines (every 2 s) push
+    # the rest out within 100 s. So all levels are fetched every poll and the tail of
+    # the others is kept here.
+    LOG_FETCH = 50
     CONFIG_LOG = 20  # newest config changes: "what changed" in an incident
     # What derives from the osdmap (up/in, flags, pools, primaries) is fetched
     # again when its epoch moves, at most this often: a steady cluster pays
@@ -468,6 +473,7 @@ class CephSource:
         self.options = tuple(options)
         self._rados: Any = None
         self._cache: dict[str, _Cached] = {}
+        self._log: tuple[LogEntry, ...] = ()
 
     # -- connection --
 
@@ -575,8 +581,9 @@ class CephSource:
                  errors)
         versions = r("versions", self.RARE, now, lambda: parse_versions(mon("versions")), errors)
         helps = r("config help", self.RARE, now, self._config_help, errors)
-        log = r("log last", self.FAST, now, lambda: parse_log_last(
-            mon("log last", num=self.LOG_LINES, level="info", channel="cluster")), errors)
+        fresh = r("log last", self.FAST, now, lambda: parse_log_last(
+            mon("log last", num=self.LOG_FETCH, level="debug", channel="cluster")), errors)
+        log = self._log_tail(fresh or ())
         config_log = r("config log", 2.0, now, lambda: parse_config_log(
             mon("config log", num=self.CONFIG_LOG)), errors)
         partial = self._assemble(status, health, perf, io, df, dump, primaries, pools_raw,
@@ -584,6 +591,14 @@ class CephSource:
         assert partial.cluster is not None
         return replace(partial, cluster=replace(partial.cluster, log=log or (),
                                                 config_log=config_log or ()))
+
+    def _log_tail(self, fresh: Iterable[LogEntry]) -> tuple[LogEntry, ...]:
+        kept = {(e.who, e.seq, e.stamp): e for e in self._log}
+        for e in fresh:
+            if e.priority != "[DBG]":
+                kept[(e.who, e.seq, e.stamp)] = e
+        self._log = tuple(sorted(kept.values(), key=lambda e: (e.stamp, e.seq))[-self.LOG_LINES:])
+        return self._log
 
     def _config_help(self) -> dict[str, ConfigOption]:
         out = {}

@@ -13,13 +13,16 @@ from collectors.ceph import (
     count_primaries,
     parse_config_dump,
     parse_config_help,
+    parse_config_log,
     parse_health,
+    parse_log_last,
     parse_osd_df,
     parse_osd_dump,
     parse_osd_metadata,
     parse_osd_perf,
     parse_osd_status,
     parse_pools,
+    parse_stamp,
     parse_status,
     parse_versions,
 )
@@ -255,3 +258,38 @@ def test_osdmap_derived_commands_follow_the_epoch() -> None:
     assert len(calls) == 2
     src._run("pgs_brief", 300, 412.0, fetch, [], epoch=6)  # and at least every 300 s
     assert len(calls) == 3
+
+
+def test_config_log_is_one_change_per_option_oldest_first() -> None:
+    changes = parse_config_log(json.loads((PAC / "config_log.json").read_text()))
+    assert [c.version for c in changes] == sorted(c.version for c in changes)
+    sleep = [c for c in changes if c.name == "osd/osd_scrub_sleep"]
+    assert (sleep[0].old, sleep[0].new) == (None, "0.100000")  # set
+    assert (sleep[1].old, sleep[1].new) == ("0.100000", None)  # removed
+    assert sleep[0].stamp == pytest.approx(parse_stamp("2026-11-22T03:09:32.902586+0000"))
+    assert parse_stamp("0.000000") is None
+
+
+def test_the_cluster_log_tail_outlives_the_monitors_summary() -> None:
+    """The monitors keep 50 entries of any level; the mgr's [DBG] pgmap lines push the
+    others out in 100 s. The source keeps its own tail of what is not [DBG]."""
+    from tests.captured import CannedCeph, lab_outputs
+
+    rows = json.loads((PAC / "log_last.json").read_text())
+    assert {r["priority"] for r in rows} == {"[DBG]", "[WRN]"}
+    entries = parse_log_last(rows)
+    assert [e.stamp for e in entries] == sorted(e.stamp for e in entries)
+    src = CannedCeph(lab_outputs())
+    first = src.poll().cluster
+    assert first is not None
+    assert [e.priority for e in first.log] == ["[WRN]"]
+    assert "OSDMAP_FLAGS" in first.log[0].message
+    # Later the summary holds only [DBG] lines: the warning stays in the tail.
+    src.outputs["log last"] = json.dumps([r for r in rows if r["priority"] == "[DBG]"]).encode()
+    later = src.poll().cluster
+    assert later is not None and later.log == first.log
+    noisy = [{**rows[0], "seq": 10_000 + i, "priority": "[INF]", "message": f"m{i}",
+              "stamp": f"2030-01-01T00:00:{i:02d}.000000+0000"} for i in range(40)]
+    src.outputs["log last"] = json.dumps(noisy).encode()
+    tail = src.poll().cluster.log  # type: ignore[union-attr]
+    assert len(tail) == CephSource.LOG_LINES and tail[-1].message == "m39"

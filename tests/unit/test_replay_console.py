@@ -75,3 +75,52 @@ def test_the_demo_falls_back_to_the_recording_without_ceph() -> None:
     assert res.returncode == 0, res.stderr
     assert "replaying the lab storm" in res.stderr
     assert "# Incident report" in res.stdout and "osd.1 down" in res.stdout
+
+
+def test_the_live_feed_records_and_collects_while_the_operator_looks_back(
+        tmp_path: Path) -> None:
+    import time
+
+    from collectors.recording import Recorder
+    from tests.captured import CannedCeph, lab_outputs
+    from tui.feed import Feed
+
+    shown = []
+    feed = Feed([CannedCeph(lab_outputs())], Engine(), interval=0.25,
+                recorder=Recorder(tmp_path / "live.sdrec"))
+    feed.start(shown.append)
+    try:
+        deadline = time.monotonic() + 10
+        while len(shown) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        feed.step(-2)
+        held = shown[-1]
+        assert held.position.endswith("s back") and held is not feed.frames()[-1]
+        kept = len(feed.frames())
+        time.sleep(1.0)
+        assert len(feed.frames()) > kept  # collection goes on
+        assert shown[-1].snapshot.time == held.snapshot.time  # the view stays
+        feed.follow()
+        assert shown[-1].snapshot.time == feed.frames()[-1].snapshot.time
+        assert not shown[-1].position
+    finally:
+        feed.stop()
+    rec = Recording(tmp_path / "live.sdrec")
+    assert len(rec) == len(feed.frames()) and rec.torn is None
+
+
+@pytest.mark.asyncio
+async def test_r_writes_an_incident_report_of_the_session(tmp_path: Path,
+                                                          monkeypatch) -> None:
+    from tests.unit.test_tui import frames, incident
+    from tui.feed import StaticFeed
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    app = StormdeckApp(StaticFeed(frames(incident)))
+    async with app.run_test() as pilot:
+        await pilot.press("R")
+        await pilot.pause()
+    (md,) = (tmp_path / "stormdeck" / "reports").glob("*.md")
+    text = md.read_text()
+    assert "osd.1 down" in text and "raised OSD_DOWN" in text
+    assert md.with_suffix(".json").exists()
