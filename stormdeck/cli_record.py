@@ -100,7 +100,8 @@ def cmd_record(args: argparse.Namespace) -> int:
     def stopping(signum: int, frame: Any) -> None:
         stop["now"] = True
 
-    old = signal.signal(signal.SIGTERM, stopping)
+    # Ctrl-C and SIGTERM end the recording between frames, never inside one.
+    old = {sig: signal.signal(sig, stopping) for sig in (signal.SIGTERM, signal.SIGINT)}
     started = time.monotonic()
     snaps = 0
     hub.start()
@@ -114,10 +115,9 @@ def cmd_record(args: argparse.Namespace) -> int:
             if args.duration is not None and tick - started >= args.duration:
                 break
             time.sleep(max(0.0, args.interval - (time.monotonic() - tick)))
-    except KeyboardInterrupt:
-        pass  # Ctrl-C is how a recording without --for ends
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
         hub.stop()
         session.close()
     size = Path(args.file).stat().st_size

@@ -81,3 +81,28 @@ def test_a_storm_replays_as_it_was_seen_live(lab_cluster: LabCluster, tmp_path: 
     assert md.rc == 0, md.err
     assert "osd.1 down" in md.out and "osd.1 up" in md.out
     assert "Went down: osd.1" in md.out
+
+
+def test_record_ends_cleanly_on_sigterm_and_on_for(lab_cluster: LabCluster,
+                                                   tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    timed = run_cli("record", str(tmp_path / "a.sdrec"), "--for", "3", "-c",
+                    str(lab_cluster.conf))
+    assert timed.rc == 0 and "recorded" in timed.err, timed.err
+    assert 3 <= len(Recording(tmp_path / "a.sdrec")) <= 6
+    for sig in (signal.SIGTERM, signal.SIGINT):  # how services and operators end it
+        path = tmp_path / f"{sig.name}.sdrec"
+        proc = subprocess.Popen([sys.executable, "-m", "stormdeck", "record", str(path),
+                                 "-c", str(lab_cluster.conf)], stderr=subprocess.PIPE,
+                                text=True)
+        time.sleep(4)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0 and "recorded" in err, (sig, err)
+        rec = Recording(path)
+        assert rec.torn is None and len(rec) >= 2
+    report = run_cli("report", str(path), "--json")
+    assert report.rc == 0 and '"health_end": "HEALTH_' in report.out
