@@ -57,6 +57,7 @@ class Timeline:
         self.events: deque[Event] = deque(maxlen=keep)
         self._prev: Snapshot | None = None
         self._config_seen: set[tuple[int, str]] = set()
+        self._began: float | None = None
 
     def add(self, snap: Snapshot) -> list[Event]:
         new = list(self._changes(self._prev, snap))
@@ -117,14 +118,15 @@ class Timeline:
         c = b.cluster
         if c is None:
             return
-        first = self._prev is None
+        if self._began is None:
+            self._began = b.time
         for ch in c.config_log:
             key = (ch.version, ch.name)
             if key in self._config_seen:
                 continue
             self._config_seen.add(key)
             stamp = ch.stamp if ch.stamp is not None else b.time
-            if first and stamp < b.time - CONFIG_LOOKBACK:
+            if stamp < self._began - CONFIG_LOOKBACK:
                 continue
             if ch.new is None:
                 text = f"config rm {ch.name} (was {ch.old})"
@@ -135,24 +137,27 @@ class Timeline:
             yield Event(stamp, "config", ch.name, text, WARN)
 
 
+# A daemon's flag turning: (field, kind, text when it turns False, its level,
+# text when it turns True). Coming back is INFO.
+_TURNS = (
+    ("up", "osd", "{name} down{where}", ERR, "{name} up{where}"),
+    ("in_", "osd", "{name} marked out", WARN, "{name} marked in"),
+    ("online", "chunkserver", "chunkserver {name} offline", ERR, "chunkserver {name} online"),
+)
+
+
 def _daemons(a: Snapshot, b: Snapshot, t: float) -> Iterator[Event]:
     for name, d in b.daemons.items():
         old = a.daemons.get(name)
         if old is None:
             continue
         where = f" on {d.host}" if d.host else ""
-        if old.up is True and d.up is False:
-            yield Event(t, "osd", name, f"{name} down{where}", ERR)
-        elif old.up is False and d.up is True:
-            yield Event(t, "osd", name, f"{name} up{where}", INFO)
-        if old.in_ is True and d.in_ is False:
-            yield Event(t, "osd", name, f"{name} marked out", WARN)
-        elif old.in_ is False and d.in_ is True:
-            yield Event(t, "osd", name, f"{name} marked in", INFO)
-        if old.online is True and d.online is False:
-            yield Event(t, "chunkserver", name, f"chunkserver {name} offline", ERR)
-        elif old.online is False and d.online is True:
-            yield Event(t, "chunkserver", name, f"chunkserver {name} online", INFO)
+        for attr, kind, off, level, back in _TURNS:
+            was, now = getattr(old, attr), getattr(d, attr)
+            if was is True and now is False:
+                yield Event(t, kind, name, off.format(name=name, where=where), level)
+            elif was is False and now is True:
+                yield Event(t, kind, name, back.format(name=name, where=where), INFO)
 
 
 def events_of(snaps: Iterable[Snapshot]) -> list[Event]:

@@ -337,10 +337,7 @@ class StormdeckApp(App[None]):
             self.notify(f"polling every {interval:g} s")
 
     def action_goto(self) -> None:
-        box = self.query_one("#goto", Input)
-        box.disabled = False
-        box.add_class("shown")
-        box.focus()
+        self._reveal(self.query_one("#goto", Input))
 
     @on(Input.Submitted, "#goto")
     def goto_done(self, event: Input.Submitted) -> None:
@@ -388,7 +385,9 @@ class StormdeckApp(App[None]):
         self.notify(printable(f"report written: {base}.md and .json", 300), markup=False)
 
     def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
+        self._reveal(self.query_one("#filter", Input))
+
+    def _reveal(self, box: Input) -> None:
         box.disabled = False
         box.add_class("shown")
         box.focus()
