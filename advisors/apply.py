@@ -61,10 +61,16 @@ class CephAdmin:
         self._src.close()
 
     def cmd(self, prefix: str, **args: Any) -> Any:
+        return self._send("mon", prefix, args)
+
+    def mgr_cmd(self, prefix: str, **args: Any) -> Any:
+        return self._send("mgr", prefix, args)
+
+    def _send(self, target: str, prefix: str, args: dict[str, Any]) -> Any:
         from collectors.ceph import CommandError
 
         try:
-            out = self._src._send("mon", {"prefix": prefix, **args}, self._src.timeout)
+            out = self._src._send(target, {"prefix": prefix, **args}, self._src.timeout)
         except CommandError as exc:
             raise UserError(f"Ceph refused `{prefix}`: {exc}") from None
         return json.loads(out) if out.strip() else None

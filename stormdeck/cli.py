@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         cli_mute,
         cli_record,
         cli_snapshot,
+        cli_validate,
         cli_watch,
     )
 
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_change.register(sub)
     cli_mute.register(sub)
     cli_record.register(sub)
+    cli_validate.register(sub)
     cli_lab.register(sub)
     return parser
 

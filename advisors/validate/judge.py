@@ -1,0 +1,287 @@
+"""Pass, warn or fail: each validation step's verdict on its measurements, with the evidence
+and the KNOWLEDGE.md section it rests on. Pure functions, tested on recorded measurements."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
+ORDER = {PASS: 0, SKIP: 0, WARN: 1, FAIL: 2}
+GOOD_PROFILES = ("latency-performance", "network-latency")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    check: str  # "tuned profile on vm", "pool rbd pg_num"
+    verdict: str  # PASS | WARN | FAIL | SKIP
+    summary: str
+    source: str  # KNOWLEDGE.md section(s)
+    evidence: tuple[str, ...] = ()
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+def worst(verdicts: Iterable[Verdict]) -> str:
+    out = PASS
+    for v in verdicts:
+        if ORDER[v.verdict] > ORDER[out]:
+            out = v.verdict
+    return out
+
+
+# ---- hosts --------------------------------------------------------------------------
+
+
+def tuned(host: str, profile: str | None) -> Verdict:
+    if profile is None:
+        return Verdict(f"tuned profile on {host}", SKIP, "not readable from here", "K1.9")
+    if profile in GOOD_PROFILES:
+        return Verdict(f"tuned profile on {host}", PASS, f"{profile}", "K1.9")
+    return Verdict(f"tuned profile on {host}", WARN,
+                   f"{profile or 'none'}: use latency-performance or network-latency to avoid "
+                   "latency spikes from CPU power-state changes", "K1.9",
+                   (f"/etc/tuned/active_profile: {profile or '(none)'}",))
+
+
+def cores(daemon: str, allowed: float | None, used: float | None) -> Verdict:
+    """2-4 cores per OSD is the minimum that lets it use them all; the knee is ~8-12 (K1.2-K1.5)."""
+    name = f"cores allowed to {daemon}"
+    if allowed is None:
+        return Verdict(name, SKIP, "not measurable from here (not on this host)", "K1.2-K1.5")
+    ev = (f"allowed {allowed:g} cores (affinity and cgroup quota)",
+          f"used {used:.2f} cores" if used is not None else "used: unknown")
+    if allowed < 2:
+        return Verdict(name, FAIL, f"{allowed:g} core(s): below the 2-4 an OSD needs for small "
+                       "random IO", "K1.2-K1.5", ev, {"allowed": allowed})
+    if allowed > 16:
+        return Verdict(name, WARN, f"{allowed:g} cores: beyond the knee (~8-12): an OSD rarely "
+                       "uses more than 16 (K1.3); fewer per OSD leaves cores for others",
+                       "K1.3-K1.4", ev, {"allowed": allowed})
+    return Verdict(name, PASS, f"{allowed:g} cores", "K1.2-K1.5", ev, {"allowed": allowed})
+
+
+def op_threads(daemon: str, threads: int | None, allowed: float | None) -> Verdict:
+    """Op worker threads (shards x threads per shard) against the cores the OSD may use (K1.6)."""
+    name = f"op threads of {daemon}"
+    if threads is None or allowed is None:
+        return Verdict(name, SKIP, "shards, threads or cores unknown", "K1.6")
+    ev = (f"{threads} op worker threads", f"{allowed:g} cores allowed")
+    if threads > 4 * allowed:
+        return Verdict(name, WARN, f"{threads} op threads on {allowed:g} cores: they contend; "
+                       "give the OSD more cores or fewer shards", "K1.6", ev)
+    return Verdict(name, PASS, f"{threads} op threads on {allowed:g} cores", "K1.6", ev)
+
+
+def write_cache(device: str, fio_iops: float | None, device_wps: float | None,
+                kernel_view: str | None) -> Verdict:
+    """K2.5: fio's fdatasync IOPS equals the device's w/s when its cache is off; about half of
+    it when the cache is still on (each sync reaches the disk as a write plus a flush)."""
+    name = f"write cache of {device}"
+    if fio_iops is None or not device_wps:
+        return Verdict(name, SKIP, "no fio measurement", "K2.5, K6.4")
+    ratio = fio_iops / device_wps
+    ev = (f"fio 4K fdatasync writes: {fio_iops:.0f} IOPS",
+          f"{device} w/s over the same seconds (/proc/diskstats): {device_wps:.0f}",
+          f"ratio {ratio:.2f}; kernel's view: {kernel_view or 'unknown'}")
+    data = {"fio_iops": fio_iops, "device_wps": device_wps, "ratio": ratio}
+    if ratio < 0.7:
+        return Verdict(name, FAIL, f"fio does {ratio:.0%} of the device's writes: the "
+                       "volatile write cache is on (or the host was not rebooted since it "
+                       "was turned off)", "K2.5, K6.4", ev, data)
+    return Verdict(name, PASS, f"fio IOPS matches the device's w/s ({ratio:.0%})",
+                   "K2.5, K6.4", ev, data)
+
+
+# ---- cluster settings ------------------------------------------------------------------
+
+
+def pg_num(pool: str, pgs: int) -> Verdict:
+    ok = pgs > 0 and pgs & (pgs - 1) == 0
+    return Verdict(f"pool {pool} pg_num", PASS if ok else WARN,
+                   f"{pgs}" if ok else f"{pgs} is not a power of two: PGs split unevenly, "
+                   f"so data spreads unevenly; use {1 << round(math.log2(max(1, pgs)))}",
+                   "K4.2", (f"pg_num {pgs}",))
+
+
+def ec_pool(pool: str, k: int | None, m: int | None, release: str | None,
+            flags: Sequence[str], stripe_unit: int | None) -> Verdict:
+    name = f"EC pool {pool}"
+    ev = (f"k={k} m={m}", f"release {release}", f"stripe_unit {stripe_unit}")
+    fast = release in ("tentacle", "umbrella") or (release or "") > "tentacle"
+    if not fast:
+        return Verdict(name, PASS, f"{k}+{m}; fast EC needs Tentacle (20.2) or later",
+                       "K5.1, K7.3", ev)
+    if "ec_optimizations" not in flags:
+        return Verdict(name, WARN, "fast EC is off: small reads 2-3x and writes 2x slower "
+                       "than they could be (allow_ec_optimizations; it cannot be undone)",
+                       "K5.1-K5.3, K7.3", ev)
+    if stripe_unit is not None and stripe_unit < 16384:
+        return Verdict(name, WARN, f"fast EC on, stripe_unit {stripe_unit}: new pools "
+                       "should use 16K", "K5.2", ev)
+    return Verdict(name, PASS, "fast EC on", "K5.1-K5.2", ev)
+
+
+def scrub(values: Mapping[str, str | None]) -> list[Verdict]:
+    """K3.6: scrubs that wait for idle hosts and leave gaps for client IO."""
+    out = []
+    sleep = _num(values.get("osd_scrub_sleep"))
+    if sleep is not None:
+        out.append(Verdict("osd_scrub_sleep", PASS if sleep >= 0.1 else WARN,
+                           f"{sleep:g} s" + ("" if sleep >= 0.1 else
+                                             ": scrubs run back to back and starve client "
+                                             "IO; set 0.1"), "K3.6",
+                           (f"osd_scrub_sleep = {values.get('osd_scrub_sleep')}",)))
+    load = _num(values.get("osd_scrub_load_threshold"))
+    if load is not None:
+        out.append(Verdict("osd_scrub_load_threshold", PASS if load >= 1 else WARN,
+                           f"{load:g}" + ("" if load >= 1 else ": on many-core hosts the "
+                                          "load average is never this low, so scrubs are "
+                                          "always late; raise it (e.g. 5)"), "K3.6"))
+    for opt, floor in (("osd_scrub_min_interval", 86400.0),
+                       ("osd_deep_scrub_interval", 604800.0)):
+        v = _num(values.get(opt))
+        if v is not None:
+            out.append(Verdict(opt, PASS if v >= floor else WARN,
+                               f"{v / 86400:g} days" + ("" if v >= floor else
+                                                        ": more often than the defaults"),
+                               "K3.6"))
+    return out
+
+
+def secure_mode(modes: Mapping[str, str | None]) -> Verdict:
+    on = [k for k, v in modes.items() if v and v.split(" ")[0] == "secure"]
+    if on:
+        return Verdict("messenger secure mode", WARN, f"{', '.join(on)} prefer secure: "
+                       "on-wire encryption costs 30-40% of performance; use it where the "
+                       "network needs it", "K1.9", tuple(f"{k} = {modes[k]}" for k in on))
+    return Verdict("messenger secure mode", PASS, "crc (no on-wire encryption)", "K1.9")
+
+
+def _num(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+# ---- curves --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    x: float  # concurrency, or cores
+    iops: float
+    latency: float  # seconds, average
+    extra: Mapping[str, float] = field(default_factory=dict)
+
+
+def knee(points: Sequence[Point]) -> int | None:
+    """The saturation point of a response curve (K5.5's hockey stick): with latency against
+    IOPS, both scaled to 0..1, the point furthest below the straight line from the first
+    point to the last (the Kneedle method). Before it IOPS grows faster than latency,
+    after it latency grows faster than IOPS. None if the curve does not bend that way."""
+    pts = sorted((p for p in points if p.iops > 0 and p.latency > 0), key=lambda p: p.x)
+    if len(pts) < 3:
+        return None
+    x0, x1 = min(p.iops for p in pts), max(p.iops for p in pts)
+    y0, y1 = min(p.latency for p in pts), max(p.latency for p in pts)
+    if x1 == x0:
+        return None
+
+    def bend(p: Point) -> float:
+        y = (p.latency - y0) / (y1 - y0) if y1 > y0 else 0.0
+        return (p.iops - x0) / (x1 - x0) - y
+
+    best = max(pts, key=bend)
+    return list(points).index(best) if bend(best) > 0.02 else None
+
+
+def headroom(points: Sequence[Point], fraction: float = 0.7) -> Point | None:
+    """Where the curve reaches `fraction` of its most IOPS (K5.5: keep production below
+    ~70%), interpolated between the points either side."""
+    if not points:
+        return None
+    top = max(p.iops for p in points)
+    want = fraction * top
+    prev = None
+    for p in sorted(points, key=lambda p: p.x):
+        if p.iops >= want:
+            if prev is None or p.iops == prev.iops:
+                return Point(p.x, want, p.latency)
+            f = (want - prev.iops) / (p.iops - prev.iops)
+            return Point(prev.x + f * (p.x - prev.x), want,
+                         prev.latency + f * (p.latency - prev.latency))
+        prev = p
+    return None
+
+
+def response_curve(kind: str, points: Sequence[Point]) -> Verdict:
+    name = f"{kind} response curve"
+    if len(points) < 3:
+        return Verdict(name, SKIP, "too few points", "K5.5")
+    k = knee(points)
+    top = max(points, key=lambda p: p.iops)
+    h = headroom(points)
+    ev = tuple(f"{p.x:g} in flight: {p.iops:.0f} IOPS at {p.latency * 1000:.2f} ms"
+               for p in points)
+    data: dict[str, Any] = {"max_iops": top.iops, "knee": None, "headroom": None}
+    if h is not None:
+        data["headroom"] = {"iops": h.iops, "in_flight": h.x, "latency": h.latency}
+    if k is None:
+        return Verdict(name, WARN, "no knee found: the curve is not a hockey stick (too "
+                       "short a run, or the load generator is the limit)", "K5.5", ev, data)
+    data["knee"] = {"in_flight": points[k].x, "iops": points[k].iops,
+                    "latency": points[k].latency}
+    last = points[-1]
+    summary = (f"knee at {points[k].x:g} in flight: {points[k].iops:.0f} IOPS at "
+               f"{points[k].latency * 1000:.2f} ms; most {top.iops:.0f} IOPS")
+    if h is not None:
+        summary += (f"; 70% headroom point {h.iops:.0f} IOPS (~{h.x:.1f} in flight, "
+                    f"{h.latency * 1000:.2f} ms)")
+    if k == len(points) - 1 and last.iops >= top.iops:
+        return Verdict(name, WARN, summary + "; still rising at the last point: the knee "
+                       "may lie beyond it", "K5.5", ev, data)
+    return Verdict(name, PASS, summary, "K5.5", ev, data)
+
+
+def peering(seconds: float | None, pgs: int, previous: Sequence[float] = ()) -> Verdict:
+    name = f"peering time of {pgs} new PGs"
+    if seconds is None:
+        return Verdict(name, FAIL, "not active+clean within the time allowed", "K3")
+    ev = [f"{seconds:.1f} s to active+clean"]
+    data = {"seconds": seconds, "pgs": pgs}
+    if previous:
+        best = min(previous)
+        ev.append(f"earlier runs: {', '.join(f'{p:.1f} s' for p in previous[-5:])}")
+        if seconds > 1.5 * best and seconds - best > 5:
+            return Verdict(name, WARN, f"{seconds:.1f} s, slower than the best earlier run "
+                           f"({best:.1f} s): something changed", "K3", tuple(ev), data)
+    return Verdict(name, PASS, f"{seconds:.1f} s", "K3", tuple(ev), data)
+
+
+def cpu_scaling(daemon: str, points: Sequence[Point]) -> Verdict:
+    """K1: IOPS at each core limit; per allocated and per used core; where adding a core
+    stops paying (less than 10% more IOPS)."""
+    name = f"CPU scaling of {daemon}"
+    if len(points) < 2:
+        return Verdict(name, SKIP, "fewer than two core limits measured", "K1.2-K1.5")
+    ev = []
+    for p in points:
+        used = p.extra.get("cores_used")
+        per_used = f", {p.iops / used:.0f} per used core" if used else ""
+        ev.append(f"{p.x:g} cores: {p.iops:.0f} IOPS, {p.iops / p.x:.0f} per allocated core"
+                  + per_used)
+    knee_at = points[-1].x
+    for a, b in itertools.pairwise(points):
+        if b.iops < a.iops * 1.10:
+            knee_at = a.x
+            break
+    data = {"knee_cores": knee_at, "points": [(p.x, p.iops) for p in points]}
+    gain = points[-1].iops / points[0].iops if points[0].iops else 0.0
+    summary = (f"{points[0].x:g} -> {points[-1].x:g} cores: x{gain:.2f} IOPS; adding cores "
+               f"stops paying at {knee_at:g}")
+    verdict = WARN if knee_at <= 1 else PASS
+    return Verdict(name, verdict, summary, "K1.2-K1.5", tuple(ev), data)

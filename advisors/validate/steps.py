@@ -1,0 +1,449 @@
+"""The validation steps: each measures the real cluster and host, hands the measurements to
+judge.py, and registers the undoing of whatever it creates before it creates it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from advisors.validate import judge
+from advisors.validate.judge import Point, Verdict
+from collectors.model import Snapshot
+from stormdeck.errors import UserError
+
+POOL_PREFIX = "stormdeck-validate-"
+SCRATCH_NAME = "stormdeck-validate-scratch"
+
+
+class Cancelled(Exception):
+    """The operator cancelled: clean up and stop."""
+
+
+@dataclass
+class Options:
+    conf: str | None
+    quick: bool = False
+    scratch_dir: Path = Path("/var/tmp")
+    confirmed_devices: tuple[str, ...] = ()  # typed names of devices that hold data
+    peering_pgs: int = 256
+    cpu_sweep: bool = False  # on a test cluster only: limits an OSD's cores
+    cpu_osd: str | None = None
+    state_dir: Path = Path("/var/tmp")
+
+
+class Cleanup:
+    """What to undo, registered before it is done; undone in reverse, every item tried."""
+
+    def __init__(self) -> None:
+        self._items: list[tuple[str, Callable[[], None]]] = []
+        self._lock = threading.Lock()
+        self.done: list[str] = []
+        self.failed: list[str] = []
+
+    def push(self, what: str, undo: Callable[[], None]) -> None:
+        with self._lock:
+            self._items.append((what, undo))
+
+    def pop(self, what: str) -> None:
+        """Undo one item now (its step is over)."""
+        with self._lock:
+            found = [i for i in self._items if i[0] == what]
+            for item in found:
+                self._items.remove(item)
+        for w, undo in found:
+            self._run(w, undo)
+
+    def run_all(self) -> None:
+        with self._lock:
+            items, self._items = self._items[::-1], []
+        for what, undo in items:
+            self._run(what, undo)
+
+    def _run(self, what: str, undo: Callable[[], None]) -> None:
+        try:
+            undo()
+            self.done.append(what)
+        except Exception as exc:  # every item is tried; what failed is reported
+            self.failed.append(f"{what}: {exc}")
+
+
+@dataclass
+class Ctx:
+    """What a step works with: the cluster, the host, cancel, progress, cleanup."""
+
+    options: Options
+    admin: Any  # advisors.apply.CephAdmin
+    snapshot: Snapshot
+    cancel: threading.Event = field(default_factory=threading.Event)
+    cleanup: Cleanup = field(default_factory=Cleanup)
+    progress: Callable[[float, str], None] = lambda fraction, text: None
+    confirm: Callable[[str, str], bool] = lambda prompt, phrase: False
+
+    def check(self) -> None:
+        if self.cancel.is_set():
+            raise Cancelled()
+
+    def sleep(self, seconds: float) -> None:
+        if self.cancel.wait(seconds):
+            raise Cancelled()
+
+    def run(self, argv: Sequence[str], timeout: float) -> str:
+        """A tool run that a cancel interrupts (SIGINT, then SIGKILL): its stdout."""
+        self.check()
+        try:
+            proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, start_new_session=True)
+        except OSError as exc:
+            raise UserError(f"cannot run {argv[0]}: {exc.strerror}") from None
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None:
+            if self.cancel.is_set() or time.monotonic() > deadline:
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                if self.cancel.is_set():
+                    raise Cancelled()
+                raise UserError(f"{Path(argv[0]).name} did not finish in {timeout:.0f} s")
+            time.sleep(0.1)
+        out, err = proc.communicate()
+        if proc.returncode != 0:
+            lines = (err or out).strip().splitlines()
+            why = lines[-1] if lines else f"exit {proc.returncode}"
+            raise UserError(f"{Path(argv[0]).name} failed: {why}")
+        return out
+
+    def rados(self, *args: str) -> list[str]:
+        base = [shutil.which("rados") or "rados"]
+        if self.options.conf:
+            base += ["-c", self.options.conf]
+        return [*base, *args]
+
+
+# ---- pools ---------------------------------------------------------------------------
+
+
+@contextmanager
+def scratch_pool(ctx: Ctx, name: str, pgs: int) -> Iterator[str]:
+    """A pool of our own for the step, gone when the step ends, is cancelled, or fails."""
+    pool = POOL_PREFIX + name
+    ctx.cleanup.push(f"pool {pool}", lambda: delete_pool(ctx.admin, pool))
+    ctx.admin.cmd("osd pool create", pool=pool, pg_num=pgs, pgp_num=pgs)
+    try:
+        yield pool
+    finally:
+        ctx.cleanup.pop(f"pool {pool}")
+
+
+def delete_pool(admin: Any, pool: str) -> None:
+    if pool not in (admin.cmd("osd pool ls") or []):
+        return
+    allowed = admin.config_db("mon", "mon_allow_pool_delete")
+    if (allowed or "false").lower() != "true":
+        # Pool deletion is off on a careful cluster: on for our pool only, then as it was.
+        admin.config_set("mon", "mon_allow_pool_delete", "true")
+    try:
+        admin.cmd("osd pool rm", pool=pool, pool2=pool, yes_i_really_really_mean_it=True)
+    finally:
+        if (allowed or "false").lower() != "true":
+            if allowed is None:
+                admin.config_rm("mon", "mon_allow_pool_delete")
+            else:
+                admin.config_set("mon", "mon_allow_pool_delete", allowed)
+
+
+def leftover_pools(admin: Any) -> list[str]:
+    return [p for p in (admin.cmd("osd pool ls") or []) if p.startswith(POOL_PREFIX)]
+
+
+def pool_clean(admin: Any, pool: str) -> tuple[int, int]:
+    """(PGs of the pool active+clean, its PGs): others' PGs do not time our pool."""
+    out = admin.mgr_cmd("pg ls-by-pool", poolstr=pool)
+    stats = out.get("pg_stats", []) if isinstance(out, dict) else (out or [])
+    clean = sum(1 for p in stats if p.get("state") == "active+clean")
+    return clean, len(stats)
+
+
+# ---- step 1: hosts -------------------------------------------------------------------
+
+
+def host_checks(ctx: Ctx) -> list[Verdict]:
+    snap = ctx.snapshot
+    out = [judge.tuned(h.name, h.tuned_profile) for h in snap.hosts.values()]
+    osds = [d for d in snap.daemons.values() if d.kind == "osd"]
+    for d in osds:
+        if d.cores_allowed is not None:
+            out.append(judge.cores(d.id, d.cores_allowed, d.cores_used))
+            out.append(judge.op_threads(d.id, op_thread_count(snap, d), d.cores_allowed))
+    if not any(d.cores_allowed is not None for d in osds):
+        out.append(Verdict("cores allowed per OSD", judge.SKIP, "no OSD of this cluster runs "
+                           "on this host (run the exporter on OSD hosts, or validate there)",
+                           "K1.2-K1.5"))
+    ctx.progress(0.3, "host settings read; measuring the write cache with fio")
+    out.append(write_cache_check(ctx))
+    return out
+
+
+def op_thread_count(snap: Snapshot, d: Any) -> int | None:
+    """Op worker threads an OSD runs: shards x threads per shard, for its device class."""
+    c = snap.cluster
+    if c is None:
+        return None
+    kind = "ssd" if d.device_class in ("ssd", "nvme") else "hdd"
+
+    def value(name: str) -> int | None:
+        opt = c.config.get(name)
+        if opt is None or not opt.exists:
+            return None
+        for who in (d.id, "osd", "global"):
+            if who in opt.values:
+                return _int(opt.values[who])
+        return _int(opt.default)
+
+    shards = value("osd_op_num_shards") or value(f"osd_op_num_shards_{kind}")
+    threads = value("osd_op_num_threads_per_shard") or \
+        value(f"osd_op_num_threads_per_shard_{kind}")
+    return shards * threads if shards and threads else None
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(float(text)) if text is not None else None
+    except ValueError:
+        return None
+
+
+def device_of(path: Path) -> str | None:
+    """The block device a directory's filesystem sits on ("vda", "sdb1"), if it has one."""
+    st = os.stat(path)
+    link = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+    return Path(os.path.realpath(link)).name if link.exists() else None
+
+
+def write_cache_check(ctx: Ctx) -> Verdict:
+    """K2.5: fio 4K writes with fdatasync on a pre-filled scratch file, against the w/s the
+    device shows in /proc/diskstats over the same seconds."""
+    from collectors.host import parse_diskstats
+
+    directory = ctx.options.scratch_dir
+    dev = device_of(directory)
+    if dev is None:
+        return Verdict(f"write cache under {directory}", judge.SKIP,
+                       f"{directory} is on no block device (tmpfs, overlay)", "K2.5, K6.4")
+    if shutil.which("fio") is None:
+        return Verdict(f"write cache of {dev}", judge.SKIP, "fio is not installed", "K2.5")
+    holders = [d for k in ctx.snapshot.disks.values() if k.name == dev for d in k.daemons]
+    if holders and dev not in ctx.options.confirmed_devices and not ctx.confirm(
+            f"{dev} holds {', '.join(holders)}: writing a scratch file to it competes with "
+            "them. Type the device name to go on:", dev):
+        return Verdict(f"write cache of {dev}", judge.SKIP,
+                       f"{dev} holds {', '.join(holders)}; not confirmed", "K2.5")
+    scratch = directory / SCRATCH_NAME
+    ctx.cleanup.push(f"file {scratch}", lambda: scratch.unlink(missing_ok=True))
+    try:
+        size = 64 if ctx.options.quick else 1024
+        seconds = 5 if ctx.options.quick else 30
+        ctx.run(["dd", "if=/dev/zero", f"of={scratch}", "bs=1M", f"count={size}",
+                 "oflag=direct", "status=none"], timeout=300)
+        ctx.progress(0.5, f"fio on {scratch} for {seconds} s")
+        before = parse_diskstats(Path("/proc/diskstats").read_text()).get(dev)
+        started = time.monotonic()
+        out = ctx.run(["fio", "--name=stormdeck-validate", f"--filename={scratch}",
+                       "--rw=randwrite", "--ioengine=psync", "--fdatasync=1", "--bs=4k",
+                       "--iodepth=1", f"--numjobs={4 if ctx.options.quick else 32}",
+                       f"--size={size}M", f"--runtime={seconds}", "--time_based",
+                       "--group_reporting", "--output-format=json"], timeout=seconds + 120)
+        elapsed = time.monotonic() - started
+        after = parse_diskstats(Path("/proc/diskstats").read_text()).get(dev)
+    finally:
+        ctx.cleanup.pop(f"file {scratch}")
+    try:
+        iops = float(json.loads(out[out.index("{"):])["jobs"][0]["write"]["iops"])
+    except (ValueError, KeyError, IndexError) as exc:
+        raise UserError(f"fio's output is not what stormdeck reads ({exc})") from None
+    wps = (after.writes - before.writes) / elapsed if before and after else None
+    kernel = next((k.write_cache for k in ctx.snapshot.disks.values() if k.name == dev), None)
+    return judge.write_cache(dev, iops, wps, kernel)
+
+
+# ---- step 2: cluster settings ---------------------------------------------------------------
+
+
+def cluster_settings(ctx: Ctx) -> list[Verdict]:
+    c = ctx.snapshot.cluster
+    if c is None:
+        return [Verdict("cluster settings", judge.SKIP, "no Ceph cluster", "K4.2")]
+    out = [judge.pg_num(p.name, p.pg_num) for p in c.pools
+           if not p.name.startswith(POOL_PREFIX)]
+    out += [judge.ec_pool(p.name, p.ec_k, p.ec_m, c.release, p.flags, p.stripe_unit)
+            for p in c.pools if p.type == "erasure"]
+
+    def effective(name: str) -> str | None:
+        opt = c.config.get(name)
+        if opt is None or not opt.exists:
+            return None
+        return opt.values.get("osd", opt.values.get("global", opt.default))
+
+    out += judge.scrub({n: effective(n) for n in (
+        "osd_scrub_sleep", "osd_scrub_load_threshold", "osd_scrub_min_interval",
+        "osd_deep_scrub_interval")})
+    out.append(judge.secure_mode({n: effective(n) for n in (
+        "ms_cluster_mode", "ms_service_mode", "ms_client_mode")}))
+    return out
+
+
+# ---- step 3: response curve ---------------------------------------------------------------
+
+_AVG_IOPS = re.compile(r"^Average IOPS:\s+([\d.]+)", re.M)
+_AVG_LAT = re.compile(r"^Average Latency\(s\):\s+([\d.eE+-]+)", re.M)
+
+
+def parse_bench(text: str) -> tuple[float, float]:
+    """`rados bench` summary: (average IOPS, average latency in seconds)."""
+    iops, lat = _AVG_IOPS.search(text), _AVG_LAT.search(text)
+    if not iops or not lat:
+        raise UserError("rados bench printed no summary (Average IOPS / Average Latency)")
+    return float(iops.group(1)), float(lat.group(1))
+
+
+def levels(quick: bool) -> list[int]:
+    return [1, 2, 4, 8, 16, 32] if quick else [1, 2, 4, 8, 16, 32, 64, 128]
+
+
+def response_curves(ctx: Ctx) -> tuple[list[Verdict], dict[str, list[Point]]]:
+    seconds = 2 if ctx.options.quick else 180
+    warm = 1 if ctx.options.quick else 30
+    steps = levels(ctx.options.quick)
+    curves: dict[str, list[Point]] = {"write": [], "read": []}
+    with scratch_pool(ctx, "bench", 32) as pool:
+        ctx.progress(0.02, f"warm-up: {warm} s of writes")
+        ctx.run(ctx.rados("-p", pool, "bench", str(warm), "write", "-t", "16", "-b", "4096",
+                          "--no-cleanup"), timeout=warm + 120)
+        total = 2 * len(steps)
+        done = 0
+        for kind, mode in (("write", "write"), ("read", "rand")):
+            for t in steps:
+                ctx.progress(done / total, f"{kind}: {t} in flight for {seconds} s")
+                args = ["-p", pool, "bench", str(seconds), mode, "-t", str(t)]
+                if mode == "write":
+                    args += ["-b", "4096", "--no-cleanup"]
+                iops, lat = parse_bench(ctx.run(ctx.rados(*args), timeout=seconds + 120))
+                curves[kind].append(Point(float(t), iops, lat))
+                done += 1
+        ctx.progress(1.0, "removing the benchmark's objects")
+    return [judge.response_curve(k, pts) for k, pts in curves.items()], curves
+
+
+# ---- step 4: peering time ------------------------------------------------------------------
+
+
+def peering_time(ctx: Ctx) -> list[Verdict]:
+    pgs = 64 if ctx.options.quick else ctx.options.peering_pgs
+    limit = 180.0 if ctx.options.quick else 1800.0
+    history_file = ctx.options.state_dir / "peering.json"
+    fsid = ctx.snapshot.cluster.fsid if ctx.snapshot.cluster else None
+    runs = _load(history_file)
+    previous = [r["seconds"] for r in runs if r.get("fsid") == fsid and r.get("pgs") == pgs
+                and r.get("seconds") is not None]
+    with scratch_pool(ctx, "peering", pgs) as pool:
+        started = time.monotonic()
+        took: float | None = None
+        while time.monotonic() - started < limit:
+            clean, total = pool_clean(ctx.admin, pool)
+            ctx.progress(min(0.99, (time.monotonic() - started) / limit),
+                         f"{clean} of {pgs} PGs active+clean")
+            if total == pgs and clean == total:
+                took = time.monotonic() - started
+                break
+            ctx.sleep(0.5)
+    verdict = judge.peering(took, pgs, previous)
+    if took is not None:
+        runs.append({"fsid": fsid, "pgs": pgs, "seconds": took, "time": time.time()})
+        history_file.parent.mkdir(parents=True, exist_ok=True)
+        history_file.write_text(json.dumps(runs[-50:], indent=1))
+    return [verdict]
+
+
+def _load(path: Path) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text())
+        return data if isinstance(data, list) else []
+    except (OSError, ValueError):
+        return []
+
+
+# ---- step 5: CPU scaling sweep ------------------------------------------------------------------
+
+
+def threads_of(pid: int) -> list[int]:
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+def set_affinity(pid: int, cpus: set[int]) -> None:
+    """Every thread of the process: a process's affinity is per thread (taskset -a)."""
+    for tid in threads_of(pid):
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except ProcessLookupError:
+            continue  # a thread that ended meanwhile
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_sweep(ctx: Ctx) -> list[Verdict]:
+    osds = [d for d in ctx.snapshot.daemons.values() if d.kind == "osd" and d.pid]
+    if ctx.options.cpu_osd:
+        osds = [d for d in osds if d.id == ctx.options.cpu_osd]
+    if not osds:
+        return [Verdict("CPU scaling", judge.SKIP, "no OSD of this cluster runs on this host",
+                        "K1.2-K1.5")]
+    d = osds[0]
+    pid = int(d.pid)  # type: ignore[arg-type]
+    try:
+        original = os.sched_getaffinity(pid)
+    except OSError:
+        return [Verdict(f"CPU scaling of {d.id}", judge.SKIP,
+                        f"{d.id} (pid {pid}) is not running", "K1.2-K1.5")]
+    phrase = f"sweep {d.id}"
+    if not ctx.confirm(f"The sweep limits {d.id}'s cores step by step while writing to it: "
+                       f"on a test cluster only. Type {phrase!r} to go on:", phrase):
+        return [Verdict(f"CPU scaling of {d.id}", judge.SKIP, "not confirmed", "K1.2-K1.5")]
+    ctx.cleanup.push(f"cores of {d.id}", lambda: set_affinity(pid, original))
+    cpus = sorted(original)
+    counts = list(range(1, len(cpus) + 1))
+    if len(counts) > 6:
+        counts = sorted({1, 2, 4, 8, 12, 16, len(cpus)} & set(counts))
+    seconds = 3 if ctx.options.quick else 60
+    points: list[Point] = []
+    try:
+        with scratch_pool(ctx, "cpu", 32) as pool:
+            for i, n in enumerate(counts):
+                ctx.progress(i / len(counts), f"{d.id} on {n} core(s): {seconds} s of writes")
+                set_affinity(pid, set(cpus[:n]))
+                before, t0 = cpu_seconds(pid), time.monotonic()
+                iops, lat = parse_bench(ctx.run(ctx.rados(
+                    "-p", pool, "bench", str(seconds), "write", "-t", "16", "-b", "4096"),
+                    timeout=seconds + 120))
+                used = (cpu_seconds(pid) - before) / (time.monotonic() - t0)
+                points.append(Point(float(n), iops, lat, {"cores_used": used}))
+    finally:
+        ctx.cleanup.pop(f"cores of {d.id}")
+    return [judge.cpu_scaling(d.id, points)]

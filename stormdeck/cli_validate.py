@@ -1,0 +1,115 @@
+"""`stormdeck validate`: guided pre-production validation, on a screen or headless."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from stormdeck.errors import UserError
+
+
+def register(sub: Any) -> None:
+    from advisors.validate.runner import STEP_IDS
+
+    p = sub.add_parser(
+        "validate", help="guided pre-production validation",
+        description="Walk a new cluster through host checks, cluster settings, a response "
+                    "curve, peering time and (on a test cluster) a CPU scaling sweep; every "
+                    "step gives pass/warn/fail with its evidence and source, and removes what "
+                    "it created, also when cancelled. Exit: 0 pass, 1 warn, 2 fail, "
+                    "3 could not run, 130 cancelled.")
+    p.add_argument("-c", "--conf", default=None, help="ceph.conf (default $CEPH_CONF)")
+    p.add_argument("--headless", action="store_true",
+                   help="no screen: progress on stderr, the report on stdout")
+    p.add_argument("--quick", action="store_true",
+                   help="short runs (seconds per point, 64 PGs): a rehearsal, not a measurement")
+    p.add_argument("--skip", action="append", default=[], choices=STEP_IDS,
+                   help="leave a step out (repeatable)")
+    p.add_argument("--scratch-dir", default="/var/tmp",
+                   help="where fio writes its scratch file (default /var/tmp)")
+    p.add_argument("--peering-pgs", type=int, default=256,
+                   help="PGs in the peering-time pool (default 256; --quick: 64)")
+    p.add_argument("--cpu-sweep", action="store_true",
+                   help="also run the CPU scaling sweep (test clusters only: it limits an "
+                        "OSD's cores)")
+    p.add_argument("--cpu-osd", default=None, metavar="osd.N",
+                   help="the OSD to sweep (default: the first on this host)")
+    p.add_argument("--confirm", action="append", default=[], metavar="TEXT",
+                   help="headless: what you would type when asked (a device name, "
+                        "'sweep osd.N'); repeatable")
+    p.add_argument("--json", action="store_true", help="headless: the report as JSON")
+    p.set_defaults(handler=cmd_validate)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    import os
+
+    from advisors.apply import CephAdmin
+    from advisors.settings import state_dir
+    from advisors.validate import runner
+    from advisors.validate.steps import Options
+
+    conf = args.conf or os.environ.get("CEPH_CONF")
+    if not conf:
+        raise UserError("validate needs the cluster: give -c CONF (or set CEPH_CONF)")
+    if not Path(args.scratch_dir).is_dir():
+        raise UserError(f"--scratch-dir {args.scratch_dir} is not a directory")
+    if args.peering_pgs < 1:
+        raise UserError("--peering-pgs takes a number of PGs above 0")
+    options = Options(conf=conf, quick=args.quick, scratch_dir=Path(args.scratch_dir),
+                      confirmed_devices=tuple(args.confirm), peering_pgs=args.peering_pgs,
+                      cpu_sweep=args.cpu_sweep, cpu_osd=args.cpu_osd,
+                      state_dir=state_dir() / "validate")
+    snapshot = runner.take_snapshot(conf)
+    admin = CephAdmin(conf)
+    try:
+        if not args.headless:
+            from tui.validate import ValidateApp
+
+            app = ValidateApp(options, admin, snapshot, skip=args.skip)
+            app.run()
+            return app.exit_code
+        return _headless(args, options, admin, snapshot)
+    finally:
+        admin.close()
+
+
+def _headless(args: argparse.Namespace, options: Any, admin: Any, snapshot: Any) -> int:
+    import json
+
+    from advisors.validate import runner
+
+    def progress(step: str, fraction: float, text: str) -> None:
+        print(f"validate: {step:<8} {fraction:4.0%}  {text}", file=sys.stderr, flush=True)
+
+    def confirm(prompt: str, phrase: str) -> bool:
+        ok = phrase in args.confirm
+        if not ok:
+            print(f"validate: {prompt} (headless: not confirmed; give --confirm {phrase!r})",
+                  file=sys.stderr)
+        return ok
+
+    run = runner.Validation(options, admin, snapshot, skip=args.skip, progress=progress,
+                            confirm=confirm)
+
+    def cancel(signum: int, frame: Any) -> None:
+        print("validate: cancelling; removing what it created", file=sys.stderr, flush=True)
+        run.cancel()
+
+    old = {s: signal.signal(s, cancel) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        report = run.run()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    saved = runner.save(report, options.state_dir)
+    print(json.dumps(runner.to_dict(report), indent=1, default=str) if args.json
+          else runner.to_markdown(report))
+    print(f"validate: report saved as {saved} (and .json)", file=sys.stderr)
+    if report.cleanup_failed:
+        print("validate: could not remove: " + "; ".join(report.cleanup_failed),
+              file=sys.stderr)
+    return report.exit_code()

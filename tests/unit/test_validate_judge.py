@@ -1,0 +1,130 @@
+"""Each validation step's pass/warn/fail on recorded measurements (tests/data/validate: the
+lab's own rados bench and fio outputs), and the parts around them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from advisors.validate import judge
+from advisors.validate.judge import FAIL, PASS, SKIP, WARN, Point
+from advisors.validate.plot import curve_plot
+from advisors.validate.steps import Cleanup, levels, parse_bench
+from stormdeck.errors import UserError
+from tests.conftest import DATA
+
+VAL = DATA / "validate"
+
+
+def recorded_curve(kind: str) -> list[Point]:
+    """The lab's response curve: rados bench summaries at 1..32 in flight."""
+    out = []
+    for t in levels(quick=True):
+        iops, lat = parse_bench((VAL / f"bench_{kind}_t{t}.txt").read_text())
+        out.append(Point(float(t), iops, lat))
+    return out
+
+
+def test_rados_bench_summaries_parse() -> None:
+    iops, lat = parse_bench((VAL / "bench_write_t4.txt").read_text())
+    assert iops > 0 and 0 < lat < 1
+    with pytest.raises(UserError, match="no summary"):
+        parse_bench("hints = 1\nMaintaining 16 concurrent writes\n")
+
+
+@pytest.mark.parametrize("kind", ["write", "read"])
+def test_the_labs_curves_have_a_knee_and_a_headroom_point(kind: str) -> None:
+    pts = recorded_curve(kind)
+    v = judge.response_curve(kind, pts)
+    assert v.verdict in (PASS, WARN) and v.data["knee"] is not None
+    k = judge.knee(pts)
+    assert k is not None and 0 < k < len(pts)
+    h = judge.headroom(pts)
+    assert h is not None and h.iops == pytest.approx(0.7 * max(p.iops for p in pts))
+    plot = curve_plot(pts, k, h)
+    assert any("K" in line for line in plot) and any("H" in line for line in plot)
+
+
+def test_a_curve_still_rising_warns_that_the_knee_lies_beyond() -> None:
+    rising = [Point(t, 1000.0 * t, 0.001) for t in (1, 2, 4, 8)]
+    v = judge.response_curve("write", rising)
+    assert v.verdict == WARN and "beyond" in v.summary
+    hockey = [Point(1, 1000, 0.001), Point(2, 1900, 0.00105), Point(4, 3000, 0.0013),
+              Point(8, 3300, 0.0024), Point(16, 3350, 0.0048)]
+    v = judge.response_curve("write", hockey)
+    assert v.verdict == PASS and v.data["knee"]["in_flight"] == 4
+    assert judge.response_curve("write", hockey[:2]).verdict == SKIP
+
+
+def test_write_cache_verdict_from_fio_against_the_devices_writes() -> None:
+    fio = json.loads((VAL / "fio_fdatasync.json").read_text())
+    iops = fio["jobs"][0]["write"]["iops"]
+    assert judge.write_cache("vda", iops, iops * 1.05, "write back").verdict == PASS
+    # K2.5: cache still on: fio gets about half the device's writes.
+    off = judge.write_cache("sdb", iops, iops * 2.0, "write back")
+    assert off.verdict == FAIL and "cache is on" in off.summary
+    assert judge.write_cache("sdb", None, None, None).verdict == SKIP
+
+
+def test_host_verdicts() -> None:
+    assert judge.cores("osd.0", 1.0, 0.9).verdict == FAIL  # pinned to one core
+    assert judge.cores("osd.0", 4.0, 1.2).verdict == PASS
+    assert judge.cores("osd.0", 32.0, 6.0).verdict == WARN  # beyond the knee
+    assert judge.cores("osd.0", None, None).verdict == SKIP
+    assert judge.tuned("vm", "").verdict == WARN
+    assert judge.tuned("vm", "latency-performance").verdict == PASS
+    assert judge.op_threads("osd.0", 16, 2.0).verdict == WARN
+    assert judge.op_threads("osd.0", 16, 8.0).verdict == PASS
+
+
+def test_cluster_setting_verdicts() -> None:
+    assert judge.pg_num("rbd", 100).verdict == WARN and "128" in judge.pg_num("rbd", 100).summary
+    assert judge.pg_num("rbd", 128).verdict == PASS
+    scrub = {v.check: v.verdict for v in judge.scrub({"osd_scrub_sleep": "0",
+                                                       "osd_scrub_load_threshold": "0.5"})}
+    assert scrub == {"osd_scrub_sleep": WARN, "osd_scrub_load_threshold": WARN}
+    assert judge.scrub({"osd_scrub_sleep": "0.1"})[0].verdict == PASS
+    assert judge.secure_mode({"ms_cluster_mode": "secure crc"}).verdict == WARN
+    assert judge.secure_mode({"ms_cluster_mode": "crc secure"}).verdict == PASS
+    assert judge.ec_pool("ec", 4, 2, "tentacle", (), 4096).verdict == WARN
+    assert judge.ec_pool("ec", 4, 2, "tentacle", ("ec_optimizations",), 16384).verdict == PASS
+    assert judge.ec_pool("ec", 4, 2, "pacific", (), 4096).verdict == PASS
+
+
+def test_peering_compares_with_earlier_runs() -> None:
+    assert judge.peering(12.0, 64).verdict == PASS
+    assert judge.peering(12.0, 64, [11.0, 13.0]).verdict == PASS
+    assert judge.peering(40.0, 64, [11.0, 13.0]).verdict == WARN
+    assert judge.peering(None, 64).verdict == FAIL
+
+
+def test_cpu_scaling_finds_where_cores_stop_paying() -> None:
+    # K1.2's shape: near linear to 4 cores, flat past 10.
+    pts = [Point(c, i, 0.002, {"cores_used": u}) for c, i, u in
+           ((1, 3000, 0.98), (2, 5900, 1.9), (4, 11000, 3.7), (8, 15000, 6.5),
+            (10, 15800, 7.0), (12, 16000, 7.1))]
+    v = judge.cpu_scaling("osd.0", pts)
+    assert v.data["knee_cores"] == 8 and v.verdict == PASS  # 8 -> 10 cores: +5%
+    assert "per used core" in v.evidence[0]
+    assert judge.cpu_scaling("osd.0", pts[:1]).verdict == SKIP
+
+
+def test_cleanup_tries_everything_and_reports_what_failed() -> None:
+    done: list[str] = []
+    c = Cleanup()
+    c.push("a", lambda: done.append("a"))
+    c.push("b", lambda: (_ for _ in ()).throw(OSError("busy")))
+    c.push("c", lambda: done.append("c"))
+    c.pop("c")
+    c.run_all()
+    assert done == ["c", "a"]
+    assert c.done == ["c", "a"] and c.failed == ["b: busy"]
+
+
+def test_worst_of_verdicts() -> None:
+    mk = lambda v: judge.Verdict("x", v, "", "")  # noqa: E731
+    assert judge.worst([mk(PASS), mk(SKIP)]) == PASS
+    assert judge.worst([mk(PASS), mk(WARN), mk(SKIP)]) == WARN
+    assert judge.worst([mk(WARN), mk(FAIL)]) == FAIL
+
