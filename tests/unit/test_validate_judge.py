@@ -4,6 +4,7 @@ lab's own rados bench and fio outputs), and the parts around them."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -128,3 +129,26 @@ def test_worst_of_verdicts() -> None:
     assert judge.worst([mk(PASS), mk(WARN), mk(SKIP)]) == WARN
     assert judge.worst([mk(WARN), mk(FAIL)]) == FAIL
 
+
+
+def test_a_report_says_what_changed_since_the_last(tmp_path: Path) -> None:
+    from advisors.validate.runner import Report, StepReport, save, to_markdown
+
+    def report(sleep_verdict: str) -> Report:
+        step = StepReport("settings", "Cluster settings", status="done", verdicts=[
+            judge.Verdict("osd_scrub_sleep", sleep_verdict, "0 s", "K3.6"),
+            judge.Verdict("pool rbd pg_num", PASS, "128", "K4.2")])
+        return Report(started=1_800_000_000.0, ended=1_800_000_060.0, cluster="f1",
+                      quick=True, steps=[step])
+
+    first = report(WARN)
+    assert first.exit_code() == 1
+    save(first, tmp_path)
+    second = report(PASS)
+    save(second, tmp_path)
+    assert second.changes == ["osd_scrub_sleep warn -> pass"]
+    assert "Since the last report: osd_scrub_sleep warn -> pass" in to_markdown(second)
+    assert second.exit_code() == 0
+    cancelled = report(PASS)
+    cancelled.cancelled = True
+    assert cancelled.exit_code() == 130
