@@ -152,3 +152,21 @@ def test_a_report_says_what_changed_since_the_last(tmp_path: Path) -> None:
     cancelled = report(PASS)
     cancelled.cancelled = True
     assert cancelled.exit_code() == 130
+
+
+def test_bad_input_gets_one_sentence(tmp_path: Path) -> None:
+    import os
+
+    from tests.conftest import run_cli
+
+    env = {k: v for k, v in os.environ.items() if k != "CEPH_CONF"}
+    for args, rc, words in (
+            (("validate", "--headless"), 1, "needs the cluster"),
+            (("validate", "--headless", "-c", str(tmp_path / "none.conf")), 3,
+             "cannot reach the Ceph cluster"),
+            (("validate", "--headless", "-c", "x", "--scratch-dir", str(tmp_path / "no")), 1,
+             "is not a directory"),
+            (("validate", "--skip", "bogus"), 2, "invalid choice")):
+        res = run_cli(*args, env=env)
+        assert res.rc == rc and words in res.err, (args, res)
+        assert len(res.err.strip().splitlines()) == 1 and "Traceback" not in res.err
