@@ -13,7 +13,7 @@ import os
 import re
 import socket
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -336,6 +336,55 @@ class _ProcSample:
     devices_at: float
 
 
+@dataclass(frozen=True, slots=True)
+class ProcInfo:
+    """One storage daemon process as the kernel sees it now."""
+
+    daemon_id: str  # "osd.3", or a chunkserver's "ip:port"
+    kind: str  # "osd" | "chunkserver"
+    pid: int
+    create_time: float
+    argv: tuple[str, ...]
+    cpu_seconds: float  # user + system, since it started
+    threads: int
+    rss_bytes: int
+    cores_allowed: float  # CPU affinity, capped by a cgroup quota
+
+
+def scan_processes(proc_names: frozenset[str] = OSD_NAMES,
+                   belongs: Callable[[list[str]], bool] = lambda argv: True) -> list[ProcInfo]:
+    """This host's ceph-osd and chunkserver processes (those `belongs` accepts)."""
+    out = []
+    for p in psutil.process_iter(["name", "cmdline", "create_time"]):
+        try:
+            name = p.info["name"] or ""
+            argv = p.info["cmdline"] or []
+            if name in proc_names:
+                osd = osd_id_from_argv(argv)
+                if osd is None or not belongs(argv):
+                    continue
+                daemon_id, kind = f"osd.{osd}", "osd"
+            elif "chunkserver" in name:
+                addr = chunkserver_addr_from_argv(argv)
+                if addr is None:
+                    continue
+                daemon_id, kind = addr, "chunkserver"
+            else:
+                continue
+            with p.oneshot():
+                t = p.cpu_times()
+                threads = p.num_threads()
+                rss = p.memory_info().rss
+                affinity = len(p.cpu_affinity())
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        quota = cgroup_cpu_limit(p.pid)
+        allowed = float(affinity) if quota is None else min(float(affinity), quota)
+        out.append(ProcInfo(daemon_id, kind, p.pid, p.info["create_time"], tuple(argv),
+                            t.user + t.system, threads, rss, allowed))
+    return out
+
+
 class HostSource:
     """This host's storage daemons and disks. Rates need two polls; the first gives None."""
 
@@ -387,46 +436,22 @@ class HostSource:
     def _poll_daemons(self, now: float) -> dict[str, Daemon]:
         out: dict[str, Daemon] = {}
         seen: set[tuple[int, float]] = set()
-        for p in psutil.process_iter(["name", "cmdline", "create_time"]):
-            try:
-                name = p.info["name"] or ""
-                argv = p.info["cmdline"] or []
-                if name in self.proc_names:
-                    osd = osd_id_from_argv(argv)
-                    if osd is None or not self._belongs(argv):
-                        continue
-                    daemon_id, kind = f"osd.{osd}", "osd"
-                elif "chunkserver" in name:
-                    addr = chunkserver_addr_from_argv(argv)
-                    if addr is None:
-                        continue
-                    daemon_id, kind = addr, "chunkserver"
-                else:
-                    continue
-                key = (p.pid, p.info["create_time"])
-                seen.add(key)
-                with p.oneshot():
-                    t = p.cpu_times()
-                    cpu = t.user + t.system
-                    threads = p.num_threads()
-                    rss = p.memory_info().rss
-                    affinity = len(p.cpu_affinity())
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue
+        for p in scan_processes(self.proc_names, self._belongs):
+            key = (p.pid, p.create_time)
+            seen.add(key)
             prev = self._procs.get(key)
             used = None
             if prev is not None and now > prev.at:
-                used = max(0.0, (cpu - prev.cpu) / (now - prev.at))
+                used = max(0.0, (p.cpu_seconds - prev.cpu) / (now - prev.at))
             if prev is None or now - prev.devices_at >= FD_REFRESH:
                 devices, devices_at = open_block_devices(p.pid), now
             else:
                 devices, devices_at = prev.devices, prev.devices_at
-            self._procs[key] = _ProcSample(cpu, now, devices, devices_at)
-            quota = cgroup_cpu_limit(p.pid)
-            allowed = float(affinity) if quota is None else min(float(affinity), quota)
-            out[daemon_id] = Daemon(id=daemon_id, kind=kind, host=self.hostname, pid=p.pid,
-                                    devices=devices or None, cores_used=used,
-                                    cores_allowed=allowed, threads=threads, rss_bytes=rss)
+            self._procs[key] = _ProcSample(p.cpu_seconds, now, devices, devices_at)
+            out[p.daemon_id] = Daemon(id=p.daemon_id, kind=p.kind, host=self.hostname,
+                                      pid=p.pid, devices=devices or None, cores_used=used,
+                                      cores_allowed=p.cores_allowed, threads=p.threads,
+                                      rss_bytes=p.rss_bytes)
         for key in set(self._procs) - seen:
             del self._procs[key]
         return out

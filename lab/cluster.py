@@ -58,6 +58,7 @@ class Ports:
     mgr_prometheus: int = 9283
     prometheus: int = 9090
     node_exporter: int = 9100
+    exporter: int = 9567  # stormdeck's own, beside node exporter
 
 
 @dataclass
@@ -179,6 +180,9 @@ scrape_configs:
   - job_name: node
     static_configs:
       - targets: ["127.0.0.1:{ports.node_exporter}"]
+  - job_name: stormdeck
+    static_configs:
+      - targets: ["127.0.0.1:{ports.exporter}"]
 """
 
 
@@ -327,7 +331,8 @@ class Lab:
             raise LabError(f"{self.dir} exists and is not a lab; choose another --dir")
         wanted = {"mon": ports.mon, "mgr prometheus": ports.mgr_prometheus}
         if prometheus:
-            wanted |= {"prometheus": ports.prometheus, "node exporter": ports.node_exporter}
+            wanted |= {"prometheus": ports.prometheus, "node exporter": ports.node_exporter,
+                       "stormdeck exporter": ports.exporter}
         if len(set(wanted.values())) != len(wanted):
             raise LabError(f"the lab's ports must differ: {wanted}")
         busy = [f"{name} {port}" for name, port in wanted.items() if not procs.port_free(port)]
@@ -458,6 +463,11 @@ class Lab:
             # The default leaves out loop devices, which are the lab's OSD disks.
             r"--collector.diskstats.device-exclude=^(ram|fd)\d+$",
         ]))
+        # Its -c names the lab's conf: that is also the marker that makes it ours.
+        self._start(state, Proc("stormdeck-exporter", [
+            sys.executable, "-m", "stormdeck", "exporter",
+            "--listen", f"127.0.0.1:{ports.exporter}", "-c", str(d / "ceph.conf"),
+        ]))
         self._start(state, Proc("prometheus", [
             _binary("prometheus"),
             f"--config.file={yml}",
@@ -469,6 +479,8 @@ class Lab:
         self._wait("Prometheus", lambda: _http_ok(f"{base}/-/ready"), timeout)
         self._wait("the node exporter",
                    lambda: _http_ok(f"http://127.0.0.1:{ports.node_exporter}/metrics"), timeout)
+        self._wait("stormdeck's exporter",
+                   lambda: _http_ok(f"http://127.0.0.1:{ports.exporter}/metrics"), timeout)
         self._progress(f"prometheus at {base}, node exporter on 127.0.0.1:{ports.node_exporter}")
 
     # ---- down ----------------------------------------------------------------

@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     from stormdeck import (
         cli_change,
         cli_check,
+        cli_exporter,
         cli_lab,
         cli_mute,
         cli_record,
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_mute.register(sub)
     cli_record.register(sub)
     cli_validate.register(sub)
+    cli_exporter.register(sub)
     cli_lab.register(sub)
     return parser
 

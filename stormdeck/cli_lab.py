@@ -40,6 +40,8 @@ def register(sub: Any) -> None:
                     help="Prometheus port (with --prometheus)")
     up.add_argument("--node-exporter-port", type=int, default=Ports.node_exporter,
                     help="node exporter port (with --prometheus)")
+    up.add_argument("--exporter-port", type=int, default=Ports.exporter,
+                    help="stormdeck exporter port (with --prometheus)")
     up.add_argument("--timeout", type=float, default=300.0,
                     help="seconds to wait for each start-up step (default 300)")
     up.set_defaults(handler=cmd_up)
@@ -91,7 +93,8 @@ def register(sub: Any) -> None:
 
 def cmd_up(args: argparse.Namespace) -> int:
     ports = Ports(mon=args.mon_port, mgr_prometheus=args.mgr_port,
-                  prometheus=args.prometheus_port, node_exporter=args.node_exporter_port)
+                  prometheus=args.prometheus_port, node_exporter=args.node_exporter_port,
+                  exporter=args.exporter_port)
     osd_size = parse_size(args.osd_size)
     if osd_size < GIB:
         raise LabError(f"--osd-size {args.osd_size}: BlueStore needs at least 1G per OSD")
@@ -146,7 +149,8 @@ def print_status(s: dict[str, Any]) -> None:
     print(f"  mgr metrics http://127.0.0.1:{p['mgr_prometheus']}/metrics")
     if s["prometheus"]:
         print(f"  prometheus  http://127.0.0.1:{p['prometheus']}  "
-              f"(node exporter 127.0.0.1:{p['node_exporter']})")
+              f"(node exporter 127.0.0.1:{p['node_exporter']}, stormdeck exporter "
+              f"127.0.0.1:{p.get('exporter', '-')})")
     for d in s["daemons"]:
         alive = "up  " if d["alive"] else "DOWN"
         dev = f"  {d['device']}" if d.get("device") else ""

@@ -54,9 +54,10 @@ def free_ports(n: int) -> list[int]:
 
 
 def lab_port_args(ports: list[int]) -> list[str]:
-    mon, mgr, prom, node = ports
+    mon, mgr, prom, node, exporter = ports
     return ["--mon-port", str(mon), "--mgr-port", str(mgr),
-            "--prometheus-port", str(prom), "--node-exporter-port", str(node)]
+            "--prometheus-port", str(prom), "--node-exporter-port", str(node),
+            "--exporter-port", str(exporter)]
 
 
 @dataclass
@@ -107,7 +108,7 @@ def lab_cluster() -> Iterator[LabCluster]:
 
 
 def _session_lab(directory: Path) -> Iterator[LabCluster]:
-    ports = free_ports(4)
+    ports = free_ports(5)
     res = run_cli("lab", "up", "--dir", str(directory), "--prometheus", *lab_port_args(ports))
     if res.rc != 0:
         run_cli("lab", "down", "--dir", str(directory))

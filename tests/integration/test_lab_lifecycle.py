@@ -43,7 +43,7 @@ def leftovers(directory: Path) -> list[str]:
 
 def test_up_status_down_leaves_nothing_behind(lab_dir: Path) -> None:
     directory = lab_dir
-    up = run_cli("lab", "up", "--osds", "1", "--dir", str(directory), *lab_port_args(free_ports(4)))
+    up = run_cli("lab", "up", "--osds", "1", "--dir", str(directory), *lab_port_args(free_ports(5)))
     try:
         assert up.rc == 0, up.err
         status = run_cli("lab", "status", "--json", "--dir", str(directory))
@@ -62,7 +62,7 @@ def test_up_status_down_leaves_nothing_behind(lab_dir: Path) -> None:
 def test_down_cleans_up_after_up_was_killed_midway(lab_dir: Path) -> None:
     directory = lab_dir
     argv = [sys.executable, "-m", "stormdeck", "lab", "up", "--osds", "2",
-            "--dir", str(directory), *lab_port_args(free_ports(4))]
+            "--dir", str(directory), *lab_port_args(free_ports(5))]
     up = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                           cwd=Path(__file__).parents[2])
     state_file = directory / "lab.json"

@@ -54,9 +54,10 @@ def test_ceph_conf_keeps_everything_in_the_lab_dir(tmp_path: Path) -> None:
     assert "$pid" in text.split("[client]")[1]
 
 
-def test_prometheus_yml_scrapes_mgr_and_node_exporter() -> None:
-    text = prometheus_yml(Ports(mgr_prometheus=19283, node_exporter=19100))
+def test_prometheus_yml_scrapes_mgr_node_exporter_and_ours() -> None:
+    text = prometheus_yml(Ports(mgr_prometheus=19283, node_exporter=19100, exporter=19567))
     assert '"127.0.0.1:19283"' in text and '"127.0.0.1:19100"' in text
+    assert "job_name: stormdeck" in text and '"127.0.0.1:19567"' in text
 
 
 def test_state_round_trip() -> None:

@@ -1,0 +1,111 @@
+"""What `stormdeck exporter` publishes for Prometheus: what no other exporter gives, read
+fresh at each scrape: per daemon CPU seconds, cores allowed, threads and RSS; per device
+the write cache (the kernel's view and the device's own), rotational, transport, model;
+the host's tuned profile.
+
+Labels join with the series operators already have: `ceph_daemon` as ceph-mgr and
+ceph-exporter name OSDs, `device` as node_exporter names disks (kernel names), and
+`hostname` as ceph_osd_metadata and node_uname_info's nodename (short form).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from collectors.host import (
+    OSD_NAMES,
+    conf_from_argv,
+    disk_info,
+    fsid_from_conf,
+    list_disks,
+    scan_processes,
+    short_hostname,
+    tuned_profile,
+)
+
+PREFIX = "stormdeck"
+
+
+class HostCollector(Collector):
+    """A prometheus_client collector: every scrape reads /proc and /sys again (~ms)."""
+
+    def __init__(self, ceph_conf: str | None = None, hostname: str | None = None) -> None:
+        self.hostname = hostname or short_hostname()
+        self.fsid = fsid_from_conf(ceph_conf) if ceph_conf else None
+        self._fsids: dict[str, str | None] = {}
+
+    def _fsid_of(self, argv: list[str]) -> str | None:
+        conf = conf_from_argv(argv)
+        if conf not in self._fsids:
+            self._fsids[conf] = fsid_from_conf(conf)
+        return self._fsids[conf]
+
+    def _belongs(self, argv: list[str]) -> bool:
+        return self.fsid is None or self._fsid_of(argv) == self.fsid
+
+    def collect(self) -> Iterator[Any]:
+        started = time.perf_counter()
+        labels = ["ceph_daemon", "chunkserver", "hostname", "ceph_fsid"]
+        cpu = CounterMetricFamily(f"{PREFIX}_daemon_cpu_seconds",
+                                  "CPU time (user + system) of the daemon's process", labels=labels)
+        allowed = GaugeMetricFamily(f"{PREFIX}_daemon_cores_allowed",
+                                    "Cores the daemon may use: its CPU affinity, capped by its "
+                                    "cgroup's CPU quota", labels=labels)
+        threads = GaugeMetricFamily(f"{PREFIX}_daemon_threads", "Threads of the daemon",
+                                    labels=labels)
+        rss = GaugeMetricFamily(f"{PREFIX}_daemon_rss_bytes", "Resident memory of the daemon",
+                                labels=labels)
+        for p in scan_processes(OSD_NAMES, self._belongs):
+            osd = p.daemon_id if p.kind == "osd" else ""
+            cs = p.daemon_id if p.kind == "chunkserver" else ""
+            fsid = (self._fsid_of(list(p.argv)) or "") if p.kind == "osd" else ""
+            values = [osd, cs, self.hostname, fsid]
+            cpu.add_metric(values, p.cpu_seconds)
+            allowed.add_metric(values, p.cores_allowed)
+            threads.add_metric(values, p.threads)
+            rss.add_metric(values, p.rss_bytes)
+        yield from (cpu, allowed, threads, rss)
+        yield from self._devices()
+        profile = tuned_profile()
+        tuned = GaugeMetricFamily(f"{PREFIX}_host_tuned_profile_info",
+                                  "The active tuned profile (empty: none)",
+                                  labels=["hostname", "profile"])
+        tuned.add_metric([self.hostname, profile], 1.0)
+        yield tuned
+        took = GaugeMetricFamily(f"{PREFIX}_exporter_scrape_seconds",
+                                 "How long this scrape took the exporter", labels=["hostname"])
+        took.add_metric([self.hostname], time.perf_counter() - started)
+        yield took
+
+    def _devices(self) -> Iterator[Any]:
+        labels = ["device", "hostname"]
+        kernel = GaugeMetricFamily(
+            f"{PREFIX}_device_write_cache_on", "1 if the kernel sees a volatile write cache "
+            "(/sys/block/*/queue/write_cache is 'write back'), 0 if 'write through'",
+            labels=labels)
+        device = GaugeMetricFamily(
+            f"{PREFIX}_device_cache_on", "1 if the device's own write cache is on, as its "
+            "scsi_disk cache_type says, where readable (K6.1-K6.2)", labels=labels)
+        info = GaugeMetricFamily(f"{PREFIX}_device_info", "A block device and what it is",
+                                 labels=[*labels, "rotational", "transport", "model",
+                                         "virtual"])
+        for name in list_disks():
+            d = disk_info(name)
+            values = [name, self.hostname]
+            if d.write_cache is not None:
+                kernel.add_metric(values, 1.0 if d.write_cache == "write back" else 0.0)
+            if d.device_cache is not None:
+                device.add_metric(values, 1.0 if d.device_cache.startswith("write back")
+                                  else 0.0)
+            info.add_metric([*values, _flag(d.rotational), d.transport or "", d.model or "",
+                             _flag(d.virtual)], 1.0)
+        yield from (kernel, device, info)
+
+
+def _flag(v: bool | None) -> str:
+    return "" if v is None else "1" if v else "0"
