@@ -422,6 +422,9 @@ class Executor:
             raise UserError("a leader schedule moved leaders; there is nothing to undo")
         if entry.status == "failed":
             raise UserError(f"{entry.id} failed and changed nothing to undo")
+        if entry.cluster and self.ceph is not None and self.ceph.fsid() != entry.cluster:
+            raise UserError(f"{entry.id} was made on cluster {entry.cluster}, not on this one "
+                            f"({self.ceph.fsid()}): undo it there")
         inverse = replace(c, current=c.proposed, proposed=entry.before or "unset",
                           command=self._inverse_command(c, entry.before))
         return self._one(inverse, entry.before, rule=entry.rule, cluster=entry.cluster,

@@ -154,7 +154,7 @@ def print_status(s: dict[str, Any]) -> None:
     for d in s["daemons"]:
         alive = "up  " if d["alive"] else "DOWN"
         dev = f"  {d['device']}" if d.get("device") else ""
-        print(f"  {alive} {d['name']:<14} pid {d['pid']}{dev}")
+        print(f"  {alive} {d['name']:<18} pid {d['pid']}{dev}")
 
 
 def cmd_load(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from stormdeck.cli_record import add_recording_options, recorder
+from stormdeck.errors import UserError
 from stormdeck.sources import add_source_options, build_sources, conf_path
 
 
@@ -20,6 +21,12 @@ def register(sub: Any) -> None:
                    help="for slow links: polls no faster than every 2 s, ASCII graphs, "
                         "no animation")
     p.add_argument("--rules", default=None, help="a rules.toml overriding thresholds")
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help="the clusters to watch, one tab each, when no source option is "
+                        "given (default ~/.config/stormdeck/config.toml or "
+                        "$STORMDECK_CONFIG)")
+    p.add_argument("--only", action="append", default=[], metavar="NAME",
+                   help="of the config file's clusters, only this one (repeatable)")
     p.add_argument("--record", default=None, metavar="FILE",
                    help="record the session while watching (replay: stormdeck replay FILE)")
     add_recording_options(p)
@@ -28,36 +35,70 @@ def register(sub: Any) -> None:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from advisors.apply import CephAdmin, Executor, journal_path
-    from advisors.engine import Engine
-    from advisors.journal import Journal
-    from advisors.mutes import MuteStore
-    from advisors.settings import load_settings, state_dir
-    from stormdeck.cli_change import read_only
-    from tui.feed import Feed
-
-    sources = build_sources(args)
-    mutes = MuteStore(state_dir() / "mutes.json")
-    engine = Engine(load_settings(Path(args.rules) if args.rules else None), mutes=mutes)
-    interval = max(2.0, args.interval) if args.low_bandwidth else args.interval
-    journal = Journal(journal_path())
-    tape = recorder(args.record, args) if args.record else None
-    feed = Feed(sources, engine, interval=interval, timeout=args.timeout, recorder=tape,
-                journal=journal)
-    ro = read_only(args)
-    conf = conf_path(args)
-
-    def executor() -> Executor:
-        ceph = CephAdmin(conf, timeout=args.timeout) if conf else None
-        return Executor(journal, ceph=ceph, read_only=ro)
-
-    from tui.app import StormdeckApp
-
-    app = StormdeckApp(feed, executor_factory=executor, mutes=mutes, journal=journal,
-                       read_only=ro, low_bandwidth=args.low_bandwidth)
+    app = build_app(args)
     if args.low_bandwidth:
         app.animation_level = "none"
     app.run()
     return 0
+
+
+def build_app(args: argparse.Namespace) -> Any:
+    """The console for the clusters the options (or the config file) name, not yet running."""
+    from pathlib import Path
+
+    from advisors.apply import journal_path
+    from advisors.journal import Journal
+    from advisors.settings import load_settings
+    from stormdeck.cli_change import read_only
+    from stormdeck.config import load_clusters, names_sources
+    from tui.app import StormdeckApp
+
+    settings = load_settings(Path(args.rules) if args.rules else None)
+    journal = Journal(journal_path())
+    forced = read_only(args)
+    clusters = [] if names_sources(args) else \
+        load_clusters(Path(args.config) if args.config else None)
+    if args.only:
+        known = {c.name for c in clusters}
+        missing = [n for n in args.only if n not in known]
+        if missing:
+            raise UserError(f"no cluster {missing[0]!r} in the config file"
+                            + (f" (it names {', '.join(sorted(known))})" if known else ""))
+        clusters = [c for c in clusters if c.name in args.only]
+    if args.record and len(clusters) > 1:
+        raise UserError("--record records one cluster: choose it with --only NAME")
+    if clusters:
+        tabs = [_tab(args, c.name, c.sources, forced or c.read_only, settings, journal)
+                for c in clusters]
+    else:
+        tabs = [_tab(args, "", args, forced, settings, journal)]
+    return StormdeckApp(tabs[0].feed, journal=journal, low_bandwidth=args.low_bandwidth,
+                        tabs=tabs)
+
+
+def _tab(args: argparse.Namespace, name: str, sources_args: argparse.Namespace, ro: bool,
+         settings: Any, journal: Any) -> Any:
+    """One cluster: its sources, engine, mutes, feed, and an executor bound to it alone."""
+    from advisors.apply import CephAdmin, Executor
+    from advisors.engine import Engine
+    from advisors.mutes import MuteStore
+    from advisors.settings import state_dir
+    from tui.app import ClusterTab
+    from tui.feed import Feed
+
+    sources = build_sources(sources_args)
+    mutes = MuteStore(state_dir() / (f"mutes-{name}.json" if name else "mutes.json"))
+    engine = Engine(settings, mutes=mutes)
+    interval = max(2.0, args.interval) if args.low_bandwidth else args.interval
+    tape = recorder(args.record, args) if args.record else None
+    feed = Feed(sources, engine, interval=interval, timeout=sources_args.timeout,
+                recorder=tape, journal=journal)
+    conf = conf_path(sources_args)
+    timeout = sources_args.timeout
+
+    def executor() -> Executor:
+        ceph = CephAdmin(conf, timeout=timeout) if conf else None
+        return Executor(journal, ceph=ceph, read_only=ro)
+
+    return ClusterTab(name=name, feed=feed, executor_factory=executor, mutes=mutes,
+                      read_only=ro)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -12,7 +14,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, ContentSwitcher, Footer, Input, Static
+from textual.widgets import Button, ContentSwitcher, Footer, Input, Static, Tab, Tabs
 
 from advisors.plan import Plan, plan_from_finding, review
 from stormdeck.errors import UserError
@@ -33,6 +35,20 @@ from tui.views import (
     finding_detail,
     t,
 )
+
+
+@dataclass
+class ClusterTab:
+    """One watched cluster: its feed, and an executor bound to it alone."""
+
+    name: str
+    feed: Any
+    executor_factory: Callable[[], Any] | None = None
+    mutes: Any = None
+    read_only: bool = False
+    frame: Frame | None = None
+    config_seen: dict[tuple[str, str], str] = field(default_factory=dict)
+
 
 VIEWS = ("overview", "daemons", "leaders", "latency", "disks", "findings", "journal", "triage")
 
@@ -120,6 +136,7 @@ class Help(ModalScreen[None]):
 class StormdeckApp(App[None]):
     CSS = """
     #status { height: 1; background: $boost; }
+    #clusters { height: 2; }
     #filter, #goto { display: none; height: 3; }
     #filter.shown, #goto.shown { display: block; }
     #finding-detail { height: auto; max-height: 50%; border-top: solid $primary; }
@@ -146,6 +163,8 @@ class StormdeckApp(App[None]):
         Binding("end", "follow", "Back to now (the newest frame)", show=False),
         Binding("g", "goto", "Go to a time (HH:MM:SS)", show=False),
         Binding("R", "report", "Write an incident report of the session", show=False),
+        Binding("less_than_sign", "cluster(-1)", "The previous cluster's tab", show=False),
+        Binding("greater_than_sign", "cluster(1)", "The next cluster's tab", show=False),
         Binding("plus,equals_sign", "faster", "Faster", show=False),
         Binding("minus", "slower", "Slower", show=False),
         Binding("slash", "filter", "Filter"),
@@ -159,19 +178,30 @@ class StormdeckApp(App[None]):
 
     def __init__(self, feed: Any, executor_factory: Callable[[], Any] | None = None,
                  mutes: Any = None, journal: Any = None, read_only: bool = False,
-                 cluster_name: str = "", low_bandwidth: bool = False) -> None:
+                 cluster_name: str = "", low_bandwidth: bool = False,
+                 tabs: Sequence[ClusterTab] = ()) -> None:
         super().__init__()
-        self.feed = feed
-        self.executor_factory = executor_factory
-        self.mutes = mutes
         self.journal = journal
-        self.read_only = read_only
-        self.cluster_name = cluster_name
         self.low_bandwidth = low_bandwidth
-        self.frame: Frame | None = None
-        self._config_seen: dict[tuple[str, str], str] = {}
+        self.tabs = list(tabs) or [ClusterTab(cluster_name, feed, executor_factory, mutes,
+                                              read_only)]
+        self.active = 0
+        self._use(self.tabs[0])
+
+    def _use(self, tab: ClusterTab) -> None:
+        """What the actions and views work on: the active cluster's, and only its."""
+        self.feed = tab.feed
+        self.executor_factory = tab.executor_factory
+        self.mutes = tab.mutes
+        self.read_only = tab.read_only
+        self.cluster_name = tab.name
+        self.frame = tab.frame
+        self._config_seen = tab.config_seen
 
     def compose(self) -> ComposeResult:
+        if len(self.tabs) > 1:
+            yield Tabs(*(Tab(t.name, id=f"cluster-{i}") for i, t in enumerate(self.tabs)),
+                       id="clusters")
         yield Static(id="status")
         yield Input(placeholder="filter rows (Esc to clear)", id="filter")
         yield Input(placeholder="go to a time: HH:MM:SS, or -90 (seconds back); Esc to cancel",
@@ -198,18 +228,49 @@ class StormdeckApp(App[None]):
         self.query_one("#filter", Input).disabled = True
         self.query_one("#goto", Input).disabled = True
         self.focus_view()
-        self.feed.start(self._from_feed)
+        for tab in self.tabs:
+            tab.feed.start(partial(self._from_feed, tab))
         self.refresh_journal()
 
-    def _from_feed(self, frame: Frame) -> None:
+    def _from_feed(self, tab: ClusterTab, frame: Frame) -> None:
         """Called on the feed's thread (or directly by a StaticFeed)."""
         try:
-            self.call_from_thread(self.show, frame)
+            self.call_from_thread(self._arrive, tab, frame)
         except RuntimeError:  # already on the app's thread
+            self._arrive(tab, frame)
+
+    def _arrive(self, tab: ClusterTab, frame: Frame) -> None:
+        tab.frame = frame
+        if tab is self.tabs[self.active]:
             self.show(frame)
 
     def on_unmount(self) -> None:
-        self.feed.stop()
+        for tab in self.tabs:
+            tab.feed.stop()
+
+    # -- clusters --
+
+    @on(Tabs.TabActivated, "#clusters")
+    def cluster_chosen(self, event: Tabs.TabActivated) -> None:
+        if event.tab.id is not None:
+            self.activate(int(event.tab.id.removeprefix("cluster-")))
+
+    def action_cluster(self, step: int) -> None:
+        if len(self.tabs) > 1:
+            self.query_one("#clusters", Tabs).active = \
+                f"cluster-{(self.active + step) % len(self.tabs)}"
+
+    def activate(self, index: int) -> None:
+        if index == self.active:
+            return
+        self.active = index
+        self._use(self.tabs[index])
+        if self.frame is not None:
+            self.show(self.frame)
+        else:
+            self.query_one("#status", Static).update(
+                t(f" stormdeck {self.cluster_name}: waiting for the first poll"))
+        self.refresh_journal()
 
     # -- rendering --
 
@@ -502,6 +563,11 @@ class StormdeckApp(App[None]):
         except UserError as exc:
             self.notify(printable(str(exc), 300), severity="error", markup=False)
             return
+        fsid = self.frame.snapshot.cluster.fsid if self.frame and self.frame.snapshot.cluster \
+            else None
+        if len(self.tabs) > 1 and fsid:
+            # With several clusters open, each tab's journal is its own cluster's.
+            entries = [e for e in entries if e.cluster in (None, fsid)]
         self.query_one(JournalTable).show_entries(
             entries, lambda ts: time.strftime("%m-%d %H:%M:%S", time.localtime(ts)))
 

@@ -1,0 +1,87 @@
+"""The exporter on the lab, scraped by the lab's real Prometheus: the fleet view through PromQL
+alone shows what the local host source sees, and follows a CPU limit."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+
+import pytest
+
+from advisors.validate.steps import set_affinity
+from collectors.host import HostSource
+from tests.conftest import LabCluster, eventually, free_ports, run_cli
+
+pytestmark = pytest.mark.integration
+
+
+def state(lab: LabCluster) -> dict:
+    return json.loads((lab.dir / "lab.json").read_text())
+
+
+def fleet_snapshot(lab: LabCluster) -> dict:
+    """Prometheus only: no librados, no host source, no ceph.conf."""
+    env = {k: v for k, v in os.environ.items() if k != "CEPH_CONF"}
+    res = run_cli("snapshot", "--json", "--no-host", "--prometheus",
+                  f"http://127.0.0.1:{lab.prometheus_port}", env=env)
+    assert res.rc == 0, res.err
+    return json.loads(res.out)
+
+
+def test_the_exporter_serves_every_lab_osd(lab_cluster: LabCluster) -> None:
+    port = state(lab_cluster)["ports"]["exporter"]
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    for osd in ("osd.0", "osd.1", "osd.2"):
+        assert f'stormdeck_daemon_cores_allowed{{ceph_daemon="{osd}"' in text
+        assert f'stormdeck_daemon_cpu_seconds_total{{ceph_daemon="{osd}"' in text
+    assert 'stormdeck_device_write_cache_on{device="loop0"' in text
+    assert "stormdeck_host_tuned_profile_info" in text
+
+
+def test_the_fleet_view_matches_the_host_source_and_follows_a_cpu_limit(
+        lab_cluster: LabCluster) -> None:
+    lab = lab_cluster
+    local = HostSource(ceph_conf=str(lab.conf))
+    local.poll()
+    mine = {d.id: d for d in local.poll().daemons.values()}
+
+    def fleet_ready() -> dict | None:
+        snap = fleet_snapshot(lab)
+        osds = {k: v for k, v in snap["daemons"].items() if k.startswith("osd.")}
+        ok = len(osds) == 3 and all(v["cores_used"] is not None and v["cores_allowed"]
+                                    for v in osds.values())
+        return osds if ok else None
+
+    fleet = eventually(fleet_ready, timeout=90, interval=3)
+    for osd, d in mine.items():
+        assert fleet[osd]["cores_allowed"] == d.cores_allowed
+        # Rates over different windows (Prometheus 2 min, the host source 1 poll).
+        assert abs(fleet[osd]["cores_used"] - (d.cores_used or 0.0)) < 0.3
+        assert fleet[osd]["threads"] == pytest.approx(d.threads, abs=5)
+        assert fleet[osd]["host"] == d.host
+    pid = int(state(lab)["procs"]["osd.1"]["pid"])
+    before = os.sched_getaffinity(pid)
+    set_affinity(pid, {min(before)})
+    try:
+        eventually(lambda: fleet_snapshot(lab)["daemons"]["osd.1"]["cores_allowed"] == 1.0,
+                   timeout=60, interval=3)
+    finally:
+        set_affinity(pid, before)
+    eventually(lambda: fleet_snapshot(lab)["daemons"]["osd.1"]["cores_allowed"]
+               == float(len(before)), timeout=60, interval=3)
+
+
+def test_exporter_bad_input_gets_one_sentence() -> None:
+    import socket
+
+    (port,) = free_ports(1)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", port))
+        held.listen()
+        for args, words in ((("--listen", "nowhere"), "give ADDRESS:PORT"),
+                            (("--listen", f"127.0.0.1:{port}"), "cannot listen"),
+                            (("-c", "/nonexistent.conf"), "cannot read")):
+            res = run_cli("exporter", *args, timeout=30)
+            assert res.rc == 1 and words in res.err, (args, res)
+            assert len(res.err.strip().splitlines()) == 1

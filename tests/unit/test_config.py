@@ -1,0 +1,119 @@
+"""The config file's clusters, and the console's one tab per cluster."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from stormdeck.cli import build_parser
+from stormdeck.config import load_clusters
+from stormdeck.errors import UserError
+from tests.captured import lab_snapshot, with_cluster
+from tui.app import ClusterTab, StormdeckApp
+from tui.feed import Frame, StaticFeed
+
+GOOD = """
+[clusters.prod]
+conf = "{d}/prod.conf"
+prometheus = "http://127.0.0.1:9090"
+read_only = true
+
+[clusters.lab]
+conf = "{d}/lab.conf"
+curve_mds = ["127.0.0.1:6700", "127.0.0.1:6701"]
+host = false
+timeout = 5
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "prod.conf").write_text("[global]\n")
+    (tmp_path / "lab.conf").write_text("[global]\n")
+    path = tmp_path / "config.toml"
+    path.write_text(text.replace("{d}", str(tmp_path)))
+    return path
+
+
+def test_clusters_come_with_their_sources_and_read_only(tmp_path: Path) -> None:
+    prod, lab = load_clusters(write(tmp_path, GOOD))
+    assert (prod.name, prod.read_only, lab.read_only) == ("prod", True, False)
+    assert prod.sources.prometheus == "http://127.0.0.1:9090"
+    assert lab.sources.curve_mds == "127.0.0.1:6700,127.0.0.1:6701"
+    assert lab.sources.no_host is True and lab.sources.timeout == 5
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[clusters.a]\nconff = 'x'\n", "has no setting 'conff'"),
+    ("[clusters.a]\nread_only = 'yes'\n", "wrong type"),
+    ("[clusters.a]\ntimeout = true\n", "wrong type"),
+    ("[clusters\n", "not valid TOML"),
+    ("[other]\n", "unknown table 'other'"),
+    ("clusters = 3\n", "must be tables"),
+])
+def test_a_bad_config_file_is_one_sentence(tmp_path: Path, text: str, words: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=words):
+        load_clusters(path)
+    with pytest.raises(UserError, match="no such config file"):
+        load_clusters(tmp_path / "missing.toml")
+
+
+def app_for(tmp_path: Path, *argv: str):
+    from stormdeck.cli_watch import build_app
+
+    args = build_parser().parse_args(["watch", *argv])
+    return build_app(args)
+
+
+def test_watch_opens_a_tab_per_cluster_each_read_only_as_configured(tmp_path: Path,
+                                                                      monkeypatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("STORMDECK_READ_ONLY", raising=False)
+    monkeypatch.delenv("CEPH_CONF", raising=False)
+    path = write(tmp_path, GOOD)
+    app = app_for(tmp_path, "--config", str(path))
+    assert [(t.name, t.read_only) for t in app.tabs] == [("prod", True), ("lab", False)]
+    assert app.tabs[0].feed is not app.tabs[1].feed
+    assert app.tabs[0].mutes.path.name == "mutes-prod.json"
+    only = app_for(tmp_path, "--config", str(path), "--only", "lab")
+    assert [t.name for t in only.tabs] == ["lab"]
+    forced = app_for(tmp_path, "--config", str(path), "--read-only")
+    assert all(t.read_only for t in forced.tabs)
+    # A source on the command line wins over the file: one tab, that source.
+    single = app_for(tmp_path, "--config", str(path), "-c", str(tmp_path / "lab.conf"))
+    assert len(single.tabs) == 1 and single.tabs[0].name == ""
+    with pytest.raises(UserError, match="no cluster 'nope'"):
+        app_for(tmp_path, "--config", str(path), "--only", "nope")
+    with pytest.raises(UserError, match="--record records one cluster"):
+        app_for(tmp_path, "--config", str(path), "--record", str(tmp_path / "r"))
+    for tab in app.tabs + only.tabs + forced.tabs + single.tabs:
+        tab.feed.hub.stop(wait=0)
+
+
+@pytest.mark.asyncio
+async def test_switching_tabs_shows_that_clusters_frames_and_acts_on_it() -> None:
+    def frames(fsid: str) -> list[Frame]:
+        snap = with_cluster(lab_snapshot(), fsid=fsid)
+        return [Frame(replace(snap, time=snap.time + i), (), (snap,)) for i in range(2)]
+
+    made: list[str] = []
+    tabs = [ClusterTab(name, StaticFeed(frames(fsid)), executor_factory=lambda n=name:
+                       made.append(n), read_only=ro)
+            for name, fsid, ro in (("a", "aaaa-1", False), ("b", "bbbb-2", True))]
+    app = StormdeckApp(tabs[0].feed, tabs=tabs)
+    async with app.run_test() as pilot:
+        assert app.frame.snapshot.cluster.fsid == "aaaa-1"
+        assert "[RO]" not in app.status_line(app.frame).plain
+        await pilot.press("greater_than_sign")
+        await pilot.pause()
+        assert app.frame.snapshot.cluster.fsid == "bbbb-2" and app.cluster_name == "b"
+        assert "[RO]" in app.status_line(app.frame).plain
+        app.executor_factory()
+        await pilot.press("less_than_sign")
+        await pilot.pause()
+        assert app.frame.snapshot.cluster.fsid == "aaaa-1"
+        app.executor_factory()
+    assert made == ["b", "a"]
