@@ -15,7 +15,16 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from collectors.model import Cluster, CurveCluster, CurvePool, Daemon, Disk, Partial, Pool
+from collectors.model import (
+    Cluster,
+    CurveCluster,
+    CurvePool,
+    Daemon,
+    Disk,
+    Host,
+    Partial,
+    Pool,
+)
 
 RATE = "2m"  # at least four scrapes at the common 15-30 s intervals
 
@@ -74,6 +83,9 @@ OTHER_QUERIES: dict[str, str] = {
     "pool_pgs": "ceph_pg_total",
     "flags": '{__name__=~"ceph_osd_flag_.+"} == 1',
     "disk_write_cache": "stormdeck_device_write_cache_on",
+    "disk_device_cache": "stormdeck_device_cache_on",
+    "disk_info": "stormdeck_device_info",
+    "tuned": "stormdeck_host_tuned_profile_info",
 }
 
 # Curve, as Prometheus scrapes each daemon's brpc metrics endpoint: a chunkserver's
@@ -200,8 +212,14 @@ class PrometheusSource:
         if self.curve:
             chunkservers, curve = self._curve(q)
             daemons.update(chunkservers)
+        hosts = {}
+        for s in q("tuned") if self.ceph else ():
+            m = s.get("metric", {})
+            if m.get("hostname"):
+                name = _short(m["hostname"])
+                hosts[name] = Host(name=name, tuned_profile=m.get("profile", ""))
         return Partial(source=self.name, time=time.time(), cluster=cluster, daemons=daemons,
-                       disks=disks, errors=tuple(errors), curve=curve)
+                       disks=disks, errors=tuple(errors), curve=curve, hosts=hosts)
 
     def _osds(self, q: Any) -> dict[str, Daemon]:
         fields: dict[str, dict[str, Any]] = {}
@@ -294,13 +312,29 @@ class PrometheusSource:
                 if field_name == "util":
                     v = min(1.0, max(0.0, v))
                 values.setdefault((_short(m["nodename"]), m["device"]), {})[field_name] = v
-        for s in q("disk_write_cache"):
+        # stormdeck's exporter: caches (the kernel's view, the device's own), what it is.
+        for query_name, field_name in (("disk_write_cache", "write_cache"),
+                                       ("disk_device_cache", "device_cache")):
+            for s in q(query_name):
+                m = s.get("metric", {})
+                v = _value(s)
+                if v is not None and m.get("device") and m.get("hostname"):
+                    key = (_short(m["hostname"]), m["device"])
+                    values.setdefault(key, {})[field_name] = \
+                        "write back" if v >= 1 else "write through"
+        for s in q("disk_info"):
             m = s.get("metric", {})
-            v = _value(s)
-            if v is not None and m.get("device") and m.get("hostname"):
-                key = (_short(m["hostname"]), m["device"])
-                values.setdefault(key, {})["write_cache"] = \
-                    "write back" if v >= 1 else "write through"
+            if not (m.get("device") and m.get("hostname")):
+                continue
+            f = values.setdefault((_short(m["hostname"]), m["device"]), {})
+            if m.get("rotational") in ("0", "1"):
+                f["rotational"] = m["rotational"] == "1"
+            if m.get("virtual") in ("0", "1"):
+                f["virtual"] = m["virtual"] == "1"
+            if m.get("transport"):
+                f["transport"] = m["transport"]
+            if m.get("model"):
+                f["model"] = m["model"]
         holders: dict[tuple[str, str], list[str]] = {}
         for d in daemons.values():
             for dev in d.devices or ():

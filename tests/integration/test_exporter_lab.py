@@ -60,6 +60,12 @@ def test_the_fleet_view_matches_the_host_source_and_follows_a_cpu_limit(
         assert abs(fleet[osd]["cores_used"] - (d.cores_used or 0.0)) < 0.3
         assert fleet[osd]["threads"] == pytest.approx(d.threads, abs=5)
         assert fleet[osd]["host"] == d.host
+    snap = fleet_snapshot(lab)
+    (host,) = snap["hosts"].values()
+    assert host["tuned_profile"] is not None  # "" when tuned is not installed
+    loop0 = next(v for v in snap["disks"].values() if v["name"] == "loop0")
+    assert loop0["transport"] == "loop" and loop0["virtual"] is True
+    assert loop0["write_cache"] in ("write back", "write through")
     pid = int(state(lab)["procs"]["osd.1"]["pid"])
     before = os.sched_getaffinity(pid)
     set_affinity(pid, {min(before)})
