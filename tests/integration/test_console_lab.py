@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from advisors.settings import load_settings
 from collectors.ceph import CephSource
 from collectors.host import HostSource
 from tests.conftest import LabCluster, ceph_json
-from tests.unit.test_tui import confirm_with_phrase, open_review
+from tests.unit.test_tui import confirm_with_phrase, open_review, until
 from tui.app import PlanReview, StormdeckApp
 from tui.feed import Feed
 from tui.views import FindingTable, JournalTable
@@ -31,15 +30,6 @@ def stored(lab: LabCluster, who: str, key: str) -> str | None:
         cluster.shutdown()
     return next((r["value"] for r in rows if r["section"] == who and r["name"] == key
                  and not r.get("mask")), None)
-
-
-async def until(pilot, check, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        await pilot.pause(0.2)
-        if check():
-            return
-    raise AssertionError("not within the time")
 
 
 @pytest.mark.asyncio

@@ -3,7 +3,6 @@ change made in one tab reaches that cluster only."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from stormdeck.cli import build_parser
 from stormdeck.errors import UserError
 from tests.conftest import LabCluster, ceph_json, free_ports, lab_port_args, run_cli
-from tests.unit.test_tui import confirm_with_phrase, open_review
+from tests.unit.test_tui import confirm_with_phrase, open_review, until
 from tui.views import FindingTable, JournalTable
 
 pytestmark = pytest.mark.integration
@@ -45,15 +44,6 @@ def twin(conf: Path, create: bool) -> None:
                       yes_i_really_really_mean_it=True)
     finally:
         cluster.shutdown()
-
-
-async def until(pilot, check, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        await pilot.pause(0.2)
-        if check():
-            return
-    raise AssertionError("not within the time")
 
 
 @pytest.mark.asyncio

@@ -71,6 +71,16 @@ async def open_review(app: StormdeckApp, pilot, key: str) -> PlanReview:
     return app.screen
 
 
+async def until(pilot, check, timeout: float) -> None:
+    """Let the app run until `check()` is true; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await pilot.pause(0.2)
+        if check():
+            return
+    raise AssertionError("not within the time")
+
+
 async def confirm_with_phrase(app: StormdeckApp, pilot, review: PlanReview) -> None:
     """Type the review's phrase, press Apply, wait for the change to be done."""
     review.query_one("#phrase").focus()
