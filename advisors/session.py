@@ -81,8 +81,15 @@ def replay(rec: Recording, engine: Any, start: int = 0, keep: int = 600,
 
 def recorded_findings(rec: Recording) -> list[tuple[float, tuple[Finding, ...]]]:
     """The findings as they were seen live, each time what fired changed."""
-    return [(r.time, tuple(decode(Finding, f) for f in r.data["f"]))
-            for r in rec.records() if r.kind == "findings"]
+    out = []
+    for r in rec.records():
+        if r.kind != "findings":
+            continue
+        try:
+            out.append((r.time, tuple(decode(Finding, f) for f in r.data["f"])))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue  # a record this version cannot read: the others still tell
+    return out
 
 
 def recorded_changes(rec: Recording) -> list[Any]:
@@ -92,7 +99,10 @@ def recorded_changes(rec: Recording) -> list[Any]:
     by_id: dict[str, Any] = {}
     for r in rec.records():
         if r.kind == "journal":
-            e = decode(Entry, r.data["e"])
+            try:
+                e = decode(Entry, r.data["e"])
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
             by_id[e.id] = e
     return list(by_id.values())
 

@@ -52,6 +52,11 @@ class CommandError(Exception):
     """A command the cluster refused or did not answer; the text says which and why."""
 
 
+# What a parser raises on output of an unexpected shape (a list where a map was, a
+# string where a number was, inf where an int was): a fault of that command's output.
+BAD_OUTPUT = (ValueError, KeyError, TypeError, AttributeError, IndexError, ArithmeticError)
+
+
 # ---- parsers -------------------------------------------------------------------
 
 
@@ -535,7 +540,7 @@ class CephSource:
         if self._due(key, every, now, epoch):
             try:
                 c.value, c.at, c.error, c.epoch = fetch(), now, None, epoch
-            except (CommandError, ValueError, KeyError, TypeError) as exc:
+            except (CommandError, *BAD_OUTPUT) as exc:
                 c.error = str(exc) if isinstance(exc, CommandError) else \
                     f"{key}: unexpected output ({type(exc).__name__}: {exc})"
                 errors.append(c.error)
@@ -556,7 +561,7 @@ class CephSource:
         # Status first and unguarded: if it fails, the cluster is unreachable.
         try:
             status = parse_status(mon("status"))
-        except (ValueError, KeyError, TypeError) as exc:
+        except BAD_OUTPUT as exc:
             raise CommandError(f"status: unexpected output ({exc})") from None
         self._cache["status"] = _Cached(status, now)
         r = self._run
@@ -613,13 +618,19 @@ class CephSource:
         checks, slow, slow_daemons = health or ((), None, ())
         release, version, mixed = versions or (None, None, False)
         dump = dump or {"epoch": None, "flags": (), "osds": {}, "ec_profiles": {}}
+        pools: tuple[Pool, ...] = ()
+        if pools_raw is not None:
+            try:
+                pools = parse_pools(pools_raw, dump["ec_profiles"])
+            except BAD_OUTPUT as exc:
+                errors.append(f"osd pool ls: unexpected output ({type(exc).__name__}: {exc})")
         options = {}
         for name, opt in (helps or {}).items():
             options[name] = replace(opt, values=dict((config or {}).get(name, {})))
         cluster = Cluster(
             **status, checks=checks, slow_ops=slow, slow_ops_daemons=slow_daemons,
             osd_flags=tuple(f for f in dump["flags"] if f not in ROUTINE_FLAGS),
-            pools=parse_pools(pools_raw, dump["ec_profiles"]) if pools_raw is not None else (),
+            pools=pools,
             config=options, release=release, version=version, versions_mixed=mixed)
         ids: set[int] = set(dump["osds"]) | set(df or {}) | set(perf or {}) | set(meta or {})
         prim_counts = primaries.by_osd if primaries else None

@@ -252,11 +252,16 @@ def parse_cli_chunkservers(text: str) -> list[ChunkserverInfo]:
         doc = json.loads(text)
     except ValueError:
         raise CurveError("curve bs list chunkserver: not JSON") from None
+    if not isinstance(doc, dict):
+        raise CurveError("curve bs list chunkserver: not the JSON object it prints")
     err = doc.get("error") or {}
+    if not isinstance(err, dict):
+        err = {"code": -1, "message": str(err)}
     if err.get("code") not in (None, 0):
         raise CurveError(f"curve bs list chunkserver: {err.get('message', 'error')}")
+    rows = doc.get("result") or []
     out = []
-    for row in doc.get("result") or []:
+    for row in rows if isinstance(rows, list) else []:
         try:
             unhealthy = str(row.get("unhealthyCopyset", "")).replace("%", "").strip()
             out.append(ChunkserverInfo(
@@ -268,7 +273,7 @@ def parse_cli_chunkservers(text: str) -> list[ChunkserverInfo]:
                 disk_state=row.get("diskState"),
                 copysets=int(row["copysetNum"]) if str(row.get("copysetNum", "")).isdigit()
                 else None))
-        except (KeyError, ValueError, TypeError):
+        except (KeyError, ValueError, TypeError, AttributeError, OverflowError):
             continue
     return out
 

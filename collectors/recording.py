@@ -150,6 +150,12 @@ def patch(old: Mapping[str, Any], d: Mapping[str, Any]) -> dict[str, Any]:
     return new
 
 
+def _object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError("not a JSON object")
+    return value
+
+
 # ---- writing -----------------------------------------------------------------------
 
 
@@ -362,13 +368,15 @@ class Recording:
                 unzip = zlib.decompressobj(-15)
             try:
                 obj = json.loads(unzip.decompress(payload))
-            except (ValueError, zlib.error):
+                if info.kind == KEYFRAME:
+                    state = _object(obj["s"])
+                elif info.kind == DELTA:
+                    state = patch(state or {}, _object(obj["d"]))
+                else:
+                    _object(obj)
+            except (ValueError, zlib.error, KeyError, TypeError, AttributeError):
                 self.torn = f"undecodable frame at byte {info.offset - _HEAD.size}"
                 return
-            if info.kind == KEYFRAME:
-                state = obj["s"]
-            elif info.kind == DELTA:
-                state = patch(state or {}, obj["d"])
             if i < start:
                 continue
             if info.kind in (KEYFRAME, DELTA):
@@ -384,4 +392,9 @@ class Recording:
             len(self.frames)
         for r in self.records(first):
             if r.kind == "snapshot":
-                yield decode(Snapshot, r.data)
+                try:
+                    snap = decode(Snapshot, r.data)
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    self.torn = f"undecodable snapshot in frame {r.index}"
+                    return
+                yield snap
