@@ -12,6 +12,7 @@ from typing import Any
 from advisors.model import Finding, Severity
 from advisors.timeline import Event, flapping, pg_classes
 from collectors.model import Snapshot
+from stormdeck.text import printable
 
 TIMELINE_ROWS = 40
 
@@ -132,17 +133,17 @@ def _hms(t: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t))
 
 
-def _md(text: object) -> str:
-    """Cluster text in a Markdown table cell: no pipes, no line breaks, no markup."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ") \
-        .replace("`", "'").replace("<", "&lt;")
+def md_text(text: object, limit: int = 300) -> str:
+    """Cluster text in Markdown: no control characters (a report is also printed to a
+    terminal), no pipes that break a table, no markup, no line breaks; cut to `limit`."""
+    return printable(text, limit).replace("|", "\\|").replace("`", "'").replace("<", "&lt;")
 
 
 def to_markdown(r: Report) -> str:
     out = [f"# Incident report: {_ts(r.start)} to {_hms(r.end)}", "",
-           f"- Source: {_md(r.source)}, {r.snapshots} snapshots over {r.end - r.start:.0f} s",
-           f"- Cluster: {_md(r.cluster or 'unknown')}; health {r.health_start} at the start, "
-           f"{r.health_end} at the end"]
+           f"- Source: {md_text(r.source)}, {r.snapshots} snapshots over {r.end - r.start:.0f} s",
+           f"- Cluster: {md_text(r.cluster or 'unknown')}; health {md_text(r.health_start)} at the "
+           f"start, {md_text(r.health_end)} at the end"]
     if r.not_clean_from is not None:
         back = (f"active+clean again at {_hms(r.clean_again_at)} "
                 f"({r.clean_again_at - r.not_clean_from:.0f} s)" if r.clean_again_at
@@ -155,7 +156,7 @@ def to_markdown(r: Report) -> str:
         out.append("- Peaks: " + ", ".join(f"{k} {v['count']:.0f} at {_hms(v['time'])}"
                                            for k, v in worst.items()))
     downs = sorted({e.target for e in r.events if e.kind == "osd" and " down" in e.text})
-    out.append(f"- Went down: {', '.join(downs) if downs else 'no OSD'}"
+    out.append(f"- Went down: {md_text(', '.join(downs)) if downs else 'no OSD'}"
                + (f"; flapping: {', '.join(f'{k} x{n}' for k, n in r.flapping.items())}"
                   if r.flapping else ""))
     out.append(f"- Changes made through stormdeck: {len(r.changes)}")
@@ -170,7 +171,7 @@ def to_markdown(r: Report) -> str:
     out += ["", "## What happened", ""]
     if not r.events:
         out.append("Nothing: no OSD, health, flag, pool, config or map change.")
-    out += [f"- {_hms(e.time)} {_md(e.text)}" for e in r.events]
+    out += [f"- {_hms(e.time)} {md_text(e.text)}" for e in r.events]
     out += ["", "## Findings", ""]
     if not r.findings:
         out.append("No advisor fired.")
@@ -178,14 +179,14 @@ def to_markdown(r: Report) -> str:
         out.append("| severity | rule | target | first firing | summary | source |")
         out.append("|---|---|---|---|---|---|")
         for f in r.findings:
-            out.append(f"| {f['severity']} | {f['rule']} | {_md(f['target'])} | "
-                       f"{_hms(f['first_firing'])} | {_md(f['summary'])} | {f['source']} |")
+            out.append(f"| {f['severity']} | {f['rule']} | {md_text(f['target'])} | "
+                       f"{_hms(f['first_firing'])} | {md_text(f['summary'])} | {f['source']} |")
     out += ["", "## Changes made", ""]
     if not r.changes:
         out.append("None.")
     for c in r.changes:
-        out.append(f"- {_hms(c['started'])} `{_md(c['command'])}` ({c['outcome']}; was "
-                   f"{_md(c['before'] if c['before'] is not None else 'unset')})")
+        out.append(f"- {_hms(c['started'])} `{md_text(c['command'])}` ({c['outcome']}; was "
+                   f"{md_text(c['before'] if c['before'] is not None else 'unset')})")
     return "\n".join(out) + "\n"
 
 

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from advisors.report import md_text as md
 from advisors.validate import judge, steps
 from advisors.validate.judge import Verdict
 from advisors.validate.plot import curve_plot
@@ -176,21 +177,22 @@ def to_dict(r: Report) -> dict[str, Any]:
 def to_markdown(r: Report) -> str:
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started))
     out = [f"# Validation report: {when}", "",
-           f"- Cluster: {r.cluster or 'unknown'}; {'quick' if r.quick else 'full'} run of "
+           f"- Cluster: {md(r.cluster or 'unknown')}; {'quick' if r.quick else 'full'} run of "
            f"{r.ended - r.started:.0f} s; overall **{MARK[r.verdict]}**"
            + ("; CANCELLED" if r.cancelled else "")]
     if r.changes:
-        out.append("- Since the last report: " + "; ".join(r.changes))
-    out.append(f"- Cleaned up: {', '.join(r.cleanup_done) or 'nothing was left'}"
-               + (f"; FAILED to clean: {'; '.join(r.cleanup_failed)}"
+        out.append("- Since the last report: " + "; ".join(md(c) for c in r.changes))
+    out.append(f"- Cleaned up: {md(', '.join(r.cleanup_done) or 'nothing was left', 2000)}"
+               + (f"; FAILED to clean: {md('; '.join(r.cleanup_failed), 2000)}"
                   if r.cleanup_failed else ""))
     for s in r.steps:
         out += ["", f"## {s.title}", "",
                 f"{s.status}, {s.seconds:.0f} s, verdict {MARK[s.verdict]}"
-                + (f": {s.error}" if s.error else ""), ""]
+                + (f": {md(s.error)}" if s.error else ""), ""]
         for v in s.verdicts:
-            out.append(f"- **{MARK[v.verdict]}** {v.check}: {v.summary} ({v.source})")
-            out += [f"  - {e}" for e in v.evidence]
+            out.append(f"- **{MARK[v.verdict]}** {md(v.check)}: {md(v.summary, 600)} "
+                       f"({v.source})")
+            out += [f"  - {md(e)}" for e in v.evidence]
         for kind, lines in s.plots.items():
             out += ["", f"{kind}: latency (ms) against IOPS; K the knee, H the 70% point", "",
                     "```", *lines, "```"]
