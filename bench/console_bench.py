@@ -85,7 +85,7 @@ class SyntheticFeed:
         self._stop = True
 
 
-def child(n: int, view: str) -> None:
+def child(n: int, view: str, low_bandwidth: bool) -> None:
     from tui.app import StormdeckApp
 
     class Bench(StormdeckApp):
@@ -93,7 +93,23 @@ def child(n: int, view: str) -> None:
             super().on_mount()
             self.action_view(view)
 
-    Bench(SyntheticFeed(n), cluster_name="bench").run()
+    feed = SyntheticFeed(n)
+    app = Bench(feed, cluster_name="bench", low_bandwidth=low_bandwidth)
+    if low_bandwidth:  # as `watch --low-bandwidth` does
+        feed.interval = 2.0
+        app.animation_level = "none"
+    app.run()
+
+
+def btop_argv(home: Path) -> list[str] | None:
+    """btop at a 1 s update, like the others (its default is 2 s), from a config of its own."""
+    btop = shutil.which("btop")
+    if btop is None:
+        return None
+    conf = home / ".config" / "btop"
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / "btop.conf").write_text("update_ms = 1000\n")
+    return ["env", f"HOME={home}", "LANG=C.UTF-8", btop, "--utf-force"]
 
 
 def on_pty(argv: list[str], seconds: float, warmup: float, cols: int, rows: int,
@@ -176,29 +192,38 @@ def full_refresh(n: int) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--osds", type=int, default=1000)
-    ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--seconds", type=float, default=15)
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--low-bandwidth", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.osds, args.child)
+        child(args.osds, args.child, args.low_bandwidth)
         return 0
     print(f"console on a pty, {args.osds:,} OSDs, a frame a second, 10% of figures changing; "
           f"steady state over {args.seconds:g} s")
     for cols, rows in ((200, 50), (80, 24)):
-        for view in ("daemons", "overview"):
-            r = on_pty([sys.executable, __file__, "--osds", str(args.osds), "--child", view],
-                       args.seconds, 5.0, cols, rows, b"stormdeck")
-            print(f"  {cols}x{rows} {view:<8}: CPU {r['cpu_pct']:.1f}% of a core, "
-                  f"{r['bytes_per_s'] / 1024:.1f} KiB/s to the terminal, first paint "
-                  f"{r['first_paint']:.2f} s, peak RSS {r['rss_mib']:.0f} MiB")
-    htop = shutil.which("htop")
-    if htop:
-        for cols, rows in ((200, 50), (80, 24)):
-            r = on_pty([htop, "-d", "10"], args.seconds, 3.0, cols, rows, b"")
-            print(f"  {cols}x{rows} htop    : CPU {r['cpu_pct']:.1f}% of a core, "
-                  f"{r['bytes_per_s'] / 1024:.1f} KiB/s to the terminal")
-    else:
-        print("  htop is not installed here: no comparison (apt-get install htop)")
+        for low in (False, True):
+            for view in ("daemons", "overview"):
+                argv = [sys.executable, __file__, "--osds", str(args.osds), "--child", view]
+                r = on_pty(argv + (["--low-bandwidth"] if low else []), args.seconds, 5.0,
+                           cols, rows, b"stormdeck")
+                mode = "low-bw " if low else ""
+                print(f"  {cols}x{rows} {mode}{view:<8}: CPU {r['cpu_pct']:.1f}% of a core, "
+                      f"{r['bytes_per_s'] / 1024:.2f} KiB/s to the terminal, first paint "
+                      f"{r['first_paint']:.2f} s, peak RSS {r['rss_mib']:.0f} MiB")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as home:
+        others = {"htop": [shutil.which("htop") or "htop", "-d", "10"],
+                  "btop": btop_argv(Path(home))}
+        for name, argv in others.items():
+            if argv is None or shutil.which(argv[0]) is None:
+                print(f"  {name} is not installed here: no comparison (apt-get install {name})")
+                continue
+            for cols, rows in ((200, 50), (80, 24)):
+                r = on_pty(argv, args.seconds, 3.0, cols, rows, b"")
+                print(f"  {cols}x{rows} {name}    : CPU {r['cpu_pct']:.1f}% of a core, "
+                      f"{r['bytes_per_s'] / 1024:.2f} KiB/s to the terminal")
     print(f"  full refresh of a 10,000-row daemon table: {full_refresh(10_000):.0f} ms")
     subprocess.run(["stty", "sane"], stderr=subprocess.DEVNULL, check=False)
     return 0
