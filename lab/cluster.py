@@ -665,4 +665,15 @@ class Lab:
         return any(o["osd"] == osd_id and o["up"] for o in dump["osds"])
 
     def wait_clean(self, timeout: float) -> float:
-        return self._wait("every PG to be active+clean", self.all_clean, timeout)
+        try:
+            return self._wait("every PG to be active+clean", self.all_clean, timeout)
+        except LabError as exc:
+            # Say where it stuck: the PG states and which OSDs are down, for the log's reader.
+            try:
+                total, states = self.pg_counts()
+                down = [str(o["osd"]) for o in self.ceph("osd", "dump")["osds"] if not o["up"]]
+                where = (f"; PGs: {', '.join(f'{n} {s}' for s, n in sorted(states.items()))}"
+                         + (f"; OSDs down: {', '.join(down)}" if down else ""))
+            except LabError:
+                where = ""
+            raise LabError(f"{exc}{where}") from None

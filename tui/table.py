@@ -17,7 +17,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding, BindingType
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
@@ -98,14 +98,30 @@ class VirtualTable(ScrollView, can_focus=True):
         if self._keys != old_keys:
             self._resize()
             return
-        # Same rows in the same order: repaint only the visible lines that changed,
+        # Same rows in the same order: repaint only the cells on screen that changed,
         # so a steady cluster costs the terminal (and the SSH link) next to nothing.
         top = int(self.scroll_offset.y)
         for y, key in enumerate(self._keys[top: top + max(0, self.size.height - 1)], start=1):
             old = old_records.get(key)
             new = self._records[key]
-            if not (old is new or old == new):
+            if old is new or old == new:
+                continue
+            before = self._cells.get(key)
+            if before is None or before[0] is not old:
                 self.refresh_lines(top + y)
+                continue
+            self._refresh_cells(y, before[1], self.row_cells(key))
+
+    def _refresh_cells(self, y: int, old: Cells, new: Cells) -> None:
+        """Repaint, on line y of the widget, only the columns whose text or style moved."""
+        names = [c.name for c in self.COLUMNS]
+        x = -int(self.scroll_offset.x)
+        for c in self.layout():
+            i = names.index(c.name)
+            a, b = old[i], new[i]
+            if a.plain != b.plain or a.style != b.style:
+                self.refresh(Region(x, y, c.width + 1, 1))
+            x += c.width + 1
 
     def sync(self, rows: Iterable[tuple[str, Cells]]) -> None:
         """Rows whose cells are already made (small tables)."""
@@ -205,7 +221,8 @@ class VirtualTable(ScrollView, can_focus=True):
             cell = cells[names.index(c.name)]
             style = base + Style.parse(str(cell.style)) if cell.style else base
             segs.append(Segment(self._fit(cell.plain, c) + " ", style))
-        strip = Strip(segs)
+        # Neighbouring cells of one style become one segment: fewer escape codes to send.
+        strip = Strip(segs).simplify()
         if len(self._lines) > 20_000:
             self._lines.clear()
         self._lines[slot] = (record, strip)
