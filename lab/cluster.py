@@ -670,7 +670,7 @@ class Lab:
         except LabError as exc:
             # Say where it stuck: the PG states and which OSDs are down, for the log's reader.
             try:
-                total, states = self.pg_counts()
+                _, states = self.pg_counts()
                 down = [str(o["osd"]) for o in self.ceph("osd", "dump")["osds"] if not o["up"]]
                 where = (f"; PGs: {', '.join(f'{n} {s}' for s, n in sorted(states.items()))}"
                          + (f"; OSDs down: {', '.join(down)}" if down else ""))
