@@ -268,8 +268,7 @@ class StormdeckApp(App[None]):
         if self.frame is not None:
             self.show(self.frame)
         else:
-            self.query_one("#status", Static).update(
-                t(f" stormdeck {self.cluster_name}: waiting for the first poll"))
+            self._status(t(f" stormdeck {self.cluster_name}: waiting for the first poll"))
         self.refresh_journal()
 
     # -- rendering --
@@ -278,7 +277,7 @@ class StormdeckApp(App[None]):
         self.frame = frame
         if isinstance(self.screen, DaemonDetail):
             self.screen.show(frame)
-        self.query_one("#status", Static).update(self.status_line(frame))
+        self._status(self.status_line(frame))
         self.watch_config(frame)
         current = self.query_one(ContentSwitcher).current
         if current == "overview":
@@ -296,6 +295,12 @@ class StormdeckApp(App[None]):
             self.show_detail()
         elif current == "triage":
             self.query_one(Triage).show(frame)
+
+    def _status(self, line: Text) -> None:
+        """Repaint the header only when it says something new: over SSH every byte counts."""
+        if line != getattr(self, "_last_status", None):
+            self._last_status = line
+            self.query_one("#status", Static).update(line)
 
     def status_line(self, frame: Frame) -> Text:
         line = Text(" stormdeck ", style="bold")
@@ -373,7 +378,7 @@ class StormdeckApp(App[None]):
     def action_pause(self) -> None:
         self.feed.toggle_pause()
         if self.frame is not None:
-            self.query_one("#status", Static).update(self.status_line(self.frame))
+            self._status(self.status_line(self.frame))
 
     def action_step(self, n: int) -> None:
         self.feed.step(n)

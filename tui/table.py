@@ -107,7 +107,7 @@ class VirtualTable(ScrollView, can_focus=True):
             if old is new or old == new:
                 continue
             before = self._cells.get(key)
-            if before is None or before[0] is not old:
+            if before is None or not (before[0] is old or before[0] == old):
                 self.refresh_lines(top + y)
                 continue
             self._refresh_cells(y, before[1], self.row_cells(key))
