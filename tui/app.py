@@ -207,16 +207,16 @@ class StormdeckApp(App[None]):
         yield Input(placeholder="go to a time: HH:MM:SS, or -90 (seconds back); Esc to cancel",
                     id="goto")
         with ContentSwitcher(initial="overview"):
-            yield VerticalScroll(Overview(id="overview-body"), id="overview")
+            yield Overview(id="overview")
             yield DaemonTable(id="daemons")
-            yield VerticalScroll(Leaders(id="leaders-body"), id="leaders")
+            yield Leaders(id="leaders")
             yield LatencyTable(id="latency")
             yield DiskTable(id="disks")
             with Vertical(id="findings"):
                 yield FindingTable(id="finding-table")
                 yield Static(id="finding-detail")
             yield JournalTable(id="journal")
-            yield VerticalScroll(Triage(id="triage-body"), id="triage")
+            yield Triage(id="triage")
         yield Footer()
 
     def on_mount(self) -> None:

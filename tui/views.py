@@ -11,12 +11,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import Static
 
 from advisors.model import Finding, Severity
 from collectors.model import Daemon, Disk, Snapshot
 from stormdeck.text import printable
 from tui.feed import Frame, clock
+from tui.lines import LinesView
 from tui.table import Column, VirtualTable
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
@@ -61,7 +61,7 @@ def pct(v: float | None) -> str:
     return "-" if v is None else f"{v * 100:.0f}%"
 
 
-class Overview(Static):
+class Overview(LinesView):
     """What limits the cluster, at a glance, each figure with its short history."""
 
     ascii_only = False
@@ -281,7 +281,7 @@ class JournalTable(VirtualTable):
         return getattr(self, "entries", {}).get(key) if key else None
 
 
-class Leaders(Static):
+class Leaders(LinesView):
     """Leader spread per Curve logical pool and primary spread per Ceph OSD, as bars."""
 
     ascii_only = False
@@ -440,7 +440,7 @@ TRIAGE_RULES = ("ceph.peering.storm", "ceph.osd.flapping", "ceph.slow_ops", "cep
 EVENT_STYLE = {0: "", 1: "yellow", 2: "bold red"}
 
 
-class Triage(Static):
+class Triage(LinesView):
     """The incident on one screen: PG states over time, what changed, who is slow, the log."""
 
     ascii_only = False

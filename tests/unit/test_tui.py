@@ -245,7 +245,9 @@ async def test_low_bandwidth_draws_ascii() -> None:
         cell = app.query_one(DaemonTable).cell("osd.0", "cores used/allowed").plain
         assert cell.startswith("#") and "█" not in cell and "░" not in cell
         await pilot.press("1")
-        overview = str(app.query_one("#overview-body").render())
+        from tui.views import Overview
+
+        overview = app.query_one(Overview).text.plain
         assert not set(overview) & set("▁▂▃▄▅▆▇█")
 
 
