@@ -26,8 +26,10 @@ from tests.unit.test_tui import until
 from tui.app import StormdeckApp
 from tui.feed import Feed
 
+MINUTES = float(os.environ.get("STORMDECK_SOAK_MINUTES", "10"))
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(
-    os.environ.get("STORMDECK_SOAK") != "1", reason="opt-in: STORMDECK_SOAK=1")]
+    os.environ.get("STORMDECK_SOAK") != "1", reason="opt-in: STORMDECK_SOAK=1"),
+    pytest.mark.timeout(int(MINUTES * 60) + 900)]
 
 VIEWS = "12345678"
 
@@ -56,7 +58,7 @@ def chaos(lab: LabCluster, stop: threading.Event, log: list[str]) -> None:
 async def test_the_console_survives_a_storm_of_faults(lab_cluster: LabCluster,
                                                       tmp_path: Path) -> None:
     lab = lab_cluster
-    minutes = float(os.environ.get("STORMDECK_SOAK_MINUTES", "10"))
+    minutes = MINUTES
     conf = str(lab.conf)
     journal = Journal(tmp_path / "journal.jsonl")
     feed = Feed([CephSource(conf, timeout=5), HostSource(ceph_conf=conf),
