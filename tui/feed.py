@@ -118,11 +118,15 @@ class Scrollback:
 
 
 class Feed(Scrollback):
-    """Live frames: a Hub and a Session (engine, timeline, recorder) in a thread of their own."""
+    """Live frames: a Hub and a Session (engine, timeline, recorder) in a thread of their own.
+
+    The look-back keeps as many frames as the hub's History keeps snapshots (600, ten
+    minutes at 1 s), so it holds no snapshot the History does not hold already.
+    """
 
     def __init__(self, sources: Sequence[Any], engine: Any, interval: float = 1.0,
                  timeout: float = 10.0, keep: int = 120, recorder: Any = None,
-                 journal: Any = None, scrollback: int = 1800) -> None:
+                 journal: Any = None, scrollback: int = 600) -> None:
         from advisors.session import Session
         from collectors.hub import Hub
 
@@ -169,7 +173,7 @@ class ReplayFeed(Scrollback):
     """Frames from a recording, judged afresh by the engine, at a chosen speed."""
 
     def __init__(self, recording: Any, engine_factory: Callable[[], Any], speed: float = 1.0,
-                 keep: int = 120, scrollback: int = 1800, start: float | None = None) -> None:
+                 keep: int = 120, scrollback: int = 600, start: float | None = None) -> None:
         super().__init__(scrollback)
         self.recording = recording
         self.engine_factory = engine_factory
