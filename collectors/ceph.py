@@ -591,11 +591,9 @@ class CephSource:
         log = self._log_tail(fresh or ())
         config_log = r("config log", 2.0, now, lambda: parse_config_log(
             mon("config log", num=self.CONFIG_LOG)), errors)
-        partial = self._assemble(status, health, perf, io, df, dump, primaries, pools_raw,
-                                 config, meta, versions, helps, errors)
-        assert partial.cluster is not None
-        return replace(partial, cluster=replace(partial.cluster, log=log or (),
-                                                config_log=config_log or ()))
+        status = {**status, "log": log, "config_log": config_log or ()}
+        return self._assemble(status, health, perf, io, df, dump, primaries, pools_raw,
+                              config, meta, versions, helps, errors)
 
     def _log_tail(self, fresh: Iterable[LogEntry]) -> tuple[LogEntry, ...]:
         kept = {(e.who, e.seq, e.stamp): e for e in self._log}
