@@ -31,7 +31,6 @@ class Frame:
     snapshot: Snapshot
     findings: tuple[Finding, ...]
     history: tuple[Snapshot, ...]  # oldest first, the latest last: for sparklines
-    paused: bool = False
     events: tuple[Event, ...] = ()  # the newest, oldest first
     position: str = ""  # where in time this frame is, when not the newest live one
 

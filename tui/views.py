@@ -61,13 +61,20 @@ def pct(v: float | None) -> str:
     return "-" if v is None else f"{v * 100:.0f}%"
 
 
-class Overview(LinesView):
-    """What limits the cluster, at a glance, each figure with its short history."""
+class FrameText(LinesView):
+    """A view that is one rendered text of the frame, repainted line by line."""
 
     ascii_only = False
 
     def show(self, frame: Frame) -> None:
         self.update(self.render_frame(frame))
+
+    def render_frame(self, frame: Frame) -> Text:
+        raise NotImplementedError
+
+
+class Overview(FrameText):
+    """What limits the cluster, at a glance, each figure with its short history."""
 
     def render_frame(self, frame: Frame) -> Text:
         s, hist = frame.snapshot, frame.history
@@ -281,13 +288,8 @@ class JournalTable(VirtualTable):
         return getattr(self, "entries", {}).get(key) if key else None
 
 
-class Leaders(LinesView):
+class Leaders(FrameText):
     """Leader spread per Curve logical pool and primary spread per Ceph OSD, as bars."""
-
-    ascii_only = False
-
-    def show(self, frame: Frame) -> None:
-        self.update(self.render_frame(frame))
 
     def render_frame(self, frame: Frame) -> Text:
         s = frame.snapshot
@@ -440,13 +442,8 @@ TRIAGE_RULES = ("ceph.peering.storm", "ceph.osd.flapping", "ceph.slow_ops", "cep
 EVENT_STYLE = {0: "", 1: "yellow", 2: "bold red"}
 
 
-class Triage(LinesView):
+class Triage(FrameText):
     """The incident on one screen: PG states over time, what changed, who is slow, the log."""
-
-    ascii_only = False
-
-    def show(self, frame: Frame) -> None:
-        self.update(self.render_frame(frame))
 
     def render_frame(self, frame: Frame) -> Text:
         from advisors.timeline import flapping, pg_classes
