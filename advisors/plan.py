@@ -89,7 +89,8 @@ def validate_change(c: Change, where: str = "plan") -> None:
             continue  # a label, never sent anywhere
         if c.kind == "curve_leader_schedule" and name in ("key", "proposed"):
             continue
-        if not SAFE_TOKEN.match(value):
+        # Plan files are read from disk: a field may be anything JSON holds, not only text.
+        if not isinstance(value, str) or not SAFE_TOKEN.match(value):
             raise UserError(f"{where}: {name} {value!r} of a {c.kind} change is not a plain "
                             "value (letters, digits and . _ : / = @ , + - only)")
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from stormdeck.errors import UserError
+from stormdeck.text import printable
 
 # Setting in the file -> (attribute of the command line's namespace, type).
 SETTINGS: dict[str, tuple[str, type | tuple[type, ...]]] = {
@@ -80,17 +81,18 @@ def load_clusters(path: Path | None = None) -> list[ClusterConfig]:
 
 
 def _cluster(path: Path, name: str, table: Any) -> ClusterConfig:
+    shown = printable(name, 60)  # a name may hold anything TOML allows: a newline, say
     if not isinstance(table, dict):
-        raise UserError(f"{path}: clusters.{name} must be a table")
+        raise UserError(f"{path}: clusters.{shown} must be a table")
     values = dict(DEFAULTS)
     read_only = False
     for key, value in table.items():
         if key not in SETTINGS:
-            raise UserError(f"{path}: clusters.{name} has no setting {key!r} "
+            raise UserError(f"{path}: clusters.{shown} has no setting {printable(key, 60)!r} "
                             f"(known: {', '.join(sorted(SETTINGS))})")
         attr, kind = SETTINGS[key]
         if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-            raise UserError(f"{path}: clusters.{name}.{key} has the wrong type "
+            raise UserError(f"{path}: clusters.{shown}.{key} has the wrong type "
                             f"({type(value).__name__})")
         if isinstance(value, list):
             value = ",".join(str(v) for v in value)

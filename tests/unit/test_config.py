@@ -51,6 +51,7 @@ def test_clusters_come_with_their_sources_and_read_only(tmp_path: Path) -> None:
     ("[clusters\n", "not valid TOML"),
     ("[other]\n", "unknown table 'other'"),
     ("clusters = 3\n", "must be tables"),
+    ('[clusters."a\\nb"]\nread_only = "x"\n', "clusters.a\\\\x0ab.read_only has the wrong type"),
 ])
 def test_a_bad_config_file_is_one_sentence(tmp_path: Path, text: str, words: str) -> None:
     path = tmp_path / "c.toml"
