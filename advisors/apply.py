@@ -20,11 +20,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from advisors.devices import cache_argv, controller, transport_of_command
-from advisors.journal import Entry, Journal
-from advisors.model import Change
-from advisors.plan import Plan, validate_change
-from stormdeck.errors import UserError
+from stormdeck.advisors.devices import cache_argv, controller, transport_of_command
+from stormdeck.advisors.journal import Entry, Journal
+from stormdeck.advisors.model import Change
+from stormdeck.advisors.plan import Plan, validate_change
+from stormdeck.base.errors import UserError
 
 
 class ReadOnlyError(UserError):
@@ -52,7 +52,7 @@ class CephAdmin:
 
     def __init__(self, conffile: str | None, client_name: str | None = None,
                  keyring: str | None = None, timeout: float = 10.0) -> None:
-        from collectors.ceph import CephSource
+        from stormdeck.collectors.ceph import CephSource
 
         self._src = CephSource(conffile=conffile, client_name=client_name, keyring=keyring,
                                timeout=timeout)
@@ -67,7 +67,7 @@ class CephAdmin:
         return self._send("mgr", prefix, args)
 
     def _send(self, target: str, prefix: str, args: dict[str, Any]) -> Any:
-        from collectors.ceph import CommandError
+        from stormdeck.collectors.ceph import CommandError
 
         try:
             out = self._src._send(target, {"prefix": prefix, **args}, self._src.timeout)
@@ -448,6 +448,6 @@ class Executor:
 
 
 def journal_path() -> Path:
-    from advisors.settings import state_dir
+    from stormdeck.advisors.settings import state_dir
 
     return state_dir() / "journal.jsonl"

@@ -7,11 +7,11 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from advisors.model import Change, Check, Finding, RuleSettings
-from advisors.mutes import MuteStore
-from advisors.rules import ALL, Context, Rule
-from advisors.settings import load_settings
-from collectors.model import Snapshot
+from stormdeck.advisors.model import Change, Check, Finding, RuleSettings
+from stormdeck.advisors.mutes import MuteStore
+from stormdeck.advisors.rules import ALL, Context, Rule
+from stormdeck.advisors.settings import load_settings
+from stormdeck.collectors.model import Snapshot
 
 # A firing finding whose rule stops judging its target (no data) is kept this long.
 STALE_AFTER = 120.0

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from advisors.model import Change
-from stormdeck.errors import UserError
+from stormdeck.advisors.model import Change
+from stormdeck.base.errors import UserError
 
 
 @dataclass(frozen=True, slots=True)

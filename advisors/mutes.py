@@ -8,8 +8,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from advisors.model import Finding, Severity
-from stormdeck.errors import UserError
+from stormdeck.advisors.model import Finding, Severity
+from stormdeck.base.errors import UserError
 
 MAX_TTL = 30 * 86400.0
 WORSEN = 1.25  # badness this many times the muted value counts as worse

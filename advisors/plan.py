@@ -10,9 +10,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from advisors.model import Change, Finding
-from stormdeck.errors import UserError
-from stormdeck.text import printable
+from stormdeck.advisors.model import Change, Finding
+from stormdeck.base.errors import UserError
+from stormdeck.base.text import printable
 
 PLAN_VERSION = 1
 KINDS = ("ceph_config", "osd_flag", "pool_set", "curve_leader_schedule", "device_cache",

@@ -9,10 +9,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisors.model import Finding, Severity
-from advisors.timeline import Event, flapping, pg_classes
-from collectors.model import Snapshot
-from stormdeck.text import printable
+from stormdeck.advisors.model import Finding, Severity
+from stormdeck.advisors.timeline import Event, flapping, pg_classes
+from stormdeck.base.text import printable
+from stormdeck.collectors.model import Snapshot
 
 TIMELINE_ROWS = 40
 

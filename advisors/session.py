@@ -9,11 +9,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from advisors.model import Finding
-from advisors.timeline import Event, Timeline
-from collectors.model import Snapshot
-from collectors.recording import Recorder, Recording, decode
-from stormdeck.errors import UserError
+from stormdeck.advisors.model import Finding
+from stormdeck.advisors.timeline import Event, Timeline
+from stormdeck.base.errors import UserError
+from stormdeck.collectors.model import Snapshot
+from stormdeck.collectors.recording import Recorder, Recording, decode
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +94,7 @@ def recorded_findings(rec: Recording) -> list[tuple[float, tuple[Finding, ...]]]
 
 def recorded_changes(rec: Recording) -> list[Any]:
     """The journal entries made during the recording, each in its last known state."""
-    from advisors.journal import Entry
+    from stormdeck.advisors.journal import Entry
 
     by_id: dict[str, Any] = {}
     for r in rec.records():

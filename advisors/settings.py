@@ -8,9 +8,9 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from advisors.model import RuleSettings
-from advisors.rules import BY_ID
-from stormdeck.errors import UserError
+from stormdeck.advisors.model import RuleSettings
+from stormdeck.advisors.rules import BY_ID
+from stormdeck.base.errors import UserError
 
 ENGINE_KEYS = ("enabled", "for_seconds", "warmup_samples")
 
@@ -26,7 +26,7 @@ def state_dir() -> Path:
 
 
 def defaults() -> dict[str, dict[str, Any]]:
-    return tomllib.loads(files("assets").joinpath("rules.toml").read_text())
+    return tomllib.loads(files("stormdeck.assets").joinpath("rules.toml").read_text())
 
 
 def user_rules_file() -> Path | None:

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from collectors.model import Cluster, Snapshot
+from stormdeck.collectors.model import Cluster, Snapshot
 
 # The PG states an incident is read by (K3.7: peering blocks IO, recovery does not).
 PG_CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (

@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from collectors.model import Cluster, Daemon, Snapshot, SourceHealth  # noqa: E402
-from tui.feed import Frame  # noqa: E402
+from stormdeck.collectors.model import Cluster, Daemon, Snapshot, SourceHealth  # noqa: E402
+from stormdeck.tui.feed import Frame  # noqa: E402
 
 
 def synthetic(n: int, t: float, prev: Snapshot | None, rnd: random.Random) -> Snapshot:
@@ -86,7 +86,7 @@ class SyntheticFeed:
 
 
 def child(n: int, view: str, low_bandwidth: bool) -> None:
-    from tui.app import StormdeckApp
+    from stormdeck.tui.app import StormdeckApp
 
     class Bench(StormdeckApp):
         def on_mount(self) -> None:
@@ -165,9 +165,9 @@ def on_pty(argv: list[str], seconds: float, warmup: float, cols: int, rows: int,
 
 def full_refresh(n: int) -> float:
     """Milliseconds for a 10,000-row daemon table to take a frame where every row changed."""
-    from tui.app import StormdeckApp
-    from tui.feed import StaticFeed
-    from tui.views import DaemonTable
+    from stormdeck.tui.app import StormdeckApp
+    from stormdeck.tui.feed import StaticFeed
+    from stormdeck.tui.views import DaemonTable
 
     rnd = random.Random(2)
     first = synthetic(n, 0.0, None, rnd)

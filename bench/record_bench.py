@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from collectors.model import Daemon, Snapshot  # noqa: E402
-from collectors.recording import Recorder, Recording  # noqa: E402
+from stormdeck.collectors.model import Daemon, Snapshot  # noqa: E402
+from stormdeck.collectors.recording import Recorder, Recording  # noqa: E402
 
 MOVING = [f.name for f in fields(Daemon) if f.type in ("float | None", "int | None")
           and f.name not in ("pid", "curve_id", "pgs", "primary_pgs", "threads", "copysets")]

@@ -25,9 +25,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from collectors.ceph import CephSource  # noqa: E402
-from collectors.hub import merge  # noqa: E402
-from collectors.model import Daemon, Partial  # noqa: E402
+from stormdeck.collectors.ceph import CephSource  # noqa: E402
+from stormdeck.collectors.hub import merge  # noqa: E402
+from stormdeck.collectors.model import Daemon, Partial  # noqa: E402
 
 CAPTURES = ROOT / "tests" / "data" / "pacific"
 OSDS_PER_HOST = 12

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, ClassVar
 
-from collectors.model import (
+from stormdeck.collectors.model import (
     Cluster,
     ConfigChange,
     ConfigOption,

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
-from collectors.model import CurveCluster, CurvePool, Daemon, MdsStatus, Partial
+from stormdeck.collectors.model import CurveCluster, CurvePool, Daemon, MdsStatus, Partial
 
 US = 1e-6
 Value = float | str | dict[str, str]

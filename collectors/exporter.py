@@ -16,8 +16,7 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
-
-from collectors.host import (
+from stormdeck.collectors.host import (
     OSD_NAMES,
     conf_from_argv,
     disk_info,

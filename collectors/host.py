@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-
-from collectors.model import Daemon, Disk, Host, Partial
+from stormdeck.collectors.model import Daemon, Disk, Host, Partial
 
 OSD_NAMES = frozenset({"ceph-osd"})
 FD_REFRESH = 60.0  # a daemon's open devices change only when it restarts

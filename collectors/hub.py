@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from collectors.model import (
+from stormdeck.collectors.model import (
     Cluster,
     Daemon,
     Disk,

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from collectors.model import (
+from stormdeck.collectors.model import (
     Cluster,
     CurveCluster,
     CurvePool,

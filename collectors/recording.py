@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collectors.model import Snapshot
-from stormdeck.errors import UserError
+from stormdeck.base.errors import UserError
+from stormdeck.collectors.model import Snapshot
 
 MAGIC = b"STORMDECK-REC\n"
 FORMAT = 1

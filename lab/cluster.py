@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab import procs
-from stormdeck.errors import UserError
+from stormdeck.base.errors import UserError
+from stormdeck.lab import procs
 
 STATE_FILE = "lab.json"
 STATE_VERSION = 1
@@ -582,8 +582,8 @@ class Lab:
         if seconds < 0:
             raise LabError("--seconds must be zero (until stopped) or more")
         self._ensure_pool(BENCH_POOL, 32)
-        proc = Proc("load", [sys.executable, "-m", "lab.loadgen", "--conf", str(self.conf),
-                             "--pool", BENCH_POOL, "--size", str(size),
+        proc = Proc("load", [sys.executable, "-m", "stormdeck.lab.loadgen",
+                             "--conf", str(self.conf), "--pool", BENCH_POOL, "--size", str(size),
                              "--threads", str(threads), "--seconds", str(seconds)])
         self._start(state, proc)
         return proc

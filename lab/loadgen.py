@@ -21,7 +21,7 @@ PREFIX = "benchmark_data"
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lab.loadgen")
+    ap = argparse.ArgumentParser(prog="python -m stormdeck.lab.loadgen")
     ap.add_argument("--conf", required=True)
     ap.add_argument("--pool", required=True)
     ap.add_argument("--size", type=int, required=True, help="bytes per write")

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from stormdeck import __version__
-from stormdeck.errors import UserError
+from stormdeck.base.errors import UserError
 
 Handler = Callable[[argparse.Namespace], int]
 

@@ -11,10 +11,10 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from advisors.plan import review
-from stormdeck.errors import UserError
+from stormdeck.advisors.plan import review
+from stormdeck.base.errors import UserError
+from stormdeck.base.text import printable
 from stormdeck.sources import add_source_options, build_sources, conf_path
-from stormdeck.text import printable
 
 
 def register(sub: Any) -> None:
@@ -91,8 +91,8 @@ def read_only(args: argparse.Namespace) -> bool:
 
 
 def executor(args: argparse.Namespace, needs_ceph: bool, curve: Any = None):
-    from advisors.apply import CephAdmin, Executor, journal_path
-    from advisors.journal import Journal
+    from stormdeck.advisors.apply import CephAdmin, Executor, journal_path
+    from stormdeck.advisors.journal import Journal
 
     ceph = None
     if needs_ceph:
@@ -114,9 +114,9 @@ CEPH_KINDS = ("ceph_config", "osd_flag", "pool_set")
 
 def findings_now(args: argparse.Namespace, rule_id: str, duration: float):
     """One rule judged on a fresh read, its for-window waived: (engine, findings, snapshot)."""
-    from advisors.engine import Engine
-    from advisors.rules import BY_ID
-    from advisors.settings import load_settings
+    from stormdeck.advisors.engine import Engine
+    from stormdeck.advisors.rules import BY_ID
+    from stormdeck.advisors.settings import load_settings
     from stormdeck.watching import watch
 
     if rule_id not in BY_ID:
@@ -142,7 +142,7 @@ def one_finding(findings: list, rule_id: str, target: str | None):
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from advisors.plan import plan_from_finding
+    from stormdeck.advisors.plan import plan_from_finding
 
     # A plan is made from what holds now: the rule's for-window does not apply.
     _, findings, snap = findings_now(args, args.rule, args.duration)
@@ -156,7 +156,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from advisors.plan import Plan
+    from stormdeck.advisors.plan import Plan
 
     plan = Plan.load(args.file)
     print(review(plan))
@@ -177,7 +177,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 def curve_follower(args: argparse.Namespace, plan: Any):
     """Follow a pool's leadernum range over heartbeats after a leader schedule (K2.2)."""
-    from advisors.settings import load_settings
+    from stormdeck.advisors.settings import load_settings
     from stormdeck.sources import curve_source
 
     limit = float(load_settings()["curve.leaders.spread"].params["max_range"])
@@ -209,8 +209,8 @@ def curve_follower(args: argparse.Namespace, plan: Any):
 
 
 def cmd_journal(args: argparse.Namespace) -> int:
-    from advisors.apply import journal_path
-    from advisors.journal import Journal
+    from stormdeck.advisors.apply import journal_path
+    from stormdeck.advisors.journal import Journal
 
     entries = Journal(journal_path()).entries()
     if args.json:
@@ -233,8 +233,8 @@ def cmd_journal(args: argparse.Namespace) -> int:
 
 
 def cmd_undo(args: argparse.Namespace) -> int:
-    from advisors.apply import journal_path
-    from advisors.journal import Journal
+    from stormdeck.advisors.apply import journal_path
+    from stormdeck.advisors.journal import Journal
 
     entry = Journal(journal_path()).find(args.id)
     ex = executor(args, entry.change.kind in CEPH_KINDS)

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from stormdeck.base.text import printable
 from stormdeck.sources import add_source_options, build_sources
-from stormdeck.text import printable
 
 SCHEMA = "stormdeck.check/1"
 CLUSTER_SOURCES = ("ceph", "prometheus", "curve")
@@ -43,14 +43,14 @@ def register(sub: Any) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from advisors.engine import Engine, worst
-    from advisors.mutes import MuteStore
-    from advisors.settings import load_settings, state_dir
-    from stormdeck.errors import UserError
+    from stormdeck.advisors.engine import Engine, worst
+    from stormdeck.advisors.mutes import MuteStore
+    from stormdeck.advisors.settings import load_settings, state_dir
+    from stormdeck.base.errors import UserError
 
     settings = load_settings(args.rules)
     if args.list_rules:
-        from advisors.rules import ALL
+        from stormdeck.advisors.rules import ALL
 
         for r in ALL:
             s = settings[r.id]
@@ -85,7 +85,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def report(snap: Any, findings: list, errors: dict[str, str], duration: float,
            code: int) -> dict[str, Any]:
-    from collectors.model import plain
+    from stormdeck.collectors.model import plain
 
     return {
         "schema": SCHEMA,
@@ -99,7 +99,7 @@ def report(snap: Any, findings: list, errors: dict[str, str], duration: float,
 
 
 def finding_json(f: Any) -> dict[str, Any]:
-    from collectors.model import plain
+    from stormdeck.collectors.model import plain
 
     out = plain(f)
     out["severity"] = str(f.severity)

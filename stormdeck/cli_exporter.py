@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Any
 
-from stormdeck.errors import UserError
+from stormdeck.base.errors import UserError
 
 
 def register(sub: Any) -> None:
@@ -37,7 +37,7 @@ def cmd_exporter(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
     from prometheus_client.registry import CollectorRegistry
 
-    from collectors.exporter import HostCollector
+    from stormdeck.collectors.exporter import HostCollector
 
     addr, port = parse_listen(args.listen)
     if args.conf is not None:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lab.cluster import GIB, Lab, LabError, Ports, default_dir, parse_size
+from stormdeck.lab.cluster import GIB, Lab, LabError, Ports, default_dir, parse_size
 
 
 def register(sub: Any) -> None:

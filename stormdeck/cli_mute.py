@@ -7,9 +7,9 @@ import re
 import time
 from typing import Any
 
-from stormdeck.errors import UserError
+from stormdeck.base.errors import UserError
+from stormdeck.base.text import printable
 from stormdeck.sources import add_source_options
-from stormdeck.text import printable
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -43,8 +43,8 @@ def register(sub: Any) -> None:
 
 
 def store():  # -> MuteStore
-    from advisors.mutes import MuteStore
-    from advisors.settings import state_dir
+    from stormdeck.advisors.mutes import MuteStore
+    from stormdeck.advisors.settings import state_dir
 
     return MuteStore(state_dir() / "mutes.json")
 

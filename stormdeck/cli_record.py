@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stormdeck.errors import UserError
+from stormdeck.base.errors import UserError
+from stormdeck.base.when import parse_when
 from stormdeck.sources import add_source_options, build_sources
-from stormdeck.when import parse_when
 
 
 def register(sub: Any) -> None:
@@ -64,8 +64,8 @@ def add_recording_options(p: argparse.ArgumentParser) -> None:
 def recorder(path: str, args: argparse.Namespace) -> Any:
     import platform
 
-    from collectors.recording import Recorder
     from stormdeck import __version__
+    from stormdeck.collectors.recording import Recorder
 
     return Recorder(Path(path), max_bytes=int(args.max_size * (1 << 20)),
                     meta={"writer": f"stormdeck {__version__}", "host": platform.node(),
@@ -73,17 +73,17 @@ def recorder(path: str, args: argparse.Namespace) -> Any:
 
 
 def _engine(args: argparse.Namespace, mutes: Any = None) -> Any:
-    from advisors.engine import Engine
-    from advisors.settings import load_settings
+    from stormdeck.advisors.engine import Engine
+    from stormdeck.advisors.settings import load_settings
 
     return Engine(load_settings(Path(args.rules) if args.rules else None), mutes=mutes)
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from advisors.apply import journal_path
-    from advisors.journal import Journal
-    from advisors.session import Session
-    from collectors.hub import Hub
+    from stormdeck.advisors.apply import journal_path
+    from stormdeck.advisors.journal import Journal
+    from stormdeck.advisors.session import Session
+    from stormdeck.collectors.hub import Hub
 
     if args.duration is not None and args.duration <= 0:
         raise UserError("--for takes a number of seconds above 0")
@@ -129,7 +129,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def open_recording(path: str) -> Any:
-    from collectors.recording import Recording
+    from stormdeck.collectors.recording import Recording
 
     rec = Recording(Path(path))
     if rec.torn:
@@ -147,9 +147,9 @@ def _when(text: str | None, anchor: float, what: str) -> float | None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from advisors.session import RecordedJournal
-    from tui.app import StormdeckApp
-    from tui.feed import ReplayFeed
+    from stormdeck.advisors.session import RecordedJournal
+    from stormdeck.tui.app import StormdeckApp
+    from stormdeck.tui.feed import ReplayFeed
 
     if args.speed <= 0:
         raise UserError("--speed takes a number above 0")
@@ -166,8 +166,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from advisors import report
-    from advisors.session import Session, recorded_changes, replay
+    from stormdeck.advisors import report
+    from stormdeck.advisors.session import Session, recorded_changes, replay
 
     rec = open_recording(args.file)
     start = _when(args.start, rec.start, "--from")

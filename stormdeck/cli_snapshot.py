@@ -8,8 +8,8 @@ import sys
 import time
 from typing import Any
 
+from stormdeck.base.text import printable
 from stormdeck.sources import add_source_options, build_sources
-from stormdeck.text import printable
 
 CLUSTER_SOURCES = ("ceph", "prometheus", "curve")
 
@@ -26,7 +26,7 @@ def register(sub: Any) -> None:
 
 
 def take_snapshot(args: argparse.Namespace):  # -> Snapshot
-    from collectors.hub import Hub
+    from stormdeck.collectors.hub import Hub
 
     hub = Hub(build_sources(args), interval=max(0.2, args.interval), timeout=args.timeout)
     hub.start()
@@ -38,7 +38,7 @@ def take_snapshot(args: argparse.Namespace):  # -> Snapshot
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    from collectors.model import to_json_dict
+    from stormdeck.collectors.model import to_json_dict
 
     snap = take_snapshot(args)
     if args.json:

@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from stormdeck.errors import UserError
+from stormdeck.base.errors import UserError
 
 
 def register(sub: Any) -> None:
-    from advisors.validate.runner import STEP_IDS
+    from stormdeck.advisors.validate.runner import STEP_IDS
 
     p = sub.add_parser(
         "validate", help="guided pre-production validation",
@@ -47,10 +47,10 @@ def register(sub: Any) -> None:
 def cmd_validate(args: argparse.Namespace) -> int:
     import os
 
-    from advisors.apply import CephAdmin
-    from advisors.settings import state_dir
-    from advisors.validate import runner
-    from advisors.validate.steps import Options
+    from stormdeck.advisors.apply import CephAdmin
+    from stormdeck.advisors.settings import state_dir
+    from stormdeck.advisors.validate import runner
+    from stormdeck.advisors.validate.steps import Options
 
     conf = args.conf or os.environ.get("CEPH_CONF")
     if not conf:
@@ -67,7 +67,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     admin = CephAdmin(conf)
     try:
         if not args.headless:
-            from tui.validate import ValidateApp
+            from stormdeck.tui.validate import ValidateApp
 
             app = ValidateApp(options, admin, snapshot, skip=args.skip)
             app.run()
@@ -80,7 +80,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def _headless(args: argparse.Namespace, options: Any, admin: Any, snapshot: Any) -> int:
     import json
 
-    from advisors.validate import runner
+    from stormdeck.advisors.validate import runner
 
     def progress(step: str, fraction: float, text: str) -> None:
         print(f"validate: {step:<8} {fraction:4.0%}  {text}", file=sys.stderr, flush=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from stormdeck.base.errors import UserError
 from stormdeck.cli_record import add_recording_options, recorder
-from stormdeck.errors import UserError
 from stormdeck.sources import add_source_options, build_sources, conf_path
 
 
@@ -46,12 +46,12 @@ def build_app(args: argparse.Namespace) -> Any:
     """The console for the clusters the options (or the config file) name, not yet running."""
     from pathlib import Path
 
-    from advisors.apply import journal_path
-    from advisors.journal import Journal
-    from advisors.settings import load_settings
+    from stormdeck.advisors.apply import journal_path
+    from stormdeck.advisors.journal import Journal
+    from stormdeck.advisors.settings import load_settings
     from stormdeck.cli_change import read_only
     from stormdeck.config import load_clusters, names_sources
-    from tui.app import StormdeckApp
+    from stormdeck.tui.app import StormdeckApp
 
     settings = load_settings(Path(args.rules) if args.rules else None)
     journal = Journal(journal_path())
@@ -79,12 +79,12 @@ def build_app(args: argparse.Namespace) -> Any:
 def _tab(args: argparse.Namespace, name: str, sources_args: argparse.Namespace, ro: bool,
          settings: Any, journal: Any) -> Any:
     """One cluster: its sources, engine, mutes, feed, and an executor bound to it alone."""
-    from advisors.apply import CephAdmin, Executor
-    from advisors.engine import Engine
-    from advisors.mutes import MuteStore
-    from advisors.settings import state_dir
-    from tui.app import ClusterTab
-    from tui.feed import Feed
+    from stormdeck.advisors.apply import CephAdmin, Executor
+    from stormdeck.advisors.engine import Engine
+    from stormdeck.advisors.mutes import MuteStore
+    from stormdeck.advisors.settings import state_dir
+    from stormdeck.tui.app import ClusterTab
+    from stormdeck.tui.feed import Feed
 
     sources = build_sources(sources_args)
     mutes = MuteStore(state_dir() / (f"mutes-{name}.json" if name else "mutes.json"))

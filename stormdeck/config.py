@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stormdeck.errors import UserError
-from stormdeck.text import printable
+from stormdeck.base.errors import UserError
+from stormdeck.base.text import printable
 
 # Setting in the file -> (attribute of the command line's namespace, type).
 SETTINGS: dict[str, tuple[str, type | tuple[type, ...]]] = {
@@ -52,7 +52,7 @@ def config_path() -> Path:
     env = os.environ.get("STORMDECK_CONFIG")
     if env:
         return Path(env)
-    from advisors.settings import config_dir
+    from stormdeck.advisors.settings import config_dir
 
     return config_dir() / "config.toml"
 

@@ -6,8 +6,8 @@ import argparse
 import os
 from pathlib import Path
 
-from collectors.hub import Source
-from stormdeck.errors import UserError
+from stormdeck.base.errors import UserError
+from stormdeck.collectors.hub import Source
 
 
 def add_source_options(parser: argparse.ArgumentParser) -> None:
@@ -71,7 +71,7 @@ def build_sources(args: argparse.Namespace) -> list[Source]:
                         "--curve-mds ADDR for Curve, or --prometheus URL", exit_code=3)
     sources: list[Source] = []
     if want_ceph:
-        from collectors.ceph import CephSource
+        from stormdeck.collectors.ceph import CephSource
 
         name = args.client_name or (f"client.{args.client_id}" if args.client_id else None)
         sources.append(CephSource(conffile=conf, client_name=name, keyring=args.keyring,
@@ -79,14 +79,14 @@ def build_sources(args: argparse.Namespace) -> list[Source]:
     if want_curve:
         sources.append(curve_source(args))
     if not args.no_host:
-        from collectors.host import HostSource
+        from stormdeck.collectors.host import HostSource
 
         sources.append(HostSource(ceph_conf=conf if want_ceph else None))
     if args.prometheus:
         if not args.prometheus.startswith(("http://", "https://")):
             raise UserError(f"--prometheus wants a URL like http://127.0.0.1:9090, "
                             f"not {args.prometheus!r}")
-        from collectors.prometheus import PrometheusSource
+        from stormdeck.collectors.prometheus import PrometheusSource
 
         sources.append(PrometheusSource(args.prometheus, timeout=args.timeout,
                                         ceph=args.prometheus_for in ("ceph", "both"),
@@ -110,7 +110,7 @@ def _addrs(text: str | None, option: str) -> list[str]:
 def curve_source(args: argparse.Namespace) -> Source:
     import shlex
 
-    from collectors.curve import CurveSource
+    from stormdeck.collectors.curve import CurveSource
 
     mds = _addrs(args.curve_mds, "--curve-mds")
     chunkservers = _addrs(args.curve_chunkserver, "--curve-chunkserver")

@@ -14,7 +14,7 @@ def watch(sources: Sequence[Any], engine: Any, duration: float, interval: float 
     Returns the last findings and the last Snapshot. `first_polls` polls of every
     source come first (2 when rates must be real from the start).
     """
-    from collectors.hub import Hub
+    from stormdeck.collectors.hub import Hub
 
     hub = Hub(sources, interval=interval, timeout=timeout)
     started = time.monotonic()

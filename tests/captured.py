@@ -13,9 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from collectors.ceph import CephSource
-from collectors.hub import merge
-from collectors.model import Daemon, Disk, Host, Partial, Snapshot, SourceHealth
+from stormdeck.collectors.ceph import CephSource
+from stormdeck.collectors.hub import merge
+from stormdeck.collectors.model import Daemon, Disk, Host, Partial, Snapshot, SourceHealth
 
 PAC = Path(__file__).parent / "data" / "pacific"
 

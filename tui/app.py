@@ -9,20 +9,13 @@ from functools import partial
 from typing import Any, ClassVar
 
 from rich.text import Text
-from textual import on, work
-from textual.app import App, ComposeResult
-from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Button, ContentSwitcher, Footer, Input, Static, Tab, Tabs
-
-from advisors.plan import Plan, plan_from_finding, review
-from stormdeck.errors import UserError
-from stormdeck.text import printable
-from stormdeck.when import parse_when
-from tui.feed import Frame
-from tui.table import VirtualTable
-from tui.views import (
+from stormdeck.advisors.plan import Plan, plan_from_finding, review
+from stormdeck.base.errors import UserError
+from stormdeck.base.text import printable
+from stormdeck.base.when import parse_when
+from stormdeck.tui.feed import Frame
+from stormdeck.tui.table import VirtualTable
+from stormdeck.tui.views import (
     DaemonTable,
     DiskTable,
     FindingTable,
@@ -35,6 +28,12 @@ from tui.views import (
     finding_detail,
     t,
 )
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, ContentSwitcher, Footer, Input, Static, Tab, Tabs
 
 
 @dataclass
@@ -428,8 +427,8 @@ class StormdeckApp(App[None]):
 
     def action_report(self) -> None:
         """The session so far (or the replay so far) as Markdown and JSON, in the state dir."""
-        from advisors import report
-        from advisors.settings import state_dir
+        from stormdeck.advisors import report
+        from stormdeck.advisors.settings import state_dir
 
         frames = self.feed.frames()
         if not frames:
@@ -533,7 +532,7 @@ class StormdeckApp(App[None]):
         entry = self.query_one(JournalTable).selected()
         if entry is None:
             return
-        from advisors.model import Change
+        from stormdeck.advisors.model import Change
 
         inverse = Change(kind=entry.change.kind, target=entry.change.target,
                          key=entry.change.key, current=entry.change.proposed,

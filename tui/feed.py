@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from advisors.model import Finding
-from advisors.timeline import Event
-from collectors.model import Snapshot
+from stormdeck.advisors.model import Finding
+from stormdeck.advisors.timeline import Event
+from stormdeck.collectors.model import Snapshot
 
 # A replay seeking backwards judges again this many snapshots before the target,
 # so that rules with windows and for-durations see what they saw live.
@@ -126,8 +126,8 @@ class Feed(Scrollback):
     def __init__(self, sources: Sequence[Any], engine: Any, interval: float = 1.0,
                  timeout: float = 10.0, keep: int = 120, recorder: Any = None,
                  journal: Any = None, scrollback: int = 600) -> None:
-        from advisors.session import Session
-        from collectors.hub import Hub
+        from stormdeck.advisors.session import Session
+        from stormdeck.collectors.hub import Hub
 
         super().__init__(scrollback)
         self.hub = Hub(sources, interval=interval, timeout=timeout)
@@ -197,7 +197,7 @@ class ReplayFeed(Scrollback):
         self._thread.start()
 
     def _restart(self, index: int) -> None:
-        from advisors.session import replay
+        from stormdeck.advisors.session import replay
 
         with self._play, self._lock:
             self.past.clear()

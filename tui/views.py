@@ -11,13 +11,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.text import Text
-
-from advisors.model import Finding, Severity
-from collectors.model import Daemon, Disk, Snapshot
-from stormdeck.text import printable
-from tui.feed import Frame, clock
-from tui.lines import LinesView
-from tui.table import Column, VirtualTable
+from stormdeck.advisors.model import Finding, Severity
+from stormdeck.base.text import printable
+from stormdeck.collectors.model import Daemon, Disk, Snapshot
+from stormdeck.tui.feed import Frame, clock
+from stormdeck.tui.lines import LinesView
+from stormdeck.tui.table import Column, VirtualTable
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 ASCII = " .:-=+*#%"
@@ -446,7 +445,7 @@ class Triage(FrameText):
     """The incident on one screen: PG states over time, what changed, who is slow, the log."""
 
     def render_frame(self, frame: Frame) -> Text:
-        from advisors.timeline import flapping, pg_classes
+        from stormdeck.advisors.timeline import flapping, pg_classes
 
         s, hist = frame.snapshot, frame.history
         c = s.cluster

@@ -1,7 +1,7 @@
 """The rules, one module per family; each cites the KNOWLEDGE.md section it rests on."""
 
-from advisors.rules import cpu, disks, ec, host, latency, leaders, peering, pools, triage
-from advisors.rules.base import Context, Rule
+from stormdeck.advisors.rules import cpu, disks, ec, host, latency, leaders, peering, pools, triage
+from stormdeck.advisors.rules.base import Context, Rule
 
 ALL: tuple[type[Rule], ...] = (*cpu.RULES, *latency.RULES, *leaders.RULES, *peering.RULES,
                                *pools.RULES, *ec.RULES, *disks.RULES, *host.RULES,

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from advisors.model import Change, Check, Evidence, Thresholds
-from collectors.model import Cluster, ConfigOption, Daemon, Snapshot
+from stormdeck.advisors.model import Change, Check, Evidence, Thresholds
+from stormdeck.collectors.model import Cluster, ConfigOption, Daemon, Snapshot
 
 
 @dataclass(frozen=True)

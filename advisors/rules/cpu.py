@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from advisors.model import Check, Severity
-from advisors.rules.base import Context, Rule, mean
+from stormdeck.advisors.model import Check, Severity
+from stormdeck.advisors.rules.base import Context, Rule, mean
 
 KIB = 1024
 

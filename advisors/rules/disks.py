@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from advisors.devices import cache_argv
-from advisors.model import Change, Check, Severity
-from advisors.rules.base import Context, Rule, mean
+from stormdeck.advisors.devices import cache_argv
+from stormdeck.advisors.model import Change, Check, Severity
+from stormdeck.advisors.rules.base import Context, Rule, mean
 
 VERIFY = ("Verify (K2.5, K6.4): prefill a file on the disk (`dd if=/dev/zero of=FILE bs=1M "
           "count=4096 oflag=direct`), run `fio --name=wc --filename=FILE --rw=randwrite "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from advisors.model import Change, Check, Severity
-from advisors.rules.base import Context, Rule
+from stormdeck.advisors.model import Change, Check, Severity
+from stormdeck.advisors.rules.base import Context, Rule
 
 FIXED = (20, 2, 1)  # 20.2.0 crashes OSDs with the flag set (tracker 74813)
 

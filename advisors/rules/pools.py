@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from advisors.model import Change, Check, Severity
-from advisors.rules.base import Context, Rule
+from stormdeck.advisors.model import Change, Check, Severity
+from stormdeck.advisors.rules.base import Context, Rule
 
 
 def nearest_power_of_two(n: int) -> int:

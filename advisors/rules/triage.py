@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
-from advisors.model import Check, Severity
-from advisors.rules.base import Context, Rule
+from stormdeck.advisors.model import Check, Severity
+from stormdeck.advisors.rules.base import Context, Rule
 
 
 def downs(ctx: Context, daemon_id: str) -> int:

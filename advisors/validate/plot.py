@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from advisors.validate.judge import Point
+from stormdeck.advisors.validate.judge import Point
 
 
 def curve_plot(points: Sequence[Point], knee: int | None, headroom: Point | None,

@@ -10,13 +10,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from advisors.report import md_text as md
-from advisors.validate import judge, steps
-from advisors.validate.judge import Verdict
-from advisors.validate.plot import curve_plot
-from advisors.validate.steps import Cancelled, Ctx, Options
-from collectors.model import Snapshot
-from stormdeck.errors import UserError
+from stormdeck.advisors.report import md_text as md
+from stormdeck.advisors.validate import judge, steps
+from stormdeck.advisors.validate.judge import Verdict
+from stormdeck.advisors.validate.plot import curve_plot
+from stormdeck.advisors.validate.steps import Cancelled, Ctx, Options
+from stormdeck.base.errors import UserError
+from stormdeck.collectors.model import Snapshot
 
 STEPS: tuple[tuple[str, str], ...] = (
     ("hosts", "Host checks: tuned, cores per OSD, op threads, write cache (fio)"),
@@ -69,9 +69,9 @@ class Report:
 
 def take_snapshot(conf: str | None, timeout: float = 10.0) -> Snapshot:
     """What the cluster and this host look like now: two polls, so rates are real."""
-    from collectors.ceph import CephSource
-    from collectors.host import HostSource
-    from collectors.hub import Hub
+    from stormdeck.collectors.ceph import CephSource
+    from stormdeck.collectors.host import HostSource
+    from stormdeck.collectors.hub import Hub
 
     hub = Hub([CephSource(conf, timeout=timeout), HostSource(ceph_conf=conf)], interval=1.0,
               timeout=timeout)

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from advisors.validate import judge
-from advisors.validate.judge import Point, Verdict
-from collectors.model import Snapshot
-from stormdeck.errors import UserError
+from stormdeck.advisors.validate import judge
+from stormdeck.advisors.validate.judge import Point, Verdict
+from stormdeck.base.errors import UserError
+from stormdeck.collectors.model import Snapshot
 
 POOL_PREFIX = "stormdeck-validate-"
 SCRATCH_NAME = "stormdeck-validate-scratch"
@@ -235,7 +235,7 @@ def device_of(path: Path) -> str | None:
 def write_cache_check(ctx: Ctx) -> Verdict:
     """K2.5: fio 4K writes with fdatasync on a pre-filled scratch file, against the w/s the
     device shows in /proc/diskstats over the same seconds."""
-    from collectors.host import parse_diskstats
+    from stormdeck.collectors.host import parse_diskstats
 
     directory = ctx.options.scratch_dir
     dev = device_of(directory)

@@ -10,13 +10,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from stormdeck.advisors.engine import Engine
+from stormdeck.advisors.model import Severity
+from stormdeck.advisors.settings import load_settings
+from stormdeck.collectors.ceph import CephSource
+from stormdeck.collectors.host import HostSource
+from stormdeck.collectors.hub import Hub
 
-from advisors.engine import Engine
-from advisors.model import Severity
-from advisors.settings import load_settings
-from collectors.ceph import CephSource
-from collectors.host import HostSource
-from collectors.hub import Hub
 from tests.conftest import LabCluster, ceph_json, eventually, run_cli
 
 pytestmark = pytest.mark.integration

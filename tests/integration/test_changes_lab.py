@@ -12,10 +12,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from stormdeck.advisors.journal import Journal
+from stormdeck.advisors.model import Change
+from stormdeck.advisors.plan import Plan
 
-from advisors.journal import Journal
-from advisors.model import Change
-from advisors.plan import Plan
 from tests.conftest import LabCluster, ceph_json, eventually, run_cli
 
 pytestmark = pytest.mark.integration

@@ -6,18 +6,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from stormdeck.advisors.apply import CephAdmin, Executor
+from stormdeck.advisors.engine import Engine
+from stormdeck.advisors.journal import Journal
+from stormdeck.advisors.settings import load_settings
+from stormdeck.collectors.ceph import CephSource
+from stormdeck.collectors.host import HostSource
+from stormdeck.tui.app import PlanReview, StormdeckApp
+from stormdeck.tui.feed import Feed
+from stormdeck.tui.views import FindingTable, JournalTable
 
-from advisors.apply import CephAdmin, Executor
-from advisors.engine import Engine
-from advisors.journal import Journal
-from advisors.settings import load_settings
-from collectors.ceph import CephSource
-from collectors.host import HostSource
 from tests.conftest import LabCluster, ceph_json
 from tests.unit.test_tui import confirm_with_phrase, open_review, until
-from tui.app import PlanReview, StormdeckApp
-from tui.feed import Feed
-from tui.views import FindingTable, JournalTable
 
 pytestmark = pytest.mark.integration
 

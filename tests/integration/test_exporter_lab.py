@@ -8,9 +8,9 @@ import os
 import urllib.request
 
 import pytest
+from stormdeck.advisors.validate.steps import set_affinity
+from stormdeck.collectors.host import HostSource
 
-from advisors.validate.steps import set_affinity
-from collectors.host import HostSource
 from tests.conftest import LabCluster, eventually, free_ports, run_cli
 
 pytestmark = pytest.mark.integration

@@ -12,19 +12,19 @@ from pathlib import Path
 
 import psutil
 import pytest
+from stormdeck.advisors.apply import CephAdmin, Executor
+from stormdeck.advisors.engine import Engine
+from stormdeck.advisors.journal import Journal
+from stormdeck.advisors.model import Change
+from stormdeck.advisors.plan import Plan
+from stormdeck.collectors.ceph import CephSource
+from stormdeck.collectors.host import HostSource
+from stormdeck.collectors.prometheus import PrometheusSource
+from stormdeck.tui.app import StormdeckApp
+from stormdeck.tui.feed import Feed
 
-from advisors.apply import CephAdmin, Executor
-from advisors.engine import Engine
-from advisors.journal import Journal
-from advisors.model import Change
-from advisors.plan import Plan
-from collectors.ceph import CephSource
-from collectors.host import HostSource
-from collectors.prometheus import PrometheusSource
 from tests.conftest import LabCluster
 from tests.unit.test_tui import until
-from tui.app import StormdeckApp
-from tui.feed import Feed
 
 MINUTES = float(os.environ.get("STORMDECK_SOAK_MINUTES", "10"))
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from stormdeck.advisors.validate.steps import POOL_PREFIX, SCRATCH_NAME, set_affinity
 
-from advisors.validate.steps import POOL_PREFIX, SCRATCH_NAME, set_affinity
 from tests.conftest import LabCluster, ceph_json
 
 pytestmark = pytest.mark.integration

@@ -6,8 +6,7 @@ import json
 import math
 
 import pytest
-
-from collectors.ceph import (
+from stormdeck.collectors.ceph import (
     CephSource,
     _Cached,
     count_primaries,
@@ -26,6 +25,7 @@ from collectors.ceph import (
     parse_status,
     parse_versions,
 )
+
 from tests.conftest import DATA
 
 PAC = DATA / "pacific"

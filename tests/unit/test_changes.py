@@ -12,12 +12,12 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
+from stormdeck.advisors.apply import Executor, ReadOnlyError
+from stormdeck.advisors.journal import Journal
+from stormdeck.advisors.model import Change
+from stormdeck.advisors.plan import Plan
+from stormdeck.base.errors import UserError
 
-from advisors.apply import Executor, ReadOnlyError
-from advisors.journal import Journal
-from advisors.model import Change
-from advisors.plan import Plan
-from stormdeck.errors import UserError
 from tests.conftest import run_cli
 from tests.curve_wire import POOL, CurveWire
 

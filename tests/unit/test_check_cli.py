@@ -89,7 +89,7 @@ def test_check_with_a_bad_rules_file_is_one_sentence(tmp_path: Path) -> None:
 def test_list_rules_names_every_rule_and_its_source() -> None:
     res = run_cli("check", "--list-rules")
     assert res.rc == 0
-    from advisors.rules import ALL
+    from stormdeck.advisors.rules import ALL
 
     assert len(res.out.strip().splitlines()) == len(ALL) == 23
     assert "curve.leaders.spread" in res.out and "K2.1" in res.out

@@ -6,13 +6,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from stormdeck.base.errors import UserError
+from stormdeck.tui.app import ClusterTab, StormdeckApp
+from stormdeck.tui.feed import Frame, StaticFeed
 
 from stormdeck.cli import build_parser
 from stormdeck.config import load_clusters
-from stormdeck.errors import UserError
 from tests.captured import lab_snapshot, with_cluster
-from tui.app import ClusterTab, StormdeckApp
-from tui.feed import Frame, StaticFeed
 
 GOOD = """
 [clusters.prod]

@@ -7,8 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from collectors.curve import (
+from stormdeck.collectors.curve import (
     CurveError,
     CurveSource,
     bvar_name,
@@ -21,7 +20,8 @@ from collectors.curve import (
     parse_raft_stat,
     parse_vars,
 )
-from collectors.hub import Hub
+from stormdeck.collectors.hub import Hub
+
 from tests.curve_wire import POOL, CurveWire
 
 

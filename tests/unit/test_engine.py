@@ -7,16 +7,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from stormdeck.advisors.engine import Engine, worst
+from stormdeck.advisors.model import Change, Check, RuleSettings, Severity
+from stormdeck.advisors.mutes import MuteStore
+from stormdeck.advisors.rules import Context, Rule
+from stormdeck.advisors.rules.cpu import CoresStarved
+from stormdeck.advisors.rules.peering import PeeringStorm
+from stormdeck.advisors.settings import load_settings
+from stormdeck.base.errors import UserError
+from stormdeck.collectors.model import Snapshot
 
-from advisors.engine import Engine, worst
-from advisors.model import Change, Check, RuleSettings, Severity
-from advisors.mutes import MuteStore
-from advisors.rules import Context, Rule
-from advisors.rules.cpu import CoresStarved
-from advisors.rules.peering import PeeringStorm
-from advisors.settings import load_settings
-from collectors.model import Snapshot
-from stormdeck.errors import UserError
 from tests.captured import history, lab_snapshot, with_cluster, with_daemon
 
 

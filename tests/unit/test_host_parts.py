@@ -9,8 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from collectors.host import (
+from stormdeck.collectors.host import (
     DiskCounters,
     HostSource,
     cgroup_cpu_limit,
@@ -24,6 +23,7 @@ from collectors.host import (
     transport_of,
     whole_disk,
 )
+
 from tests.conftest import DATA
 
 

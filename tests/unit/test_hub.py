@@ -6,9 +6,8 @@ import threading
 import time
 
 import pytest
-
-from collectors.hub import History, Hub, merge
-from collectors.model import Cluster, Daemon, Disk, Partial, Snapshot, merge_records
+from stormdeck.collectors.hub import History, Hub, merge
+from stormdeck.collectors.model import Cluster, Daemon, Disk, Partial, Snapshot, merge_records
 
 
 class ScriptedSource:

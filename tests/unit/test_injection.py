@@ -9,17 +9,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from stormdeck.advisors import report
+from stormdeck.advisors.journal import Journal
+from stormdeck.advisors.model import Change
+from stormdeck.advisors.validate import judge, runner
+from stormdeck.collectors.model import ConfigChange, ConfigOption, HealthCheck, LogEntry, Pool
+from stormdeck.tui.app import StormdeckApp
+from stormdeck.tui.feed import StaticFeed
+from stormdeck.tui.views import JournalTable, Triage
 
-from advisors import report
-from advisors.journal import Journal
-from advisors.model import Change
-from advisors.validate import judge, runner
-from collectors.model import ConfigChange, ConfigOption, HealthCheck, LogEntry, Pool
 from tests.captured import with_cluster, with_daemon
 from tests.unit.test_tui import frames
-from tui.app import StormdeckApp
-from tui.feed import StaticFeed
-from tui.views import JournalTable, Triage
 
 # Markup, a colour, an OSC 8 hyperlink, a title change, CR/BS overwrites, a bell, NUL,
 # a C1 control, and 20,000 characters.

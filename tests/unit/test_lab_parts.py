@@ -11,9 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from lab import procs
-from lab.cluster import (
+from stormdeck.lab import procs
+from stormdeck.lab.cluster import (
     Lab,
     LabError,
     Ports,
@@ -24,6 +23,7 @@ from lab.cluster import (
     parse_size,
     prometheus_yml,
 )
+
 from tests.conftest import DATA
 
 

@@ -8,10 +8,9 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
-from collectors.host import HostSource
-from collectors.hub import Hub
-from collectors.prometheus import PrometheusError, PrometheusSource
+from stormdeck.collectors.host import HostSource
+from stormdeck.collectors.hub import Hub
+from stormdeck.collectors.prometheus import PrometheusError, PrometheusSource
 
 
 @pytest.fixture

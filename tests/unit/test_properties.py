@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from stormdeck.advisors.plan import Plan
+from stormdeck.base.errors import UserError
+from stormdeck.collectors import curve
+from stormdeck.collectors.ceph import CommandError
+from stormdeck.collectors.prometheus import PrometheusError, PrometheusSource
+from stormdeck.collectors.recording import MAGIC, Recording
 
-from advisors.plan import Plan
-from collectors import curve
-from collectors.ceph import CommandError
-from collectors.prometheus import PrometheusError, PrometheusSource
-from collectors.recording import MAGIC, Recording
 from stormdeck.config import load_clusters
-from stormdeck.errors import UserError
 from tests.captured import CannedCeph, lab_outputs
 
 FAST = settings(max_examples=150, deadline=None,
@@ -172,7 +172,7 @@ def test_a_recording_of_anything_opens_or_says_why(tmp_path_factory, data: st.Da
         return
     list(rec.snapshots())  # decodes, or stops at the first frame it cannot, saying why
     list(rec.records())
-    from advisors.session import recorded_changes, recorded_findings
+    from stormdeck.advisors.session import recorded_changes, recorded_findings
 
     recorded_findings(rec)
     recorded_changes(rec)
@@ -219,7 +219,7 @@ def test_a_plan_file_loads_or_says_why(tmp_path_factory, data: st.DataObject) ->
 
 def test_the_plan_strategy_can_load_a_good_plan(tmp_path: Path) -> None:
     """The fuzzing starts from a plan that loads, so mutations test the edges."""
-    from advisors.model import Change
+    from stormdeck.advisors.model import Change
 
     plan = Plan(id="p1", created=1.0, rule="r", target="osd", summary="s", source="K1",
                 fsid=None, changes=(Change(kind="ceph_config", target="osd",

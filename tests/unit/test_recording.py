@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from stormdeck.advisors.engine import Engine
+from stormdeck.advisors.journal import Journal
+from stormdeck.advisors.model import Change
+from stormdeck.advisors.session import Session, recorded_changes, recorded_findings, replay
+from stormdeck.base.errors import UserError
+from stormdeck.collectors.model import Snapshot
+from stormdeck.collectors.recording import MAGIC, Recorder, Recording, decode, diff, encode, patch
 
-from advisors.engine import Engine
-from advisors.journal import Journal
-from advisors.model import Change
-from advisors.session import Session, recorded_changes, recorded_findings, replay
-from collectors.model import Snapshot
-from collectors.recording import MAGIC, Recorder, Recording, decode, diff, encode, patch
-from stormdeck.errors import UserError
 from tests.captured import history, with_cluster, with_daemon
 from tests.conftest import run_cli
 

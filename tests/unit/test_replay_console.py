@@ -7,13 +7,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from advisors.engine import Engine
-from advisors.session import RecordedJournal
-from collectors.recording import Recording
-from tui.app import StormdeckApp
-from tui.feed import ReplayFeed
-from tui.views import Triage
+from stormdeck.advisors.engine import Engine
+from stormdeck.advisors.session import RecordedJournal
+from stormdeck.collectors.recording import Recording
+from stormdeck.tui.app import StormdeckApp
+from stormdeck.tui.feed import ReplayFeed
+from stormdeck.tui.views import Triage
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "assets" / "demo.sdrec"
@@ -81,9 +80,10 @@ def test_the_live_feed_records_and_collects_while_the_operator_looks_back(
         tmp_path: Path) -> None:
     import time
 
-    from collectors.recording import Recorder
+    from stormdeck.collectors.recording import Recorder
+    from stormdeck.tui.feed import Feed
+
     from tests.captured import CannedCeph, lab_outputs
-    from tui.feed import Feed
 
     shown = []
     feed = Feed([CannedCeph(lab_outputs())], Engine(), interval=0.25,
@@ -112,8 +112,9 @@ def test_the_live_feed_records_and_collects_while_the_operator_looks_back(
 @pytest.mark.asyncio
 async def test_r_writes_an_incident_report_of_the_session(tmp_path: Path,
                                                           monkeypatch) -> None:
+    from stormdeck.tui.feed import StaticFeed
+
     from tests.unit.test_tui import frames, incident
-    from tui.feed import StaticFeed
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     app = StormdeckApp(StaticFeed(frames(incident)))

@@ -11,14 +11,14 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
+from stormdeck.advisors.engine import Engine
+from stormdeck.advisors.model import Finding, Severity
+from stormdeck.advisors.rules import ALL
+from stormdeck.advisors.settings import load_settings
+from stormdeck.collectors.curve import CurveSource
+from stormdeck.collectors.hub import merge
+from stormdeck.collectors.model import Disk, Host, Pool, Snapshot, SourceHealth
 
-from advisors.engine import Engine
-from advisors.model import Finding, Severity
-from advisors.rules import ALL
-from advisors.settings import load_settings
-from collectors.curve import CurveSource
-from collectors.hub import merge
-from collectors.model import Disk, Host, Pool, Snapshot, SourceHealth
 from tests.captured import history, with_cluster, with_config, with_daemon
 from tests.curve_wire import CurveWire
 

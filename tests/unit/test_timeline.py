@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from advisors.timeline import Timeline, events_of, flapping, pg_classes
-from collectors.model import ConfigChange
+from stormdeck.advisors.timeline import Timeline, events_of, flapping, pg_classes
+from stormdeck.collectors.model import ConfigChange
+
 from tests.captured import history, with_cluster, with_daemon
 
 

@@ -7,18 +7,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from textual.widgets import ContentSwitcher
-
-from advisors.apply import Executor
-from advisors.engine import Engine
-from advisors.journal import Journal
-from advisors.session import Session
-from advisors.settings import load_settings
-from collectors.model import HealthCheck, Pool, pg_flags_from_states
-from tests.captured import history, with_cluster, with_daemon
-from tui.app import PlanReview, StormdeckApp
-from tui.feed import Frame, StaticFeed
-from tui.views import (
+from stormdeck.advisors.apply import Executor
+from stormdeck.advisors.engine import Engine
+from stormdeck.advisors.journal import Journal
+from stormdeck.advisors.session import Session
+from stormdeck.advisors.settings import load_settings
+from stormdeck.collectors.model import HealthCheck, Pool, pg_flags_from_states
+from stormdeck.tui.app import PlanReview, StormdeckApp
+from stormdeck.tui.feed import Frame, StaticFeed
+from stormdeck.tui.views import (
     DaemonTable,
     DiskTable,
     FindingTable,
@@ -27,6 +24,9 @@ from tui.views import (
     Leaders,
     Triage,
 )
+from textual.widgets import ContentSwitcher
+
+from tests.captured import history, with_cluster, with_daemon
 
 EVIL = "[bold red]x[/] \x1b[31mred\x1b[0m"
 
@@ -208,7 +208,7 @@ async def test_finding_review_apply_journal_undo(tmp_path: Path, monkeypatch) ->
 
 @pytest.mark.asyncio
 async def test_drill_into_one_daemon(tmp_path: Path) -> None:
-    from tui.app import DaemonDetail
+    from stormdeck.tui.app import DaemonDetail
 
     app = StormdeckApp(StaticFeed(frames()))
     async with app.run_test(size=(160, 48)) as pilot:
@@ -245,7 +245,7 @@ async def test_low_bandwidth_draws_ascii() -> None:
         cell = app.query_one(DaemonTable).cell("osd.0", "cores used/allowed").plain
         assert cell.startswith("#") and "█" not in cell and "░" not in cell
         await pilot.press("1")
-        from tui.views import Overview
+        from stormdeck.tui.views import Overview
 
         overview = app.query_one(Overview).text.plain
         assert not set(overview) & set("▁▂▃▄▅▆▇█")
@@ -300,7 +300,7 @@ async def test_looking_back_keeps_the_frame_and_returns_to_now() -> None:
 
 
 def test_times_to_go_to() -> None:
-    from stormdeck.when import parse_when
+    from stormdeck.base.when import parse_when
 
     now = 1_800_000_000.0
     assert parse_when("-90", now) == now - 90

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from stormdeck.advisors.validate import judge
+from stormdeck.advisors.validate.judge import FAIL, PASS, SKIP, WARN, Point
+from stormdeck.advisors.validate.plot import curve_plot
+from stormdeck.advisors.validate.steps import Cleanup, levels, parse_bench
+from stormdeck.base.errors import UserError
 
-from advisors.validate import judge
-from advisors.validate.judge import FAIL, PASS, SKIP, WARN, Point
-from advisors.validate.plot import curve_plot
-from advisors.validate.steps import Cleanup, levels, parse_bench
-from stormdeck.errors import UserError
 from tests.conftest import DATA
 
 VAL = DATA / "validate"
@@ -132,7 +132,7 @@ def test_worst_of_verdicts() -> None:
 
 
 def test_a_report_says_what_changed_since_the_last(tmp_path: Path) -> None:
-    from advisors.validate.runner import Report, StepReport, save, to_markdown
+    from stormdeck.advisors.validate.runner import Report, StepReport, save, to_markdown
 
     def report(sleep_verdict: str) -> Report:
         step = StepReport("settings", "Cluster settings", status="done", verdicts=[

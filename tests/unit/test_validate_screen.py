@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from stormdeck.advisors.validate.steps import Options
+from stormdeck.tui.validate import TypePhrase, ValidateApp
 from textual.app import App
 from textual.widgets import Button, Checkbox, Input, Static
 
-from advisors.validate.steps import Options
 from tests.captured import lab_snapshot, with_config
-from tui.validate import TypePhrase, ValidateApp
 
 
 @pytest.mark.asyncio
