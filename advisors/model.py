@@ -34,8 +34,8 @@ class Evidence:
 class Change:
     """One concrete change a finding proposes. Issue "Acting on advice" executes these."""
 
-    kind: str  # "ceph_config" | "osd_flag" | "pool_set" | "curve_leader_schedule" |
-    #            "device_cache" | "tuned_profile"
+    kind: str  # a key of advisors.actuators.ACTUATORS: "ceph_config", "osd_flag",
+    #            "pool_set", "fast_ec", "device_cache", "tuned_profile", "curve_leader_schedule"
     target: str  # "osd", "osd.3", "class:ssd", pool name, "host:/dev/sdb", logical pool
     key: str  # option, flag, pool property, ...
     current: str | None  # None: unset / unknown

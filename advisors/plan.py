@@ -10,13 +10,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from stormdeck.advisors.actuators import ACTUATORS
 from stormdeck.advisors.model import Change, Finding
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 
 PLAN_VERSION = 1
-KINDS = ("ceph_config", "osd_flag", "pool_set", "curve_leader_schedule", "device_cache",
-         "tuned_profile")
 WIDE = ("device class", "all OSDs", "all monitors", "pool", "host", "cluster")
 # What may appear in a command sent to a cluster or a tool: no shell, no spaces.
 SAFE_TOKEN = re.compile(r"^[A-Za-z0-9_.:/=@,+-]{1,200}$")
@@ -44,8 +43,10 @@ class Plan:
     def phrase(self) -> str:
         """What the operator types: the pool's name for an irreversible pool change."""
         for c in self.changes:
-            if not c.reversible and c.kind == "pool_set":
-                return c.target
+            act = ACTUATORS.get(c.kind)
+            phrase = act.phrase(c) if act else None
+            if phrase:
+                return phrase
         return f"apply {self.rule}"
 
     def to_json(self) -> str:
@@ -82,13 +83,11 @@ class Plan:
 
 def validate_change(c: Change, where: str = "plan") -> None:
     """Refuse anything that is not a plain token where a command will be built from it."""
-    if c.kind not in KINDS:
+    act = ACTUATORS.get(c.kind) if isinstance(c.kind, str) else None
+    if act is None:
         raise UserError(f"{where}: unknown kind of change {c.kind!r}")
-    for name, value in (("target", c.target), ("key", c.key), ("proposed", c.proposed)):
-        if c.kind == "device_cache" and name == "key":
-            continue  # a label, never sent anywhere
-        if c.kind == "curve_leader_schedule" and name in ("key", "proposed"):
-            continue
+    for name in act.plain:
+        value = getattr(c, name)
         # Plan files are read from disk: a field may be anything JSON holds, not only text.
         if not isinstance(value, str) or not SAFE_TOKEN.match(value):
             raise UserError(f"{where}: {name} {value!r} of a {c.kind} change is not a plain "

@@ -106,7 +106,10 @@ def executor(args: argparse.Namespace, needs_ceph: bool, curve: Any = None):
                     curve_follow=curve)
 
 
-CEPH_KINDS = ("ceph_config", "osd_flag", "pool_set")
+def needs_ceph(changes: Any) -> bool:
+    from stormdeck.advisors.actuators import actuator
+
+    return any(actuator(c.kind).needs_ceph for c in changes)
 
 
 # ---- commands -------------------------------------------------------------------------
@@ -163,7 +166,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     curve = None
     if any(c.kind == "curve_leader_schedule" for c in plan.changes):
         curve = curve_follower(args, plan)
-    ex = executor(args, any(c.kind in CEPH_KINDS for c in plan.changes), curve)
+    ex = executor(args, needs_ceph(plan.changes), curve)
     if ex.read_only:
         ex.apply(plan)  # refuses, with the reason
     ex.check_stale(plan)  # before asking, so nobody confirms a stale plan
@@ -237,12 +240,13 @@ def cmd_undo(args: argparse.Namespace) -> int:
     from stormdeck.advisors.journal import Journal
 
     entry = Journal(journal_path()).find(args.id)
-    ex = executor(args, entry.change.kind in CEPH_KINDS)
-    before = entry.before if entry.before is not None else "unset"
-    print(f"undo {entry.id}: {printable(entry.change.command)}  ({printable(entry.change.key)} "
-          f"back to {printable(before)})")
+    ex = executor(args, needs_ceph([entry.change]))
     if ex.read_only:
         ex.undo(entry)  # refuses, with the reason
+    inverse = ex.inverse(entry)  # refuses an entry with no way back before asking
+    print(f"undo {entry.id}: {printable(entry.change.command)}")
+    print(f"  runs: {printable(inverse.command, 300)}  ({printable(inverse.key)}: "
+          f"{printable(inverse.current)} -> {printable(inverse.proposed)})")
     if not args.yes:
         confirm_undo()
     o = ex.undo(entry)

@@ -49,7 +49,7 @@ class FastEcOff(Rule):
                 summary=f"EC pool {pool.name} ({pool.ec_k}+{pool.ec_m}) runs without fast EC",
                 evidence=(ctx.evidence("pool flags", [], now=",".join(pool.flags) or "none"),),
                 changes=() if on else (Change(
-                    kind="pool_set", target=pool.name, key="allow_ec_optimizations",
+                    kind="fast_ec", target=pool.name, key="allow_ec_optimizations",
                     current="false", proposed="true",
                     command=f"ceph osd pool set {pool.name} allow_ec_optimizations true",
                     runtime=True, reversible=False, blast_radius="pool",

@@ -82,7 +82,8 @@ def test_plan_apply_and_undo_a_scrub_change_through_the_cli(lab_cluster: LabClus
     assert entry.status == "applied" and entry.before is None  # unset before
     assert "config log version" in entry.detail
     res = cli(lab_cluster, env, "undo", "--yes")
-    assert res.rc == 0, res.err and "ceph config rm osd osd_scrub_sleep" in res.out
+    assert res.rc == 0, res.err
+    assert "runs: ceph config rm osd osd_scrub_sleep" in res.out  # shown before it runs
     assert stored(lab_cluster, "osd", "osd_scrub_sleep") is None
     assert float(get(lab_cluster, "osd.1", "osd_scrub_sleep")) == 0
     assert journal(env).entries()[0].undone_by

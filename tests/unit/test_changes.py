@@ -317,3 +317,84 @@ def test_apply_asks_and_no_means_nothing_changes(tools: Path, tmp_path: Path) ->
     assert "profile latency-performance" not in argv_log(tools, "tuned-adm")
     assert apply("y\n").returncode == 0
     assert (tools / "tuned.state").read_text().strip() == "latency-performance"
+
+
+# ---- the actuator table ------------------------------------------------------------------
+
+
+def test_every_kind_has_one_actuator_and_every_rule_proposes_a_known_kind() -> None:
+    import inspect
+
+    from stormdeck.advisors import actuators
+    from stormdeck.advisors.actuators import ACTUATORS, Actuator
+
+    classes = [c for _, c in inspect.getmembers(actuators, inspect.isclass)
+               if issubclass(c, Actuator) and c is not Actuator]
+    assert sorted(ACTUATORS) == sorted(c.kind for c in classes)
+    for a in ACTUATORS.values():  # each says how to read, apply and invert itself
+        for method in ("read", "apply", "inverse_command"):
+            assert getattr(type(a), method) is not getattr(Actuator, method), (a.kind, method)
+    rules_dir = Path(__file__).parents[2] / "advisors" / "rules"
+    proposed = {m for f in rules_dir.glob("*.py")
+                for m in __import__("re").findall(r'kind="(\w+)"', f.read_text())}
+    assert proposed and proposed <= set(ACTUATORS)
+
+
+def test_fast_ec_is_its_own_kind_typed_by_pool_name_and_has_no_way_back(tmp_path: Path) -> None:
+    fast_ec = Change("fast_ec", "ecpool", "allow_ec_optimizations", "false", "true",
+                     "ceph osd pool set ecpool allow_ec_optimizations true", reversible=False,
+                     blast_radius="pool")
+    plan = plan_of(fast_ec)
+    assert plan.needs_phrase and plan.phrase == "ecpool"
+    journal = Journal(tmp_path / "j.jsonl")
+    e = journal.intent(fast_ec, "false")
+    journal.end(e, "applied", after="true")
+    with pytest.raises(UserError, match="fast EC cannot be turned off again"):
+        Executor(journal).inverse(journal.find(e))
+    # Even an entry journaled as reversible (a hand-edited file) has no inverse.
+    e2 = journal.intent(replace(fast_ec, reversible=True), "false")
+    journal.end(e2, "applied", after="true")
+    with pytest.raises(UserError, match="cannot be turned off"):
+        Executor(journal).undo(journal.find(e2))
+
+
+@pytest.mark.parametrize(("change", "before", "command"), [
+    (KINDS[0], None, "ceph config rm osd osd_scrub_sleep"),
+    (KINDS[0], "0.2", "ceph config set osd osd_scrub_sleep 0.2"),
+    (KINDS[1], "unset", "ceph osd unset noscrub"),
+    (KINDS[2], "100", "ceph osd pool set rbd pg_num 100"),
+    (KINDS[4], "on", "hdparm -W 1 /dev/sdz"),
+    (KINDS[5], "balanced", "tuned-adm profile balanced"),
+], ids=["config-rm", "config-set", "flag", "pg_num", "cache", "tuned"])
+def test_the_inverse_is_the_exact_command_undo_runs(tmp_path: Path, change: Change,
+                                                    before: str | None, command: str) -> None:
+    journal = Journal(tmp_path / "j.jsonl")
+    e = journal.intent(change, before)
+    journal.end(e, "applied", after=change.proposed)
+    inverse = Executor(journal).inverse(journal.find(e))
+    assert inverse.command == command
+    assert (inverse.current, inverse.proposed) == (change.proposed, before or "unset")
+
+
+def test_undo_on_the_command_line_shows_the_exact_inverse_before_it_runs(
+        tools: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
+           "STORMDECK_CONFIRM_STDIN": "1"}
+    change = Change(kind="tuned_profile", target=HOST, key="profile", current="balanced",
+                    proposed="latency-performance",
+                    command="tuned-adm profile latency-performance")
+    journal = Journal(tmp_path / "state" / "stormdeck" / "journal.jsonl")
+    e = journal.intent(change, "balanced")
+    journal.end(e, "applied", after="latency-performance")
+    # Answering no: the inverse was shown, and nothing ran.
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "stormdeck", "undo", e],
+                          input="n\n", capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode != 0 and "cancelled" in proc.stderr
+    assert "runs: tuned-adm profile balanced" in proc.stdout
+    assert "profile balanced" not in argv_log(tools, "tuned-adm")
+    res = run_cli("undo", e, "--yes", env=env)
+    assert res.rc == 0, res.err
+    assert "profile balanced" in argv_log(tools, "tuned-adm")

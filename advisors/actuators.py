@@ -1,0 +1,400 @@
+"""One actuator per kind of change (read, before, apply, verify, inverse), and the table of them.
+
+The executor is generic over these: adding a kind of change is one class here
+and one line in ACTUATORS, and the plan validation, the stale check, the
+journal, the read-back and undo follow from it. Nothing goes through a shell:
+Ceph changes through librados, tools as argument lists.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from stormdeck.advisors.ceph_admin import CephAdmin
+from stormdeck.advisors.devices import cache_argv, controller, transport_of_command
+from stormdeck.advisors.model import Change
+from stormdeck.base.errors import UserError
+
+
+def same(a: str | None, b: str | None) -> bool:
+    """Values equal as Ceph compares them: 0.1 == 0.100000, True == true."""
+    if a is None or b is None:
+        return a == b
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return a.strip().lower() == b.strip().lower()
+
+
+@dataclass
+class Backends:
+    """What actuators act through: the cluster, the tools, and how long to wait for them."""
+
+    ceph: CephAdmin | None = None
+    curve_tool: tuple[str, ...] = ("curve_ops_tool",)
+    curve_follow: Callable[[str], tuple[bool, str]] | None = None
+    verify_seconds: float = 15.0
+
+    def need_ceph(self) -> CephAdmin:
+        if self.ceph is None:
+            raise UserError("this change needs the Ceph cluster: give -c CONF")
+        return self.ceph
+
+
+@dataclass(frozen=True, slots=True)
+class Verified:
+    outcome: str  # "applied" | "pending" | "pending restart"
+    after: str | None
+    detail: str = ""
+
+
+class Actuator:
+    """A kind of change. Subclasses say how to read, set, check and invert it."""
+
+    kind: ClassVar[str]
+    needs_ceph: ClassVar[bool] = False
+    # The fields a command is built from: each must be a plain token (plan.SAFE_TOKEN).
+    plain: ClassVar[tuple[str, ...]] = ("target", "key", "proposed")
+    # A value that can move between planning and applying (a schedule has none).
+    has_value: ClassVar[bool] = True
+
+    def read(self, b: Backends, c: Change) -> str | None:
+        """The value now, in the same terms as the plan's `current`."""
+        raise NotImplementedError
+
+    def before(self, b: Backends, c: Change) -> str | None:
+        """What undo must restore."""
+        return self.read(b, c)
+
+    def apply(self, b: Backends, c: Change, value: str | None) -> None:
+        """Set what `c` names to `value` (None: back to unset, where that exists)."""
+        raise NotImplementedError
+
+    def verify(self, b: Backends, c: Change, want: str | None) -> Verified:
+        now = self.read(b, c)
+        if want is not None and not same(now, want):
+            raise UserError(f"{c.key} on {c.target} reads {now} after the change, not {want}")
+        return Verified("applied", now)
+
+    def cannot_undo(self, c: Change) -> str | None:
+        """Why this change has no way back, or None."""
+        if not c.reversible:
+            return f"{c.command} cannot be undone: {c.note or 'the change is irreversible'}"
+        return None
+
+    def inverse_command(self, c: Change, before: str | None) -> str:
+        """The exact command undo runs, as the operator reviews it."""
+        raise NotImplementedError
+
+    def inverse(self, c: Change, before: str | None) -> Change:
+        """The change that puts `before` back, with its exact command."""
+        return replace(c, current=c.proposed, proposed=before or "unset",
+                       command=self.inverse_command(c, before))
+
+    def phrase(self, c: Change) -> str | None:
+        """What the operator must type for this change, when a generic phrase is too weak."""
+        return None
+
+
+# ---- Ceph ---------------------------------------------------------------------------
+
+
+class CephConfig(Actuator):
+    """An option in the monitors' config database (`ceph config set/rm`), read back per OSD."""
+
+    kind = "ceph_config"
+    needs_ceph = True
+
+    def read(self, b: Backends, c: Change) -> str | None:
+        return b.need_ceph().config_get(c.target, c.key)
+
+    def before(self, b: Backends, c: Change) -> str | None:
+        # Exactly that section's stored value: undo must not copy an inherited one down.
+        return b.need_ceph().config_db(c.target, c.key)
+
+    def apply(self, b: Backends, c: Change, value: str | None) -> None:
+        ceph = b.need_ceph()
+        if value is None:
+            ceph.config_rm(c.target, c.key)
+        else:
+            ceph.config_set(c.target, c.key, value)
+
+    def verify(self, b: Backends, c: Change, want: str | None) -> Verified:
+        ceph = b.need_ceph()
+        stored = ceph.config_db(c.target, c.key)
+        if not same(stored, want):
+            raise UserError(f"the config database holds {stored} for {c.key} on {c.target}, "
+                            f"not {want}")
+        version = ceph.config_log_version()
+        effective = ceph.config_get(c.target, c.key)
+        daemons = self._daemons_of(ceph, c.target)
+        deadline = time.monotonic() + b.verify_seconds
+        lagging = daemons
+        while daemons:
+            lagging = [d for d in daemons if not same(ceph.config_show(d, c.key), effective)]
+            if not lagging or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        log = f"config log version {version}" if version is not None else ""
+        if lagging:
+            return Verified("pending restart", effective,
+                            f"{', '.join(lagging[:5])} still run the old value; {log}".strip())
+        return Verified("applied", effective, log)
+
+    @staticmethod
+    def _daemons_of(ceph: CephAdmin, who: str) -> list[str]:
+        """The running daemons whose value a change to `who` should reach (OSDs only)."""
+        if re.fullmatch(r"osd\.\d+", who):
+            return [who]
+        up = set(ceph.osd_ids())
+        if who == "osd":
+            return [f"osd.{i}" for i in sorted(up)]
+        m = re.fullmatch(r"osd/class:([A-Za-z0-9_-]+)", who)
+        if m:
+            return [f"osd.{i}" for i in ceph.osds_of_class(m.group(1)) if i in up]
+        return []
+
+    def inverse_command(self, c: Change, before: str | None) -> str:
+        return (f"ceph config rm {c.target} {c.key}" if before is None
+                else f"ceph config set {c.target} {c.key} {before}")
+
+
+class OsdFlag(Actuator):
+    """A cluster-wide OSD flag (`ceph osd set/unset`): noout, noscrub, ..."""
+
+    kind = "osd_flag"
+    needs_ceph = True
+
+    def read(self, b: Backends, c: Change) -> str | None:
+        return "set" if c.key in b.need_ceph().flags() else "unset"
+
+    def apply(self, b: Backends, c: Change, value: str | None) -> None:
+        b.need_ceph().set_flag(c.key, (value or "unset") == "set")
+
+    def inverse_command(self, c: Change, before: str | None) -> str:
+        return f"ceph osd {'set' if before == 'set' else 'unset'} {c.key}"
+
+
+class PoolSet(Actuator):
+    """A pool's variable (`ceph osd pool set`), pg_num above all: it moves step by step."""
+
+    kind = "pool_set"
+    needs_ceph = True
+
+    def read(self, b: Backends, c: Change) -> str | None:
+        return b.need_ceph().pool_get(c.target, c.key)
+
+    def apply(self, b: Backends, c: Change, value: str | None) -> None:
+        if value is None:
+            raise UserError(f"{c.key} of pool {c.target} has no value to go back to")
+        b.need_ceph().pool_set(c.target, c.key, value)
+
+    def verify(self, b: Backends, c: Change, want: str | None) -> Verified:
+        now = self.read(b, c)
+        if want is not None and not same(now, want):
+            # pg_num moves toward its target step by step (the mgr splits or merges).
+            deadline = time.monotonic() + b.verify_seconds
+            while not same(now, want) and time.monotonic() < deadline:
+                time.sleep(0.5)
+                now = self.read(b, c)
+            if not same(now, want):
+                return Verified("pending", now, f"{c.key} is {now}, on its way to {want}")
+        return Verified("applied", now)
+
+    def inverse_command(self, c: Change, before: str | None) -> str:
+        return f"ceph osd pool set {c.target} {c.key} {before}"
+
+    def phrase(self, c: Change) -> str | None:
+        # An irreversible pool change is confirmed by typing the pool's name.
+        return None if c.reversible else c.target
+
+
+class FastEC(PoolSet):
+    """Tentacle's fast EC on an EC pool (`allow_ec_optimizations`): it cannot be turned off."""
+
+    kind = "fast_ec"
+    KEY = "allow_ec_optimizations"
+
+    def apply(self, b: Backends, c: Change, value: str | None) -> None:
+        if c.key != self.KEY or not same(value, "true"):
+            raise UserError(f"fast EC can only be turned on ({self.KEY} true), not set to "
+                            f"{value} (K5.1)")
+        super().apply(b, c, value)
+
+    def cannot_undo(self, c: Change) -> str | None:
+        return f"{c.command} cannot be undone: fast EC cannot be turned off again (K5.1)"
+
+    def inverse_command(self, c: Change, before: str | None) -> str:
+        return "(none: fast EC cannot be turned off)"
+
+    def phrase(self, c: Change) -> str | None:
+        return c.target
+
+
+# ---- this host's devices and profile ------------------------------------------------
+
+
+def run_tool(argv: list[str] | tuple[str, ...], timeout: float = 60.0) -> str:
+    """Run a tool as an argument list (never a shell); its failure is one sentence."""
+    path = shutil.which(argv[0])
+    if path is None:
+        raise UserError(f"{argv[0]} is not installed on this host")
+    try:
+        res = subprocess.run([path, *argv[1:]], capture_output=True, text=True,
+                             timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise UserError(f"`{' '.join(argv)}` did not finish in {timeout:g} s") from None
+    if res.returncode != 0:
+        lines = (res.stderr or res.stdout).strip().splitlines()
+        raise UserError(f"`{' '.join(argv)}` failed: "
+                        f"{lines[-1] if lines else f'exit {res.returncode}'}")
+    return res.stdout
+
+
+VIRTUAL = re.compile(r"^(loop|dm-|md|rbd|nbd|zram|ram|sr|drbd)")
+
+
+def _short_hostname() -> str:
+    import socket
+
+    return socket.gethostname().split(".")[0]
+
+
+def device_of(target: str) -> str:
+    """'host:/dev/sdb' -> 'sdb', refusing devices whose cache is not theirs (K6.1)."""
+    host, _, dev = target.partition(":/dev/")
+    name = dev or target.removeprefix("/dev/")
+    if not re.fullmatch(r"[a-z0-9]+", name):
+        raise UserError(f"{target!r} does not name a block device")
+    if VIRTUAL.match(name) or "/virtual/" in os.path.realpath(f"/sys/block/{name}"):
+        raise UserError(f"{name} is a virtual device: its cache is the one of what lies under "
+                        "it; change that device's cache instead")
+    if host and host != _short_hostname():
+        raise UserError(f"{target} is on host {host}; run stormdeck there to change its cache")
+    return name
+
+
+class DeviceCache(Actuator):
+    """A disk's own volatile write cache, through hdparm, sdparm or nvme (K6.2).
+
+    Never /sys/block/*/queue/write_cache: that is the kernel's view only, and
+    writing it stops the flushes a cached disk needs (K6.1).
+    """
+
+    kind = "device_cache"
+    plain = ("target", "proposed")  # its key is a label, never sent anywhere
+
+    @staticmethod
+    def _transport(c: Change) -> str:
+        transport = transport_of_command(c.command)
+        if transport is None:
+            raise UserError(f"cannot tell the transport of {c.target} from {c.command!r}")
+        return transport
+
+    def read(self, b: Backends, c: Change) -> str | None:
+        name, transport = device_of(c.target), self._transport(c)
+        if transport == "sata":
+            m = re.search(r"write-caching\s*=\s*(\d)",
+                          run_tool(["hdparm", "-W", f"/dev/{name}"]))
+        elif transport in ("sas", "scsi"):
+            m = re.search(r"WCE\s+(\d)", run_tool(["sdparm", "--get", "WCE", f"/dev/{name}"]))
+        elif transport == "nvme":
+            out = run_tool(["nvme", "get-feature", f"/dev/{controller(name)}", "-f", "6"])
+            m = re.search(r"Current value:\s*(?:0x)?([0-9a-fA-F]+)", out)
+            if m:
+                return "on" if int(m.group(1), 16) & 1 else "off"
+        else:
+            raise UserError(f"no device-level tool for a {transport} disk")
+        if not m:
+            raise UserError(f"cannot read the write cache of /dev/{name} from the tool's answer")
+        return "on" if m.group(1) != "0" else "off"
+
+    def _argv(self, c: Change, on: bool) -> list[str]:
+        transport = self._transport(c)
+        argv = cache_argv(device_of(c.target), transport, on)
+        if argv is None:
+            raise UserError(f"no device-level tool for a {transport} disk")
+        return argv
+
+    def apply(self, b: Backends, c: Change, value: str | None) -> None:
+        run_tool(self._argv(c, (value or "off") == "on"))
+
+    def inverse_command(self, c: Change, before: str | None) -> str:
+        return " ".join(self._argv(c, before == "on"))
+
+
+class TunedProfile(Actuator):
+    """The host's tuned profile (K1.9)."""
+
+    kind = "tuned_profile"
+
+    def read(self, b: Backends, c: Change) -> str | None:
+        m = re.search(r"Current active profile:\s*(\S+)", run_tool(["tuned-adm", "active"]))
+        if not m:
+            raise UserError("cannot read the active tuned profile from tuned-adm")
+        return m.group(1)
+
+    def apply(self, b: Backends, c: Change, value: str | None) -> None:
+        if value is None:
+            raise UserError("there is no earlier tuned profile to go back to")
+        run_tool(["tuned-adm", "profile", value])
+
+    def inverse_command(self, c: Change, before: str | None) -> str:
+        return f"tuned-adm profile {before}"
+
+
+# ---- Curve --------------------------------------------------------------------------
+
+
+class CurveLeaderSchedule(Actuator):
+    """`curve_ops_tool rapid-leader-schedule`: leaders moved, followed over heartbeats (K2.2)."""
+
+    kind = "curve_leader_schedule"
+    plain = ("target",)
+    has_value = False
+
+    def read(self, b: Backends, c: Change) -> str | None:
+        return c.current  # a schedule has no value to go stale
+
+    def apply(self, b: Backends, c: Change, value: str | None) -> None:
+        argv = [*b.curve_tool, "rapid-leader-schedule"]
+        m = re.search(r"-logical_pool_id=(\d+)", c.command)
+        if m:
+            argv += [f"-logical_pool_id={m.group(1)}", "-scheduleAll=false"]
+        out = run_tool(argv, timeout=120)
+        if "fail" in out.lower():
+            raise UserError(out.strip().splitlines()[-1])
+
+    def verify(self, b: Backends, c: Change, want: str | None) -> Verified:
+        if b.curve_follow is None:
+            return Verified("applied", None,
+                            "leader transfers ride on heartbeats; follow the range")
+        converged, detail = b.curve_follow(c.target)
+        return Verified("applied" if converged else "pending", None, detail)
+
+    def cannot_undo(self, c: Change) -> str | None:
+        return "a leader schedule moved leaders; there is nothing to undo"
+
+    def inverse_command(self, c: Change, before: str | None) -> str:
+        return "(none: a leader schedule has nothing to undo)"
+
+
+ACTUATORS: dict[str, Actuator] = {a.kind: a for a in (
+    CephConfig(), OsdFlag(), PoolSet(), FastEC(), DeviceCache(), TunedProfile(),
+    CurveLeaderSchedule(),
+)}
+
+
+def actuator(kind: str) -> Actuator:
+    try:
+        return ACTUATORS[kind]
+    except KeyError:
+        raise UserError(f"unknown kind of change {kind!r}") from None
+

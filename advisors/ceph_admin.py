@@ -1,0 +1,95 @@
+"""The few mon and mgr commands that changes and validation need, over one librados connection."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from stormdeck.base.errors import UserError
+
+
+class CephAdmin:
+    """The few mon commands changes need, through one librados connection."""
+
+    def __init__(self, conffile: str | None, client_name: str | None = None,
+                 keyring: str | None = None, timeout: float = 10.0) -> None:
+        from stormdeck.collectors.ceph import CephSource
+
+        self._src = CephSource(conffile=conffile, client_name=client_name, keyring=keyring,
+                               timeout=timeout)
+
+    def close(self) -> None:
+        self._src.close()
+
+    def cmd(self, prefix: str, **args: Any) -> Any:
+        return self._send("mon", prefix, args)
+
+    def mgr_cmd(self, prefix: str, **args: Any) -> Any:
+        return self._send("mgr", prefix, args)
+
+    def _send(self, target: str, prefix: str, args: dict[str, Any]) -> Any:
+        from stormdeck.collectors.ceph import CommandError
+
+        try:
+            out = self._src._send(target, {"prefix": prefix, **args}, self._src.timeout)
+        except CommandError as exc:
+            raise UserError(f"Ceph refused `{prefix}`: {exc}") from None
+        return json.loads(out) if out.strip() else None
+
+    def fsid(self) -> str:
+        return str(self.cmd("status")["fsid"])
+
+    def config_db(self, who: str, key: str) -> str | None:
+        """The value stored for exactly `who` (None: unset there), as undo needs it.
+        `who` may carry a mask: osd/class:ssd, osd/host:node1."""
+        section, _, mask = who.partition("/")
+        for row in self.cmd("config dump"):
+            if row.get("section") == section and row.get("name") == key and \
+                    (row.get("mask") or "") == mask:
+                return str(row.get("value"))
+        return None
+
+    def config_get(self, who: str, key: str) -> str:
+        """What `who` gets: `config get` answers entities and sections, not masks."""
+        section, _, mask = who.partition("/")
+        if mask:
+            stored = self.config_db(who, key)
+            return stored if stored is not None else self.config_get(section, key)
+        return str(self.cmd("config get", who=who, key=key))
+
+    def osds_of_class(self, device_class: str) -> list[int]:
+        return [int(i) for i in self.cmd("osd crush class ls-osd", **{"class": device_class})]
+
+    def config_set(self, who: str, key: str, value: str) -> None:
+        self.cmd("config set", who=who, name=key, value=value)
+
+    def config_rm(self, who: str, key: str) -> None:
+        self.cmd("config rm", who=who, name=key)
+
+    def config_show(self, daemon: str, key: str) -> str | None:
+        try:
+            value = self.cmd("config show", who=daemon, key=key)
+        except UserError:
+            return None  # the daemon is down or does not report its config
+        return None if value is None else str(value)
+
+    def config_log_version(self) -> int | None:
+        log = self.cmd("config log", num=1)
+        return int(log[0]["version"]) if log else None
+
+    def osd_ids(self) -> list[int]:
+        return [int(o["osd"]) for o in self.cmd("osd dump")["osds"] if o.get("up")]
+
+    def flags(self) -> set[str]:
+        flags = self.cmd("osd dump").get("flags", "")
+        return set(flags.split(",") if isinstance(flags, str) else flags)
+
+    def set_flag(self, flag: str, on: bool) -> None:
+        self.cmd("osd set" if on else "osd unset", key=flag)
+
+    def pool_get(self, pool: str, var: str) -> str:
+        out = self.cmd("osd pool get", pool=pool, var=var)
+        return str(out.get(var)) if isinstance(out, dict) else str(out)
+
+    def pool_set(self, pool: str, var: str, value: str) -> None:
+        self.cmd("osd pool set", pool=pool, var=var, val=value)
