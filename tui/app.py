@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -14,26 +15,28 @@ from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 from stormdeck.base.when import parse_when
 from stormdeck.tui.feed import Frame
+from stormdeck.tui.format import t
+from stormdeck.tui.screens import DaemonDetail, Help, PlanReview
 from stormdeck.tui.table import VirtualTable
 from stormdeck.tui.views import (
     DaemonTable,
     DiskTable,
+    FindingsView,
     FindingTable,
     JournalTable,
     LatencyTable,
     Leaders,
     Overview,
     Triage,
-    daemon_detail,
-    finding_detail,
-    t,
+    View,
 )
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Button, ContentSwitcher, Footer, Input, Static, Tab, Tabs
+from textual.message import Message
+from textual.widgets import ContentSwitcher, Footer, Input, Static, Tab, Tabs
+
+__all__ = ["ClusterTab", "DaemonDetail", "FrameArrived", "PlanReview", "StormdeckApp"]
 
 
 @dataclass
@@ -49,101 +52,18 @@ class ClusterTab:
     config_seen: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
-VIEWS = ("overview", "daemons", "leaders", "latency", "disks", "findings", "journal", "triage")
+class FrameArrived(Message):
+    """A feed made a new frame for one cluster's tab (posted from the feed's thread)."""
 
-
-class PlanReview(ModalScreen[bool]):
-    """The exact change, and a deliberate yes: Cancel has the focus; wide, restart-needing
-    or irreversible changes also need the typed phrase."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
-
-    def __init__(self, plan: Plan, review: str) -> None:
+    def __init__(self, tab: ClusterTab, frame: Frame) -> None:
         super().__init__()
-        self.plan = plan
-        self.review = review
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="review"):
-            yield Static(Text(self.review), id="review-text")
-            if self.plan.needs_phrase:
-                yield Static(t(f"Type {self.plan.phrase!r} to apply:"))
-                yield Input(id="phrase")
-            with Horizontal(id="review-buttons"):
-                yield Button("Cancel", id="cancel", variant="primary")
-                yield Button("Apply", id="apply", variant="warning",
-                             disabled=self.plan.needs_phrase)
-
-    def on_mount(self) -> None:
-        self.query_one("#cancel", Button).focus()
-
-    @on(Input.Changed, "#phrase")
-    def phrase_typed(self, event: Input.Changed) -> None:
-        self.query_one("#apply", Button).disabled = event.value != self.plan.phrase
-
-    @on(Button.Pressed, "#apply")
-    def apply(self) -> None:
-        self.dismiss(True)
-
-    @on(Button.Pressed, "#cancel")
-    def action_cancel(self) -> None:
-        self.dismiss(False)
-
-
-class DaemonDetail(ModalScreen[None]):
-    """Drill-down into one daemon; it follows the frames while open."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "close", "Close")]
-
-    def __init__(self, daemon_id: str, frame: Frame, ascii_only: bool) -> None:
-        super().__init__()
-        self.daemon_id = daemon_id
+        self.tab = tab
         self.frame = frame
-        self.ascii_only = ascii_only
-
-    def compose(self) -> ComposeResult:
-        yield VerticalScroll(Static(daemon_detail(self.frame, self.daemon_id, self.ascii_only),
-                                    id="detail-body"), id="help")
-
-    def show(self, frame: Frame) -> None:
-        self.frame = frame
-        self.query_one("#detail-body", Static).update(
-            daemon_detail(frame, self.daemon_id, self.ascii_only))
-
-    def action_close(self) -> None:
-        self.dismiss(None)
-
-
-class Help(ModalScreen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,q", "close", "Close")]
-
-    def __init__(self, bindings: list[tuple[str, str]]) -> None:
-        super().__init__()
-        self.lines = bindings
-
-    def compose(self) -> ComposeResult:
-        text = Text("Keys\n\n", style="bold")
-        for key, what in self.lines:
-            text.append(f"  {key:<12}", style="bold")
-            text.append(f"{what}\n")
-        yield VerticalScroll(Static(text), id="help")
-
-    def action_close(self) -> None:
-        self.dismiss(None)
 
 
 class StormdeckApp(App[None]):
-    CSS = """
-    #status { height: 1; background: $boost; }
-    #clusters { height: 2; }
-    #filter, #goto { display: none; height: 3; }
-    #filter.shown, #goto.shown { display: block; }
-    #finding-detail { height: auto; max-height: 50%; border-top: solid $primary; }
-    PlanReview, Help, DaemonDetail { align: center middle; }
-    #review, #help { width: 90%; max-width: 110; height: auto; max-height: 90%;
-                     border: thick $warning; background: $surface; padding: 1 2; }
-    #review-buttons { height: 3; align-horizontal: right; }
-    """
+    # Absolute: Textual reads a relative path beside the module of a subclass.
+    CSS_PATH = Path(__file__).with_name("stormdeck.tcss")
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("1", "view('overview')", "Overview"),
         Binding("2", "view('daemons')", "Daemons"),
@@ -206,22 +126,21 @@ class StormdeckApp(App[None]):
         yield Input(placeholder="go to a time: HH:MM:SS, or -90 (seconds back); Esc to cancel",
                     id="goto")
         with ContentSwitcher(initial="overview"):
-            yield Overview(id="overview")
-            yield DaemonTable(id="daemons")
-            yield Leaders(id="leaders")
-            yield LatencyTable(id="latency")
-            yield DiskTable(id="disks")
-            with Vertical(id="findings"):
-                yield FindingTable(id="finding-table")
-                yield Static(id="finding-detail")
+            for view in (Overview, DaemonTable, Leaders, LatencyTable, DiskTable, FindingsView):
+                yield view(id=view.view_id)
             yield JournalTable(id="journal")
-            yield Triage(id="triage")
+            yield Triage(id=Triage.view_id)
         yield Footer()
 
     def on_mount(self) -> None:
-        if self.low_bandwidth:
-            for view in (Overview, DaemonTable, Leaders, LatencyTable, Triage):
-                self.query_one(view).ascii_only = True
+        engine = getattr(self.feed, "engine", None)
+        # View is a plain mixin, which Textual's type selectors do not see.
+        for view in self.query_one(ContentSwitcher).children:
+            if not isinstance(view, View):
+                continue
+            view.ascii_only = self.low_bandwidth
+            # The thresholds a view draws are the ones the engine judges by.
+            view.settings = getattr(engine, "settings", None)
         self.title = "stormdeck"
         # Hidden, the filter box must not hold the focus: it would swallow the keys.
         self.query_one("#filter", Input).disabled = True
@@ -232,16 +151,13 @@ class StormdeckApp(App[None]):
         self.refresh_journal()
 
     def _from_feed(self, tab: ClusterTab, frame: Frame) -> None:
-        """Called on the feed's thread (or directly by a StaticFeed)."""
-        try:
-            self.call_from_thread(self._arrive, tab, frame)
-        except RuntimeError:  # already on the app's thread
-            self._arrive(tab, frame)
+        """Called on the feed's thread: post_message is safe from any thread."""
+        self.post_message(FrameArrived(tab, frame))
 
-    def _arrive(self, tab: ClusterTab, frame: Frame) -> None:
-        tab.frame = frame
-        if tab is self.tabs[self.active]:
-            self.show(frame)
+    def on_frame_arrived(self, message: FrameArrived) -> None:
+        message.tab.frame = message.frame
+        if message.tab is self.tabs[self.active]:
+            self.show(message.frame)
 
     def on_unmount(self) -> None:
         for tab in self.tabs:
@@ -278,22 +194,9 @@ class StormdeckApp(App[None]):
             self.screen.show(frame)
         self._status(self.status_line(frame))
         self.watch_config(frame)
-        current = self.query_one(ContentSwitcher).current
-        if current == "overview":
-            self.query_one(Overview).show(frame)
-        elif current == "daemons":
-            self.query_one(DaemonTable).show(frame)
-        elif current == "leaders":
-            self.query_one(Leaders).show(frame)
-        elif current == "latency":
-            self.query_one(LatencyTable).show(frame)
-        elif current == "disks":
-            self.query_one(DiskTable).show(frame)
-        elif current == "findings":
-            self.query_one(FindingTable).show(frame)
-            self.show_detail()
-        elif current == "triage":
-            self.query_one(Triage).show(frame)
+        view = self.query_one(ContentSwitcher).visible_content
+        if isinstance(view, View):  # the journal follows the journal file, not frames
+            view.show(frame)
 
     def _status(self, line: Text) -> None:
         """Repaint the header only when it says something new: over SSH every byte counts."""
@@ -339,14 +242,6 @@ class StormdeckApp(App[None]):
                     self.notify(printable(f"{name} for {who}: {old} -> {value}", 200),
                                 title="config changed", severity="warning", markup=False)
                 self._config_seen[key] = value
-
-    def show_detail(self) -> None:
-        table = self.query_one(FindingTable)
-        self.query_one("#finding-detail", Static).update(finding_detail(table.selected()))
-
-    @on(VirtualTable.RowHighlighted, "#finding-table")
-    def finding_moved(self) -> None:
-        self.show_detail()
 
     @on(VirtualTable.RowSelected, "#daemons")
     def daemon_chosen(self, event: VirtualTable.RowSelected) -> None:
@@ -505,7 +400,8 @@ class StormdeckApp(App[None]):
                                   severity="error")
             return
         try:
-            outcomes = self.executor_factory().apply(plan)
+            with self.executor_factory() as executor:
+                outcomes = executor.apply(plan)
         except UserError as exc:
             self.call_from_thread(self.notify, printable(str(exc), 400), title="refused",
                                   severity="error", markup=False)
@@ -530,15 +426,17 @@ class StormdeckApp(App[None]):
         if self.query_one(ContentSwitcher).current != "journal":
             return
         entry = self.query_one(JournalTable).selected()
-        if entry is None:
+        if entry is None or self.executor_factory is None:
             return
-        from stormdeck.advisors.model import Change
-
-        inverse = Change(kind=entry.change.kind, target=entry.change.target,
-                         key=entry.change.key, current=entry.change.proposed,
-                         proposed=entry.before or "unset", command=f"undo {entry.id}",
-                         runtime=entry.change.runtime, reversible=entry.change.reversible,
-                         blast_radius=entry.change.blast_radius)
+        # The review shows the exact inverse command the executor will run; an entry
+        # with no way back is refused here, before any dialog.
+        try:
+            with self.executor_factory() as executor:
+                inverse = executor.inverse(entry)
+        except UserError as exc:
+            self.notify(printable(str(exc), 400), title="refused", severity="error",
+                        markup=False)
+            return
         plan = Plan(id=f"undo-{entry.id}", created=time.time(), rule=entry.rule or "undo",
                     target=entry.change.target, summary=f"undo {entry.change.command}",
                     source="journal", fsid=entry.cluster, changes=(inverse,))
@@ -550,7 +448,8 @@ class StormdeckApp(App[None]):
         if self.executor_factory is None:
             return
         try:
-            o = self.executor_factory().undo(entry)
+            with self.executor_factory() as executor:
+                o = executor.undo(entry)
         except UserError as exc:
             self.call_from_thread(self.notify, printable(str(exc), 400), title="refused",
                                   severity="error", markup=False)

@@ -7,5 +7,10 @@ ALL: tuple[type[Rule], ...] = (*cpu.RULES, *latency.RULES, *leaders.RULES, *peer
                                *pools.RULES, *ec.RULES, *disks.RULES, *host.RULES,
                                *triage.RULES)
 BY_ID: dict[str, type[Rule]] = {r.id: r for r in ALL}
+# The rules an incident is read by: the triage view shows their findings.
+TRIAGE: tuple[type[Rule], ...] = (
+    peering.PeeringStorm, triage.OsdFlapping, triage.SlowOps, latency.SlowestOsd,
+    peering.ScrubDuringLoad, leaders.CurveLeaderFlapping, latency.RaftNetwork,
+)
 
-__all__ = ["ALL", "BY_ID", "Context", "Rule"]
+__all__ = ["ALL", "BY_ID", "TRIAGE", "Context", "Rule"]

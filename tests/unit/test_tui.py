@@ -201,6 +201,8 @@ async def test_finding_review_apply_journal_undo(tmp_path: Path, monkeypatch) ->
         await pilot.press("u")
         undo = app.screen
         assert isinstance(undo, PlanReview) and app.focused.id == "cancel"
+        # The exact command the executor will run, not a placeholder.
+        assert "tuned-adm profile balanced" in undo.review
         await confirm_with_phrase(app, pilot, undo)
     assert (bin_dir / "tuned.state").read_text().strip() == "balanced"
     assert journal.entries()[0].undone_by

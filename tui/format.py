@@ -1,0 +1,74 @@
+"""Formatting shared by the console's views: inert cluster text, bars, sparklines, units.
+
+Cluster text (pool names, hosts, summaries) reaches Rich only inside Text
+objects, which are never parsed as markup: a pool named `[bold red]x[/]` shows
+as those characters, and control characters are shown as escapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from stormdeck.advisors.model import Finding, Severity
+from stormdeck.base.text import printable
+
+BLOCKS = " ▁▂▃▄▅▆▇█"
+ASCII = " .:-=+*#%"
+SEVERITY_STYLE = {Severity.INFO: "cyan", Severity.WARNING: "yellow", Severity.CRITICAL: "bold red"}
+BAD_PG_WORDS = ("peering", "activating", "unknown", "creating", "down", "incomplete", "stale",
+                "degraded", "undersized")
+
+
+def t(value: object, style: str = "", limit: int = 200) -> Text:
+    """Cluster text as an inert Text: no markup, control characters escaped."""
+    return Text(printable(value, limit), style=style)
+
+
+def spark(values: Sequence[float], width: int = 20, ascii_only: bool = False) -> str:
+    chars = ASCII if ascii_only else BLOCKS
+    vals = list(values)[-width:]
+    if not vals:
+        return ""
+    top = max(vals) or 1.0
+    return "".join(chars[max(0, min(len(chars) - 1, int(v / top * (len(chars) - 1))))]
+                   for v in vals)
+
+
+def bar(used: float | None, allowed: float | None, width: int = 8, ascii_only: bool = False) -> str:
+    if used is None or not allowed:
+        return "-"
+    filled = min(width, round(used / allowed * width))
+    full, empty = ("#", ".") if ascii_only else ("█", "░")
+    return f"{full * filled}{empty * (width - filled)} {used:.2f}/{allowed:g}"
+
+
+def num(v: float | None, fmt: str = "{:.0f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def ms(v: float | None) -> str:
+    return "-" if v is None else f"{v * 1000:.1f}ms"
+
+
+def pct(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:.0f}%"
+
+
+def finding_line(f: Finding) -> Text:
+    line = Text("  ")
+    line.append(f"{str(f.severity).upper():<8}", style=SEVERITY_STYLE[f.severity])
+    line.append_text(t(f" {f.target}: {f.summary}", "dim" if f.muted else "", 150))
+    if f.muted:
+        line.append(" (muted)", style="dim")
+    return line
+
+
+def rate(bps: float | None) -> str:
+    if bps is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if bps < 1024:
+            return f"{bps:.0f} {unit}"
+        bps /= 1024
+    return f"{bps:.0f} TiB"

@@ -1,0 +1,97 @@
+"""The console's dialogs: the plan review (Cancel focused, typed phrase), the drill-down, help."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from stormdeck.advisors.plan import Plan
+from stormdeck.tui.feed import Frame
+from stormdeck.tui.format import t
+from stormdeck.tui.views import daemon_detail
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Static
+
+
+class PlanReview(ModalScreen[bool]):
+    """The exact change, and a deliberate yes: Cancel has the focus; wide, restart-needing
+    or irreversible changes also need the typed phrase."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, plan: Plan, review: str) -> None:
+        super().__init__()
+        self.plan = plan
+        self.review = review
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="review"):
+            yield Static(Text(self.review), id="review-text")
+            if self.plan.needs_phrase:
+                yield Static(t(f"Type {self.plan.phrase!r} to apply:"))
+                yield Input(id="phrase")
+            with Horizontal(id="review-buttons"):
+                yield Button("Cancel", id="cancel", variant="primary")
+                yield Button("Apply", id="apply", variant="warning",
+                             disabled=self.plan.needs_phrase)
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+
+    @on(Input.Changed, "#phrase")
+    def phrase_typed(self, event: Input.Changed) -> None:
+        self.query_one("#apply", Button).disabled = event.value != self.plan.phrase
+
+    @on(Button.Pressed, "#apply")
+    def apply(self) -> None:
+        self.dismiss(True)
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+class DaemonDetail(ModalScreen[None]):
+    """Drill-down into one daemon; it follows the frames while open."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "close", "Close")]
+
+    def __init__(self, daemon_id: str, frame: Frame, ascii_only: bool) -> None:
+        super().__init__()
+        self.daemon_id = daemon_id
+        self.frame = frame
+        self.ascii_only = ascii_only
+
+    def compose(self) -> ComposeResult:
+        yield VerticalScroll(Static(daemon_detail(self.frame, self.daemon_id, self.ascii_only),
+                                    id="detail-body"), id="help")
+
+    def show(self, frame: Frame) -> None:
+        self.frame = frame
+        self.query_one("#detail-body", Static).update(
+            daemon_detail(frame, self.daemon_id, self.ascii_only))
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class Help(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,q", "close", "Close")]
+
+    def __init__(self, bindings: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.lines = bindings
+
+    def compose(self) -> ComposeResult:
+        text = Text("Keys\n\n", style="bold")
+        for key, what in self.lines:
+            text.append(f"  {key:<12}", style="bold")
+            text.append(f"{what}\n")
+        yield VerticalScroll(Static(text), id="help")
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,42 @@
+"""What every view is: a widget that renders a Frame, and the text views' common base."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from stormdeck.tui.feed import Frame
+from stormdeck.tui.lines import LinesView
+
+
+class View:
+    """A view of the console: shown in the ContentSwitcher under `view_id`, given frames.
+
+    `settings` are the rules' settings the engine judges by (the app hands them
+    over), so a threshold a view draws is the one the advisors use, user
+    overrides included.
+    """
+
+    view_id: ClassVar[str]
+    ascii_only = False
+    settings: dict[str, Any] | None = None
+
+    def show(self, frame: Frame) -> None:
+        raise NotImplementedError
+
+    def threshold(self, rule_id: str, key: str) -> float:
+        if self.settings is None:
+            from stormdeck.advisors.settings import load_settings
+
+            self.settings = load_settings()
+        return float(self.settings[rule_id].params[key])
+
+
+class FrameText(View, LinesView):
+    """A view that is one rendered text of the frame, repainted line by line."""
+
+    def show(self, frame: Frame) -> None:
+        self.update(self.render_frame(frame))
+
+    def render_frame(self, frame: Frame) -> Text:
+        raise NotImplementedError

@@ -1,0 +1,48 @@
+"""The daemons view: cores used against allowed, IOPS, latency, share, device."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from stormdeck.collectors.model import Daemon, Snapshot
+from stormdeck.tui.feed import Frame
+from stormdeck.tui.format import bar, ms, num, pct, t
+from stormdeck.tui.table import Column, VirtualTable
+from stormdeck.tui.views.base import View
+
+
+class DaemonTable(View, VirtualTable):
+    view_id = "daemons"
+    COLUMNS = (Column("daemon", 14), Column("host", 12, 4), Column("cores used/allowed", 20),
+               Column("IOPS", 7, 1, True), Column("IOPS/core", 9, 5, True),
+               Column("latency", 15, 2), Column("prim|lead", 9, 3, True),
+               Column("device", 10, 6), Column("util", 5, 2, True))
+
+    def show(self, frame: Frame) -> None:
+        s = frame.snapshot
+        disks = s.disks
+
+        def record(d: Daemon) -> tuple:
+            return (d, tuple(disks.get(f"{d.host}:/dev/{x}") for x in d.devices or ()))
+
+        self.set_records(((d.id, record(d)) for d in s.daemons.values()),
+                         lambda r: self.cells(r[0], s))
+
+    def cells(self, d: Daemon, s: Snapshot) -> tuple[Text, ...]:
+        iops = d.iops
+        per_core = iops / d.cores_used if iops is not None and d.cores_used else None
+        if d.kind == "osd":
+            lat = f"{ms(d.commit_latency)}/{ms(d.apply_latency)}"
+            share = d.primary_pgs
+        else:
+            lat = f"{ms(d.raft_append_latency)}/{ms(d.raft_send_latency)}"
+            share = d.leaders
+        devs = d.devices or ()
+        disks = [s.disks.get(f"{d.host}:/dev/{x}") for x in devs]
+        utils = [k.util for k in disks if k is not None and k.util is not None]
+        busy = bool(d.cores_used is not None and d.cores_allowed
+                    and d.cores_used / d.cores_allowed > 0.85)
+        return (t(d.id, "bold red" if d.up is False else ""), t(d.host or "-"),
+                t(bar(d.cores_used, d.cores_allowed, ascii_only=self.ascii_only),
+                  "yellow" if busy else ""),
+                t(num(iops)), t(num(per_core)), t(lat), t(num(share)),
+                t(",".join(devs) or "-"), t(pct(max(utils)) if utils else "-"))

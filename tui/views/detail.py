@@ -1,0 +1,65 @@
+"""The drill-down text of one daemon: its figures with their history, disks and findings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.text import Text
+from stormdeck.tui.feed import Frame
+from stormdeck.tui.format import finding_line, ms, num, pct, spark, t
+
+
+def daemon_detail(frame: Frame, daemon_id: str, ascii_only: bool = False) -> Text:
+    """One daemon: its figures with their history, its disks, its findings."""
+    s = frame.snapshot
+    d = s.daemons.get(daemon_id)
+    if d is None:
+        return t(f"{daemon_id} is no longer reported")
+    out = Text()
+    out.append_text(t(f"{d.id}  ({d.kind} on {d.host or 'unknown host'})", "bold"))
+    out.append("\n")
+    state = "up" if d.up else "DOWN" if d.up is False else "?"
+    out.append_text(t(f"  {state}, {'in' if d.in_ else 'out' if d.in_ is False else '?'}, "
+                      f"{d.objectstore or ''} {d.device_class or ''}  pid {d.pid or '-'}  "
+                      f"threads {num(d.threads)}  RSS {num((d.rss_bytes or 0) / 2**20)} MiB"))
+    out.append("\n\n")
+
+    def line(label: str, attr: str, fmt: Callable[[float | None], str]) -> None:
+        series = [getattr(x.daemons[d.id], attr) for x in frame.history
+                  if d.id in x.daemons and getattr(x.daemons[d.id], attr) is not None]
+        out.append(f"  {label:<18} {fmt(getattr(d, attr)):>12}  ")
+        out.append(spark(series, 40, ascii_only), style="cyan")
+        out.append("\n")
+
+    allowed = num(d.cores_allowed, "{:g}")
+    line("cores used", "cores_used", lambda v: f"{num(v, '{:.2f}')}/{allowed}")
+    line("write IOPS", "write_iops", num)
+    line("read IOPS", "read_iops", num)
+    if d.kind == "osd":
+        line("commit latency", "commit_latency", ms)
+        line("apply latency", "apply_latency", ms)
+        line("primary PGs", "primary_pgs", num)
+    else:
+        line("raft append", "raft_append_latency", ms)
+        line("raft send", "raft_send_latency", ms)
+        line("leaders", "leaders", num)
+        line("bthread usage", "bthread_usage", lambda v: num(v, "{:.1f}"))
+    out.append("\n  disks\n", style="bold")
+    for dev in d.devices or ():
+        k = s.disks.get(f"{d.host}:/dev/{dev}")
+        if k is None:
+            out.append_text(t(f"    /dev/{dev}: not seen by a host source"))
+        else:
+            out.append_text(t(f"    {k.key}: {pct(k.util)} busy, {num(k.write_iops)} w/s, "
+                              f"await {ms(k.write_await)}, cache {k.write_cache or '-'}/"
+                              f"{k.device_cache or '-'}, {k.transport or '-'}"))
+        out.append("\n")
+    mine = {d.id, *(f"{d.host}:/dev/{x}" for x in d.devices or ())}
+    related = [f for f in frame.findings if f.target in mine]
+    out.append("\n  findings\n", style="bold")
+    if not related:
+        out.append("    none\n", style="green")
+    for f in related:
+        out.append_text(finding_line(f))
+        out.append("\n")
+    return out

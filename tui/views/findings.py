@@ -1,0 +1,85 @@
+"""The findings view: the advisors' findings, and the selected one's evidence and change."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from stormdeck.advisors.model import Finding
+from stormdeck.tui.feed import Frame
+from stormdeck.tui.format import SEVERITY_STYLE, t
+from stormdeck.tui.table import Column, VirtualTable
+from stormdeck.tui.views.base import View
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+
+class FindingTable(VirtualTable):
+    COLUMNS = (Column("severity", 8), Column("state", 13, 2), Column("rule", 30, 1),
+               Column("target", 20), Column("summary", 80, 3))
+
+    def show(self, frame: Frame) -> None:
+        self.findings = {f"{f.rule}|{f.target}": f for f in frame.findings}
+        self.set_records(self.findings.items(), self.cells)
+
+    @staticmethod
+    def cells(f: Finding) -> tuple[Text, ...]:
+        state = f.state + (" muted" if f.muted else "")
+        return (t(str(f.severity).upper(), SEVERITY_STYLE[f.severity]), t(state), t(f.rule),
+                t(f.target, limit=60), t(f.summary, "dim" if f.muted else "", 120))
+
+    def selected(self) -> Finding | None:
+        key = self.selected_key
+        return getattr(self, "findings", {}).get(key) if key else None
+
+
+def finding_detail(f: Finding | None) -> Text:
+    if f is None:
+        return Text("no finding selected")
+    out = Text()
+    out.append_text(t(f"{f.title}  [{f.source}]", "bold"))
+    out.append("\n")
+    out.append_text(t(f.summary, limit=400))
+    out.append("\n\n")
+    out.append_text(t(f.explanation, "dim", limit=1200))
+    out.append("\n")
+    for e in f.evidence:
+        line = (f"{e.metric}: now {e.now}, min {e.min:.4g}, avg {e.avg:.4g}, max {e.max:.4g} "
+                f"{e.unit} over {e.window:.0f} s" if e.min is not None and e.avg is not None
+                and e.max is not None else f"{e.metric}: {e.now} {e.unit}")
+        out.append_text(t("  " + line, limit=300))
+        out.append("\n")
+    for c in f.changes:
+        out.append_text(t(f"  change: {c.command}", "cyan", 300))
+        out.append("\n")
+    for step in f.procedure:
+        out.append_text(t(f"  - {step}", limit=500))
+        out.append("\n")
+    for note in f.notes:
+        out.append_text(t(f"  note: {note}", "yellow", 300))
+        out.append("\n")
+    if f.changes:
+        out.append("\nEnter: review the change   m: mute for an hour\n", style="bold")
+    return out
+
+
+class FindingsView(View, Vertical):
+    """The findings table above the selected finding's detail, which follows the cursor."""
+
+    view_id = "findings"
+
+    def compose(self) -> ComposeResult:
+        yield FindingTable(id="finding-table")
+        yield Static(id="finding-detail")
+
+    def show(self, frame: Frame) -> None:
+        self.query_one(FindingTable).show(frame)
+        self.show_detail()
+
+    def show_detail(self) -> None:
+        self.query_one("#finding-detail", Static).update(
+            finding_detail(self.query_one(FindingTable).selected()))
+
+    @on(VirtualTable.RowHighlighted, "#finding-table")
+    def finding_moved(self) -> None:
+        self.show_detail()
