@@ -24,6 +24,7 @@ from stormdeck.collectors.model import (
     Partial,
     Snapshot,
     SourceHealth,
+    disk_key,
     merge_records,
 )
 
@@ -247,7 +248,7 @@ def merge(partials: Iterable[Partial], health: dict[str, SourceHealth] | None = 
     for d in daemons.values():
         if d.host:
             for dev in d.devices or ():
-                holders.setdefault(f"{d.host}:/dev/{dev}", set()).add(d.id)
+                holders.setdefault(disk_key(d.host, dev), set()).add(d.id)
     disks = {}
     for key, ds in sorted(by_disk.items()):
         disk = merge_records(ds)

@@ -101,7 +101,12 @@ class Disk:
 
     @property
     def key(self) -> str:
-        return f"{self.host}:/dev/{self.name}"
+        return disk_key(self.host, self.name)
+
+
+def disk_key(host: str | None, name: str) -> str:
+    """How a disk is named everywhere (Snapshot.disks, findings, changes): 'host:/dev/sdb'."""
+    return f"{host}:/dev/{name}"
 
 
 # ---- per host ----------------------------------------------------------------

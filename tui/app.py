@@ -10,19 +10,19 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.text import Text
-from stormdeck.advisors.plan import Plan, plan_from_finding, review
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 from stormdeck.base.when import parse_when
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import t
-from stormdeck.tui.screens import DaemonDetail, Help, PlanReview
+from stormdeck.tui.screens import Help, PlanReview
 from stormdeck.tui.table import VirtualTable
 from stormdeck.tui.views import (
+    DaemonDetail,
     DaemonTable,
     DiskTable,
     FindingsView,
-    FindingTable,
+    JournalChanged,
     JournalTable,
     LatencyTable,
     Leaders,
@@ -30,7 +30,7 @@ from stormdeck.tui.views import (
     Triage,
     View,
 )
-from textual import on, work
+from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
@@ -87,10 +87,6 @@ class StormdeckApp(App[None]):
         Binding("plus,equals_sign", "faster", "Faster", show=False),
         Binding("minus", "slower", "Slower", show=False),
         Binding("slash", "filter", "Filter"),
-        Binding("enter", "review", "On a daemon: its detail; on a finding: review its change",
-                show=False),
-        Binding("m", "mute", "On a finding: mute it for an hour", show=False),
-        Binding("u", "undo", "On a journal entry: undo it", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
     ]
@@ -248,10 +244,6 @@ class StormdeckApp(App[None]):
         if event.key is not None and self.frame is not None:
             self.push_screen(DaemonDetail(event.key, self.frame, self.low_bandwidth))
 
-    @on(VirtualTable.RowSelected, "#finding-table")
-    def finding_chosen(self) -> None:
-        self.action_review()  # the table takes Enter as "select this row"
-
     # -- actions --
 
     def focus_view(self) -> None:
@@ -372,91 +364,21 @@ class StormdeckApp(App[None]):
         names = {"question_mark": "?", "slash": "/", "plus,equals_sign": "+", "minus": "-",
                  "left_square_bracket": "[", "right_square_bracket": "]",
                  "left_curly_bracket": "{", "right_curly_bracket": "}", "end": "End"}
+        # The app's keys, then those each view adds while it has the focus.
+        views = (DaemonTable, FindingsView, JournalTable)
         keys = [(names.get(b.key, b.key), b.description)
-                for b in self.BINDINGS if isinstance(b, Binding)]
+                for b in [*self.BINDINGS, *(b for v in views for b in v.__dict__["BINDINGS"])]
+                if isinstance(b, Binding) and b.description]
         self.push_screen(Help([*keys, ("s", "in a table: sort by the next column, largest first"),
                                ("Esc", "clear the filter; close a dialog")]))
 
-    def action_review(self) -> None:
-        if self.query_one(ContentSwitcher).current != "findings":
-            return
-        finding = self.query_one(FindingTable).selected()
-        if finding is None:
-            return
-        if not finding.changes:
-            self.notify("this finding proposes no change stormdeck can make", markup=False)
-            return
-        fsid = self.frame.snapshot.cluster.fsid if self.frame and self.frame.snapshot.cluster \
-            else None
-        # The plan freezes its targets now, before the dialog opens.
-        plan = plan_from_finding(finding, fsid)
-        self.push_screen(PlanReview(plan, review(plan)),
-                         lambda ok: self.apply_plan(plan) if ok else None)
+    @property
+    def tab(self) -> ClusterTab:
+        """The active cluster's tab: what the views' actions work on."""
+        return self.tabs[self.active]
 
-    @work(thread=True, exclusive=True)
-    def apply_plan(self, plan: Plan) -> None:
-        if self.executor_factory is None:
-            self.call_from_thread(self.notify, "no executor: changes are off in this session",
-                                  severity="error")
-            return
-        try:
-            with self.executor_factory() as executor:
-                outcomes = executor.apply(plan)
-        except UserError as exc:
-            self.call_from_thread(self.notify, printable(str(exc), 400), title="refused",
-                                  severity="error", markup=False)
-            return
-        text = "; ".join(f"{o.outcome}: {o.change.command}" for o in outcomes)
-        self.call_from_thread(self.notify, printable(text, 400), title="applied",
-                              markup=False)
-        self.call_from_thread(self.refresh_journal)
-
-    def action_mute(self) -> None:
-        if self.query_one(ContentSwitcher).current != "findings" or self.mutes is None:
-            return
-        finding = self.query_one(FindingTable).selected()
-        if finding is None:
-            return
-        badness = self.feed.engine.badness(finding) if hasattr(self.feed, "engine") else 0.0
-        self.mutes.add(finding, ttl=3600, badness=badness)
-        self.notify(printable(f"muted {finding.rule} on {finding.target} for 1 h", 200),
-                    markup=False)
-
-    def action_undo(self) -> None:
-        if self.query_one(ContentSwitcher).current != "journal":
-            return
-        entry = self.query_one(JournalTable).selected()
-        if entry is None or self.executor_factory is None:
-            return
-        # The review shows the exact inverse command the executor will run; an entry
-        # with no way back is refused here, before any dialog.
-        try:
-            with self.executor_factory() as executor:
-                inverse = executor.inverse(entry)
-        except UserError as exc:
-            self.notify(printable(str(exc), 400), title="refused", severity="error",
-                        markup=False)
-            return
-        plan = Plan(id=f"undo-{entry.id}", created=time.time(), rule=entry.rule or "undo",
-                    target=entry.change.target, summary=f"undo {entry.change.command}",
-                    source="journal", fsid=entry.cluster, changes=(inverse,))
-        self.push_screen(PlanReview(plan, review(plan)),
-                         lambda ok: self.undo_entry(entry) if ok else None)
-
-    @work(thread=True, exclusive=True)
-    def undo_entry(self, entry: Any) -> None:
-        if self.executor_factory is None:
-            return
-        try:
-            with self.executor_factory() as executor:
-                o = executor.undo(entry)
-        except UserError as exc:
-            self.call_from_thread(self.notify, printable(str(exc), 400), title="refused",
-                                  severity="error", markup=False)
-            return
-        self.call_from_thread(self.notify, printable(f"{o.outcome}: {o.change.command}", 300),
-                              markup=False)
-        self.call_from_thread(self.refresh_journal)
+    def on_journal_changed(self, message: JournalChanged) -> None:
+        self.refresh_journal()
 
     def refresh_journal(self) -> None:
         if self.journal is None:

@@ -1,4 +1,4 @@
-"""The console's dialogs: the plan review (Cancel focused, typed phrase), the drill-down, help."""
+"""The console's dialogs: the plan review (Cancel focused, typed phrase) and help."""
 
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ from typing import ClassVar
 
 from rich.text import Text
 from stormdeck.advisors.plan import Plan
-from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import t
-from stormdeck.tui.views import daemon_detail
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -53,30 +51,6 @@ class PlanReview(ModalScreen[bool]):
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:
         self.dismiss(False)
-
-
-class DaemonDetail(ModalScreen[None]):
-    """Drill-down into one daemon; it follows the frames while open."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "close", "Close")]
-
-    def __init__(self, daemon_id: str, frame: Frame, ascii_only: bool) -> None:
-        super().__init__()
-        self.daemon_id = daemon_id
-        self.frame = frame
-        self.ascii_only = ascii_only
-
-    def compose(self) -> ComposeResult:
-        yield VerticalScroll(Static(daemon_detail(self.frame, self.daemon_id, self.ascii_only),
-                                    id="detail-body"), id="help")
-
-    def show(self, frame: Frame) -> None:
-        self.frame = frame
-        self.query_one("#detail-body", Static).update(
-            daemon_detail(frame, self.daemon_id, self.ascii_only))
-
-    def action_close(self) -> None:
-        self.dismiss(None)
 
 
 class Help(ModalScreen[None]):

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from stormdeck.advisors.devices import cache_argv
 from stormdeck.advisors.model import Change, Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule, mean
+from stormdeck.collectors.model import disk_key
 
 VERIFY = ("Verify (K2.5, K6.4): prefill a file on the disk (`dd if=/dev/zero of=FILE bs=1M "
           "count=4096 oflag=direct`), run `fio --name=wc --filename=FILE --rw=randwrite "
@@ -20,7 +21,7 @@ def cache_change(host: str, name: str, transport: str | None) -> Change | None:
     argv = cache_argv(name, transport or "", on=False)
     if argv is None:
         return None
-    return Change(kind="device_cache", target=f"{host}:/dev/{name}",
+    return Change(kind="device_cache", target=disk_key(host, name),
                   key="volatile write cache", current="on", proposed="off",
                   command=" ".join(argv), runtime=True, reversible=True,
                   blast_radius="host",

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from stormdeck.advisors.model import Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule, mean
+from stormdeck.collectors.model import disk_key
 
 
 class SlowestOsd(Rule):
@@ -30,7 +31,7 @@ class SlowestOsd(Rule):
         factor, floor = float(ctx.p("factor")), float(ctx.p("min_latency"))
         for osd_id, (avg, series) in averages.items():
             d = ctx.latest.daemons[osd_id]
-            disks = [ctx.latest.disks.get(f"{d.host}:/dev/{dev}") for dev in d.devices or ()]
+            disks = [ctx.latest.disks.get(disk_key(d.host, dev)) for dev in d.devices or ()]
             util = [k.util for k in disks if k is not None and k.util is not None]
             where = f" on {', '.join(d.devices)}" if d.devices else ""
             cpu = (f", CPU {d.cores_used:.1f} of {d.cores_allowed:g} cores"

@@ -311,3 +311,32 @@ def test_times_to_go_to() -> None:
     for bad in ("25:00", "x", "12:61:00", "-x"):
         with pytest.raises(ValueError):
             parse_when(bad, now)
+
+
+@pytest.mark.asyncio
+async def test_views_draw_the_thresholds_the_engine_judges_by(tmp_path: Path) -> None:
+    """A user's rules.toml that moves a threshold moves the line the screen draws too."""
+    from stormdeck.collectors.model import CurveCluster, CurvePool
+    from stormdeck.tui.views import Leaders, Overview
+
+    def curve(s, i):
+        return replace(s, curve=CurveCluster(pools=(CurvePool("pool1", leader_range=7.0),)))
+
+    settings = load_settings()
+    settings["curve.leaders.spread"] = replace(
+        settings["curve.leaders.spread"],
+        params={**settings["curve.leaders.spread"].params, "max_range": 9})
+    feed = StaticFeed(frames(curve))
+    feed.engine = Engine(settings)  # as a live Feed carries its engine
+    app = StormdeckApp(feed)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        overview = app.query_one(Overview).render_frame(app.frame).plain
+        assert "range 7 (threshold 9)" in overview
+        await pilot.press("3")
+        assert "(threshold 9)" in app.query_one(Leaders).render_frame(app.frame).plain
+    default = StormdeckApp(StaticFeed(frames(curve)))
+    async with default.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert "range 7 (threshold 5)" in default.query_one(Overview).render_frame(
+            default.frame).plain

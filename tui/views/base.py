@@ -7,6 +7,11 @@ from typing import Any, ClassVar
 from rich.text import Text
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.lines import LinesView
+from textual.message import Message
+
+
+class JournalChanged(Message):
+    """A change was applied or undone: the journal view reads the journal again."""
 
 
 class View:

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
-from stormdeck.collectors.model import Daemon, Snapshot
+from stormdeck.collectors.model import Daemon, Snapshot, disk_key
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import bar, ms, num, pct, t
 from stormdeck.tui.table import Column, VirtualTable
 from stormdeck.tui.views.base import View
+from textual.binding import Binding, BindingType
 
 
 class DaemonTable(View, VirtualTable):
     view_id = "daemons"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select", "On a daemon: its detail (figures, disks, findings)",
+                show=False),
+    ]
     COLUMNS = (Column("daemon", 14), Column("host", 12, 4), Column("cores used/allowed", 20),
                Column("IOPS", 7, 1, True), Column("IOPS/core", 9, 5, True),
                Column("latency", 15, 2), Column("prim|lead", 9, 3, True),
@@ -22,7 +29,7 @@ class DaemonTable(View, VirtualTable):
         disks = s.disks
 
         def record(d: Daemon) -> tuple:
-            return (d, tuple(disks.get(f"{d.host}:/dev/{x}") for x in d.devices or ()))
+            return (d, tuple(disks.get(disk_key(d.host, x)) for x in d.devices or ()))
 
         self.set_records(((d.id, record(d)) for d in s.daemons.values()),
                          lambda r: self.cells(r[0], s))
@@ -37,7 +44,7 @@ class DaemonTable(View, VirtualTable):
             lat = f"{ms(d.raft_append_latency)}/{ms(d.raft_send_latency)}"
             share = d.leaders
         devs = d.devices or ()
-        disks = [s.disks.get(f"{d.host}:/dev/{x}") for x in devs]
+        disks = [s.disks.get(disk_key(d.host, x)) for x in devs]
         utils = [k.util for k in disks if k is not None and k.util is not None]
         busy = bool(d.cores_used is not None and d.cores_allowed
                     and d.cores_used / d.cores_allowed > 0.85)

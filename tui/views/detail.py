@@ -1,12 +1,19 @@
-"""The drill-down text of one daemon: its figures with their history, disks and findings."""
+"""The drill-down into one daemon: its figures with their history, disks and findings."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 from rich.text import Text
+from stormdeck.collectors.model import disk_key
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import finding_line, ms, num, pct, spark, t
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
 
 
 def daemon_detail(frame: Frame, daemon_id: str, ascii_only: bool = False) -> Text:
@@ -46,7 +53,7 @@ def daemon_detail(frame: Frame, daemon_id: str, ascii_only: bool = False) -> Tex
         line("bthread usage", "bthread_usage", lambda v: num(v, "{:.1f}"))
     out.append("\n  disks\n", style="bold")
     for dev in d.devices or ():
-        k = s.disks.get(f"{d.host}:/dev/{dev}")
+        k = s.disks.get(disk_key(d.host, dev))
         if k is None:
             out.append_text(t(f"    /dev/{dev}: not seen by a host source"))
         else:
@@ -54,7 +61,7 @@ def daemon_detail(frame: Frame, daemon_id: str, ascii_only: bool = False) -> Tex
                               f"await {ms(k.write_await)}, cache {k.write_cache or '-'}/"
                               f"{k.device_cache or '-'}, {k.transport or '-'}"))
         out.append("\n")
-    mine = {d.id, *(f"{d.host}:/dev/{x}" for x in d.devices or ())}
+    mine = {d.id, *(disk_key(d.host, x) for x in d.devices or ())}
     related = [f for f in frame.findings if f.target in mine]
     out.append("\n  findings\n", style="bold")
     if not related:
@@ -63,3 +70,27 @@ def daemon_detail(frame: Frame, daemon_id: str, ascii_only: bool = False) -> Tex
         out.append_text(finding_line(f))
         out.append("\n")
     return out
+
+
+class DaemonDetail(ModalScreen[None]):
+    """Drill-down into one daemon; it follows the frames while open."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "close", "Close")]
+
+    def __init__(self, daemon_id: str, frame: Frame, ascii_only: bool) -> None:
+        super().__init__()
+        self.daemon_id = daemon_id
+        self.frame = frame
+        self.ascii_only = ascii_only
+
+    def compose(self) -> ComposeResult:
+        yield VerticalScroll(Static(daemon_detail(self.frame, self.daemon_id, self.ascii_only),
+                                    id="detail-body"), id="help")
+
+    def show(self, frame: Frame) -> None:
+        self.frame = frame
+        self.query_one("#detail-body", Static).update(
+            daemon_detail(frame, self.daemon_id, self.ascii_only))
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from stormdeck.advisors.model import Finding
+from stormdeck.advisors.plan import Plan, plan_from_finding, review
+from stormdeck.base.errors import UserError
+from stormdeck.base.text import printable
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import SEVERITY_STYLE, t
+from stormdeck.tui.screens import PlanReview
 from stormdeck.tui.table import Column, VirtualTable
-from stormdeck.tui.views.base import View
-from textual import on
+from stormdeck.tui.views.base import JournalChanged, View
+from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import Static
 
@@ -64,9 +71,14 @@ def finding_detail(f: Finding | None) -> Text:
 
 
 class FindingsView(View, Vertical):
-    """The findings table above the selected finding's detail, which follows the cursor."""
+    """The findings table above the selected finding's detail, which follows the cursor;
+    Enter reviews the selected finding's change, m mutes it."""
 
     view_id = "findings"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "review", "On a finding: review its change", show=False),
+        Binding("m", "mute", "On a finding: mute it for an hour", show=False),
+    ]
 
     def compose(self) -> ComposeResult:
         yield FindingTable(id="finding-table")
@@ -83,3 +95,50 @@ class FindingsView(View, Vertical):
     @on(VirtualTable.RowHighlighted, "#finding-table")
     def finding_moved(self) -> None:
         self.show_detail()
+
+    @on(VirtualTable.RowSelected, "#finding-table")
+    def finding_chosen(self) -> None:
+        self.action_review()  # the table takes Enter as "select this row"
+
+    def action_review(self) -> None:
+        finding = self.query_one(FindingTable).selected()
+        if finding is None:
+            return
+        if not finding.changes:
+            self.notify("this finding proposes no change stormdeck can make", markup=False)
+            return
+        frame = self.app.tab.frame
+        fsid = frame.snapshot.cluster.fsid if frame and frame.snapshot.cluster else None
+        # The plan freezes its targets now, before the dialog opens.
+        plan = plan_from_finding(finding, fsid)
+        self.app.push_screen(PlanReview(plan, review(plan)),
+                             lambda ok: self.apply_plan(plan) if ok else None)
+
+    @work(thread=True, exclusive=True)
+    def apply_plan(self, plan: Plan) -> None:
+        factory = self.app.tab.executor_factory
+        say = self.app.call_from_thread
+        if factory is None:
+            say(self.notify, "no executor: changes are off in this session", severity="error")
+            return
+        try:
+            with factory() as executor:
+                outcomes = executor.apply(plan)
+        except UserError as exc:
+            say(self.notify, printable(str(exc), 400), title="refused", severity="error",
+                markup=False)
+            return
+        text = "; ".join(f"{o.outcome}: {o.change.command}" for o in outcomes)
+        say(self.notify, printable(text, 400), title="applied", markup=False)
+        self.post_message(JournalChanged())
+
+    def action_mute(self) -> None:
+        tab = self.app.tab
+        finding = self.query_one(FindingTable).selected()
+        if finding is None or tab.mutes is None:
+            return
+        engine = getattr(tab.feed, "engine", None)
+        badness = engine.badness(finding) if engine is not None else 0.0
+        tab.mutes.add(finding, ttl=3600, badness=badness)
+        self.notify(printable(f"muted {finding.rule} on {finding.target} for 1 h", 200),
+                    markup=False)

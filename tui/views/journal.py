@@ -1,18 +1,29 @@
-"""The journal view: every change stormdeck made, how it ended, and its undo."""
+"""The journal view: every change stormdeck made, how it ended, and its undo (u)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
+from stormdeck.advisors.plan import Plan, review
+from stormdeck.base.errors import UserError
+from stormdeck.base.text import printable
 from stormdeck.tui.format import t
+from stormdeck.tui.screens import PlanReview
 from stormdeck.tui.table import Column, VirtualTable
+from stormdeck.tui.views.base import JournalChanged
+from textual import work
+from textual.binding import Binding, BindingType
 
 
 class JournalTable(VirtualTable):
     COLUMNS = (Column("id", 10), Column("when", 14, 3), Column("status", 15),
                Column("change", 50, 1), Column("before -> after", 24, 2),
                Column("undo", 20, 4))
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("u", "undo", "On a journal entry: undo it", show=False),
+    ]
 
     def show_entries(self, entries: Sequence[Any], clock: Callable[[float], str]) -> None:
         self.entries = {e.id: e for e in entries}
@@ -26,3 +37,39 @@ class JournalTable(VirtualTable):
     def selected(self) -> Any:
         key = self.selected_key
         return getattr(self, "entries", {}).get(key) if key else None
+
+    def action_undo(self) -> None:
+        entry = self.selected()
+        factory = self.app.tab.executor_factory
+        if entry is None or factory is None:
+            return
+        # The review shows the exact inverse command the executor will run; an entry
+        # with no way back is refused here, before any dialog.
+        try:
+            with factory() as executor:
+                inverse = executor.inverse(entry)
+        except UserError as exc:
+            self.notify(printable(str(exc), 400), title="refused", severity="error",
+                        markup=False)
+            return
+        plan = Plan(id=f"undo-{entry.id}", created=time.time(), rule=entry.rule or "undo",
+                    target=entry.change.target, summary=f"undo {entry.change.command}",
+                    source="journal", fsid=entry.cluster, changes=(inverse,))
+        self.app.push_screen(PlanReview(plan, review(plan)),
+                             lambda ok: self.undo_entry(entry) if ok else None)
+
+    @work(thread=True, exclusive=True)
+    def undo_entry(self, entry: Any) -> None:
+        factory = self.app.tab.executor_factory
+        say = self.app.call_from_thread
+        if factory is None:
+            return
+        try:
+            with factory() as executor:
+                o = executor.undo(entry)
+        except UserError as exc:
+            say(self.notify, printable(str(exc), 400), title="refused", severity="error",
+                markup=False)
+            return
+        say(self.notify, printable(f"{o.outcome}: {o.change.command}", 300), markup=False)
+        self.post_message(JournalChanged())
