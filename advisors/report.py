@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from stormdeck.advisors.model import Finding, Severity
@@ -195,3 +196,12 @@ def to_json(r: Report) -> str:
 
     d = asdict(r)
     return json.dumps({"format": 1, **d}, indent=1, allow_nan=False, default=str)
+
+
+def save(r: Report, directory: Path) -> Path:
+    """Write the report as Markdown and JSON side by side; the path without its suffix."""
+    base = directory / time.strftime("report-%Y%m%d-%H%M%S", time.localtime(r.end))
+    base.parent.mkdir(parents=True, exist_ok=True)
+    base.with_suffix(".md").write_text(to_markdown(r))
+    base.with_suffix(".json").write_text(to_json(r))
+    return base

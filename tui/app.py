@@ -326,11 +326,7 @@ class StormdeckApp(App[None]):
         try:
             r = report.build(((f.snapshot, f.findings) for f in frames), events, changes,
                              source="live session" if session else "replay")
-            base = state_dir() / "reports" / time.strftime(
-                "report-%Y%m%d-%H%M%S", time.localtime(r.end))
-            base.parent.mkdir(parents=True, exist_ok=True)
-            base.with_suffix(".md").write_text(report.to_markdown(r))
-            base.with_suffix(".json").write_text(report.to_json(r))
+            base = report.save(r, state_dir() / "reports")
         except (OSError, ValueError, UserError) as exc:
             self.notify(printable(f"no report: {exc}", 300), severity="error", markup=False)
             return

@@ -202,12 +202,17 @@ def test_no_cycles_between_siblings(package):
 
 def test_the_wheel_installs_only_stormdeck(tmp_path):
     """PyPI has projects named lab, tui and collectors: ours must not land beside them."""
+    # From a copy: setuptools leaves build/ and egg-info beside the sources it builds.
+    import shutil
     import subprocess
     import sys
     import zipfile
 
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "build", "*.egg-info", "__pycache__", ".hypothesis", "tests"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
-                    str(tmp_path), str(ROOT)], check=True, capture_output=True, timeout=300)
+                    str(tmp_path), str(src)], check=True, capture_output=True, timeout=300)
     (wheel,) = tmp_path.glob("stormdeck-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names}
