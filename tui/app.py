@@ -13,6 +13,7 @@ from rich.text import Text
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 from stormdeck.base.when import parse_when
+from stormdeck.tui.commands import StormdeckCommands
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import t
 from stormdeck.tui.screens import Help, PlanReview
@@ -64,6 +65,7 @@ class FrameArrived(Message):
 class StormdeckApp(App[None]):
     # Absolute: Textual reads a relative path beside the module of a subclass.
     CSS_PATH = Path(__file__).with_name("stormdeck.tcss")
+    COMMANDS = App.COMMANDS | {StormdeckCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("1", "view('overview')", "Overview"),
         Binding("2", "view('daemons')", "Daemons"),
@@ -138,6 +140,7 @@ class StormdeckApp(App[None]):
             # The thresholds a view draws are the ones the engine judges by.
             view.settings = getattr(engine, "settings", None)
         self.title = "stormdeck"
+        self._keep_theme()
         # Hidden, the filter box must not hold the focus: it would swallow the keys.
         self.query_one("#filter", Input).disabled = True
         self.query_one("#goto", Input).disabled = True
@@ -167,9 +170,19 @@ class StormdeckApp(App[None]):
             self.activate(int(event.tab.id.removeprefix("cluster-")))
 
     def action_cluster(self, step: int) -> None:
+        self.activate_tab(self.active + step)
+
+    def activate_tab(self, index: int) -> None:
+        """Through the tab bar, so that it shows the cluster chosen."""
         if len(self.tabs) > 1:
-            self.query_one("#clusters", Tabs).active = \
-                f"cluster-{(self.active + step) % len(self.tabs)}"
+            self.query_one("#clusters", Tabs).active = f"cluster-{index % len(self.tabs)}"
+
+    def review_finding(self, finding: Any) -> None:
+        self.action_view("findings")
+        self.query_one(FindingsView).review(finding)
+
+    def mute_finding(self, finding: Any) -> None:
+        self.query_one(FindingsView).mute(finding)
 
     def activate(self, index: int) -> None:
         if index == self.active:
@@ -367,6 +380,29 @@ class StormdeckApp(App[None]):
                 if isinstance(b, Binding) and b.description]
         self.push_screen(Help([*keys, ("s", "in a table: sort by the next column, largest first"),
                                ("Esc", "clear the filter; close a dialog")]))
+
+    def _keep_theme(self) -> None:
+        """The theme an operator chose (palette: Change theme) is the one they get next time."""
+        import json
+
+        from stormdeck.advisors.settings import state_dir
+
+        path = state_dir() / "console.json"
+        try:
+            saved = json.loads(path.read_text()).get("theme")
+        except (OSError, ValueError, AttributeError):
+            saved = None
+        if isinstance(saved, str) and saved in self.available_themes:
+            self.theme = saved
+
+        def save(theme: Any) -> None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps({"theme": theme.name}) + "\n")
+            except OSError as exc:
+                self.notify(f"the theme is not kept: {exc.strerror}", severity="warning")
+
+        self.theme_changed_signal.subscribe(self, save)
 
     @property
     def tab(self) -> ClusterTab:

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, NamedTuple
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.binding import Binding, BindingType
 from textual.geometry import Region, Size
 from textual.message import Message
@@ -69,6 +70,7 @@ class VirtualTable(ScrollView, can_focus=True):
         super().__init__(*args, **kwargs)
         self.filter = ""
         self.sort_column: int | None = None  # into COLUMNS; None: the source's order
+        self.sort_ascending = False  # largest first, unless the header was clicked again
         self._records: dict[str, Any] = {}
         self._keys: list[str] = []  # the rows shown, in order (filtered)
         self._format: Callable[[Any], Cells] = lambda r: r
@@ -94,7 +96,8 @@ class VirtualTable(ScrollView, can_focus=True):
         if self.sort_column is not None:
             col = self.sort_column
             # Sorting needs every row's cells: formatted once, then cached by record.
-            self._keys.sort(key=lambda k: sort_key(self.row_cells(k)[col].plain), reverse=True)
+            self._keys.sort(key=lambda k: sort_key(self.row_cells(k)[col].plain),
+                            reverse=not self.sort_ascending)
         if self._keys != old_keys:
             self._resize()
             return
@@ -263,12 +266,39 @@ class VirtualTable(ScrollView, can_focus=True):
     def action_sort(self) -> None:
         """Cycle the sort: each column in turn, largest first, then the source's order."""
         n = len(self.COLUMNS)
-        self.sort_column = 1 if self.sort_column is None else self.sort_column + 1
-        if self.sort_column >= n:
-            self.sort_column = None
+        column = 1 if self.sort_column is None else self.sort_column + 1
+        self.sort_by(column if column < n else None, ascending=False)
+
+    def sort_by(self, column: int | None, ascending: bool) -> None:
+        self.sort_column, self.sort_ascending = column, ascending
         self.set_records(list(self._records.items()), self._format)
-        name = self.COLUMNS[self.sort_column].name if self.sort_column is not None else "none"
-        self.notify(f"sorted by {name}", timeout=2)
+        name = self.COLUMNS[column].name if column is not None else "none"
+        way = ", smallest first" if ascending and column is not None else ""
+        self.notify(f"sorted by {name}{way}", timeout=2)
+
+    def on_click(self, event: events.Click) -> None:
+        """As in htop: a header sorts by its column (again: the other way); a row is
+        selected, and a double click opens it as Enter does."""
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return
+        if offset.y == 0:
+            x = offset.x + int(self.scroll_offset.x)
+            names = [c.name for c in self.COLUMNS]
+            for c in self.layout():
+                if x < c.width + 1:
+                    column = names.index(c.name)
+                    again = column == self.sort_column
+                    self.sort_by(column, ascending=again and not self.sort_ascending)
+                    return
+                x -= c.width + 1
+            return
+        row = int(self.scroll_offset.y) + offset.y - 1
+        if 0 <= row < len(self._keys):
+            self.focus()
+            self.move_cursor(row)
+            if event.chain >= 2:
+                self.action_select()
 
     def action_select(self) -> None:
         self.post_message(self.RowSelected(self, self.selected_key))

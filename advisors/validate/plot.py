@@ -1,38 +1,49 @@
-"""A response curve drawn in text: latency against IOPS, the knee and the 70% point marked."""
+"""A response curve drawn with plotext: latency against IOPS, the knee (K) and the 70% point (H).
+
+Plain text, so the same lines serve the guided screen, the headless report
+and the Markdown file.
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 from stormdeck.advisors.validate.judge import Point
 
+# plotext draws on one module-level figure: one plot at a time.
+_LOCK = threading.Lock()
+
 
 def curve_plot(points: Sequence[Point], knee: int | None, headroom: Point | None,
-               width: int = 56, height: int = 12) -> list[str]:
-    """Rows of text, the top row first: y latency (ms), x IOPS."""
+               width: int = 64, height: int = 16) -> list[str]:
+    """Rows of text, the top row first, then one caption line naming the marks."""
     if not points:
         return []
+    import plotext as plt
+
     xs = [p.iops for p in points]
     ys = [p.latency * 1000 for p in points]
-    x_hi, y_hi = max(xs) or 1.0, max(ys) or 1.0
-    grid = [[" "] * width for _ in range(height)]
-
-    def put(x: float, y: float, ch: str) -> None:
-        col = min(width - 1, int(x / x_hi * (width - 1)))
-        row = height - 1 - min(height - 1, int(y / y_hi * (height - 1)))
-        if grid[row][col] in (" ", "*") or ch in "KH":
-            grid[row][col] = ch
-
-    for i, p in enumerate(points):
-        put(p.iops, p.latency * 1000, "K" if i == knee else "*")
+    with _LOCK:
+        plt.clear_figure()
+        plt.plotsize(width, height)
+        plt.theme("clear")
+        plt.plot(xs, ys, marker="dot")
+        if knee is not None:
+            plt.scatter([xs[knee]], [ys[knee]], marker="K")
+        if headroom is not None:
+            plt.scatter([headroom.iops], [headroom.latency * 1000], marker="H")
+        plt.xlabel("IOPS")
+        plt.ylabel("ms")
+        text = plt.uncolorize(plt.build())
+        plt.clear_figure()
+    rows = [line.rstrip() for line in text.splitlines() if line.strip()]
+    marks = []
+    if knee is not None:
+        p = points[knee]
+        marks.append(f"K knee: {p.x:g} in flight, {p.iops:.0f} IOPS at "
+                     f"{p.latency * 1000:.2f} ms")
     if headroom is not None:
-        put(headroom.iops, headroom.latency * 1000, "H")
-    label = len(f"{y_hi:.1f}")
-    rows = []
-    for r, line in enumerate(grid):
-        y = y_hi * (height - 1 - r) / (height - 1)
-        tick = f"{y:.1f}" if r in (0, height // 2, height - 1) else ""
-        rows.append(f"{tick:>{label}} |{''.join(line)}")
-    rows.append(" " * label + " +" + "-" * width)
-    rows.append(" " * label + f"  0{'IOPS':^{width - len(f'{x_hi:.0f}') - 1}}{x_hi:.0f}")
-    return rows
+        marks.append(f"H 70% of the maximum: {headroom.iops:.0f} IOPS at "
+                     f"{headroom.latency * 1000:.2f} ms")
+    return [*rows, "   ".join(marks)] if marks else rows

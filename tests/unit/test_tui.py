@@ -340,3 +340,76 @@ async def test_views_draw_the_thresholds_the_engine_judges_by(tmp_path: Path) ->
         await pilot.pause()
         assert "range 7 (threshold 5)" in default.query_one(Overview).render_frame(
             default.frame).plain
+
+
+@pytest.mark.asyncio
+async def test_tables_sort_and_select_with_the_mouse() -> None:
+    """As htop and btop users do: a header sorts, again the other way; a row is chosen, and a
+    double click opens it."""
+    def spread(s, i):
+        for n, iops in (("osd.0", 50.0), ("osd.1", 900.0), ("osd.2", 7000.0)):
+            s = with_daemon(s, n, write_iops=iops, read_iops=0.0)
+        return s
+
+    from stormdeck.tui.views import DaemonDetail
+
+    app = StormdeckApp(StaticFeed(frames(spread)))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("2")
+        table = app.query_one(DaemonTable)
+        x = sum(c.width + 1 for c in table.COLUMNS[:3]) + 2  # inside the IOPS header
+        await pilot.click(DaemonTable, offset=(x, 0))
+        assert table.COLUMNS[table.sort_column].name == "IOPS"
+        assert table.keys == ["osd.2", "osd.1", "osd.0"]
+        await pilot.click(DaemonTable, offset=(x, 0))
+        assert table.keys == ["osd.0", "osd.1", "osd.2"] and table.sort_ascending
+        await pilot.click(DaemonTable, offset=(3, 2))
+        assert table.selected_key == "osd.1"
+        await pilot.click(DaemonTable, offset=(3, 3), times=2)
+        await pilot.pause()
+        assert isinstance(app.screen, DaemonDetail) and app.screen.daemon_id == "osd.2"
+
+
+@pytest.mark.asyncio
+async def test_the_command_palette_finds_views_and_the_findings_reviews() -> None:
+    from stormdeck.tui.commands import StormdeckCommands
+
+    app = StormdeckApp(StaticFeed(frames()))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        provider = StormdeckCommands(app.screen)
+        texts = [text for text, _, _ in provider.commands()]
+        assert "View: Leaders" in texts and "Write an incident report of the session" in texts
+        assert any(t.startswith("Review the change: ceph.scrub.during_load on ") for t in texts)
+        hits = [h async for h in provider.search("view lead")]
+        assert hits and max(hits, key=lambda h: h.score).text == "View: Leaders"
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"view leaders")
+        await pilot.pause(0.5)
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        assert app.query_one(ContentSwitcher).current == "leaders"
+        review = next(run for text, run, _ in provider.commands()
+                      if text.startswith("Review the change: "))
+        review()
+        await pilot.pause()
+        assert isinstance(app.screen, PlanReview)
+
+
+@pytest.mark.asyncio
+async def test_a_chosen_theme_is_kept(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    app = StormdeckApp(StaticFeed(frames()))
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.theme = "nord"
+        await pilot.pause()
+    again = StormdeckApp(StaticFeed(frames()))
+    async with again.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert again.theme == "nord"
+    (tmp_path / "stormdeck" / "console.json").write_text("{not json")
+    broken = StormdeckApp(StaticFeed(frames()))
+    async with broken.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert broken.theme != "nord"  # a torn file is the default theme, not a crash

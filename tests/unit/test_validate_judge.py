@@ -44,7 +44,16 @@ def test_the_labs_curves_have_a_knee_and_a_headroom_point(kind: str) -> None:
     h = judge.headroom(pts)
     assert h is not None and h.iops == pytest.approx(0.7 * max(p.iops for p in pts))
     plot = curve_plot(pts, k, h)
-    assert any("K" in line for line in plot) and any("H" in line for line in plot)
+    *grid, caption = plot
+    # The marks are drawn on the curve itself, and named below it.
+    assert any("K" in line for line in grid) and any("H" in line for line in grid)
+    assert f"K knee: {pts[k].x:g} in flight" in caption and "H 70% of the maximum" in caption
+    assert any("IOPS" in line for line in grid) and "\x1b" not in "".join(plot)
+    # The curve rises: latency at the top row is the largest, its tick the highest.
+    ticks = [float(line.split("┤")[0]) for line in grid if "┤" in line]
+    assert ticks == sorted(ticks, reverse=True)
+    assert ticks[0] == pytest.approx(max(p.latency for p in pts) * 1000, abs=0.06)
+    assert "K knee" not in "".join(curve_plot(pts, None, None))
 
 
 def test_a_curve_still_rising_warns_that_the_knee_lies_beyond() -> None:

@@ -102,8 +102,11 @@ class FindingsView(View, Vertical):
 
     def action_review(self) -> None:
         finding = self.query_one(FindingTable).selected()
-        if finding is None:
-            return
+        if finding is not None:
+            self.review(finding)
+
+    def review(self, finding: Finding) -> None:
+        """The finding's change in the plan review; applied only if confirmed."""
         if not finding.changes:
             self.notify("this finding proposes no change stormdeck can make", markup=False)
             return
@@ -133,9 +136,13 @@ class FindingsView(View, Vertical):
         self.post_message(JournalChanged())
 
     def action_mute(self) -> None:
-        tab = self.app.tab
         finding = self.query_one(FindingTable).selected()
-        if finding is None or tab.mutes is None:
+        if finding is not None:
+            self.mute(finding)
+
+    def mute(self, finding: Finding) -> None:
+        tab = self.app.tab
+        if tab.mutes is None:
             return
         engine = getattr(tab.feed, "engine", None)
         badness = engine.badness(finding) if engine is not None else 0.0
