@@ -342,13 +342,9 @@ class Executor:
                 raise UserError("there is no earlier tuned profile to go back to")
             run_tool(["tuned-adm", "profile", value])
         elif c.kind == "curve_leader_schedule":
-            argv = [*self.curve_tool, "rapid-leader-schedule"]
-            m = re.search(r"-logical_pool_id=(\d+)", c.command)
-            if m:
-                argv += [f"-logical_pool_id={m.group(1)}", "-scheduleAll=false"]
-            out = run_tool(argv, timeout=120)
-            if "fail" in out.lower():
-                raise UserError(out.strip().splitlines()[-1])
+            from stormdeck.advisors.curve_schedule import run_leader_schedule
+
+            run_leader_schedule(c, self.curve_tool)  # that pool alone; UserError if refused
 
     def _verify(self, c: Change, want: str | None) -> tuple[str, str | None, str]:
         if c.kind == "curve_leader_schedule":
