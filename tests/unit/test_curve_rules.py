@@ -17,6 +17,7 @@ from stormdeck.advisors.curve_schedule import (
     pool_id_of,
     run_leader_schedule,
 )
+from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.model import Change, Check
 from stormdeck.advisors.rules.base import Context
@@ -247,3 +248,47 @@ def test_flapping_stays_quiet_through_stormdecks_own_schedule(state: Path) -> No
     assert run(journaled=False).fire, "unexplained, these rises would be elections"
     quiet = run(journaled=True)
     assert not quiet.fire and "0 raft elections" in quiet.summary
+
+
+def engine_over(wire: CurveWire, polls: int, every: float, between) -> list[tuple[float, str]]:
+    """The engine with its shipped settings over a stretch of Curve time, polls `every`
+    seconds apart; real time runs at a tenth, the source's clocks scaled to match."""
+    scale = 0.1
+    src = CurveSource(mds=[m.addr for m in wire.mds], chunkservers=list(wire.addrs()))
+    src.RAFT_EVERY *= scale  # 10 s of Curve time between two looks at a raft page
+    src.TRANSFER_MEMORY *= scale
+    engine = Engine(rules=[CurveLeaderFlapping])
+    history: list[Snapshot] = []
+    states = []
+    t0 = 1_800_000_000.0
+    for i in range(polls):
+        t = t0 + i * every
+        part = src.poll()
+        history.append(merge([part], {"curve": SourceHealth("curve", True, t)}, now=t))
+        found = [f for f in engine.evaluate(history) if f.rule == CurveLeaderFlapping.id]
+        states.append((t - t0, found[0].state if found else "quiet"))
+        between(i)
+        time.sleep(every * scale)
+    return states
+
+
+def test_elections_every_few_seconds_fire_within_65_s() -> None:
+    """The issue's stand-in: terms rising every few seconds while leaders move."""
+    with CurveWire() as wire:
+        states = engine_over(wire, polls=34, every=2.0, between=lambda i: wire.elect(3))
+    firing = [t for t, state in states if state == "firing"]
+    assert firing and firing[0] <= 65.0, states
+
+
+def test_the_mds_scheduler_every_30_s_and_a_rapid_schedule_never_fire() -> None:
+    # A transfer lands a heartbeat (10 s of Curve time: 1 s here) after its operator.
+    with CurveWire(leaders=[24, 18, 16, 16, 14, 12], heartbeat=1.0) as wire:
+        def scheduler(i: int) -> None:
+            if i % 15 == 0:
+                wire.leader_schedule(1, rapid=False)  # the periodic scheduler's round
+            elif i == 20:
+                wire.leader_schedule(1)  # a rapid schedule: a burst of transfers
+
+        states = engine_over(wire, polls=45, every=2.0, between=scheduler)
+        assert wire.transfers_done >= 5 and wire.leader_range <= 1
+    assert all(state == "quiet" for _, state in states), states
