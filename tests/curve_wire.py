@@ -215,6 +215,7 @@ class CurveWire:
         specs = list(pools) if pools else [(POOL, chunkservers, copysets, leaders)]
         self.pools: list[Pool] = []
         self.chunkservers: list[Chunkserver] = []
+        self._member: dict[int, list[Copyset]] = {}  # chunkserver port -> its copysets
         for pool_id, (name, n, total, counts) in enumerate(specs, start=1):
             css = [Chunkserver(id=len(self.chunkservers) + i + 1, port=self._listen(),
                                pool=pool_id) for i in range(n)]
@@ -223,8 +224,10 @@ class CurveWire:
             for k in range(1, total + 1):
                 peers = [css[(k - 1 + j) % n] for j in range(min(3, n))]
                 pool.copysets.append(Copyset(pool_id, k, peers, peers[0]))
-            for c in css:
-                c.copysets = sum(1 for cs in pool.copysets if c in cs.peers)
+            for cs in pool.copysets:
+                for peer in cs.peers:
+                    peer.copysets += 1
+                    self._member.setdefault(peer.port, []).append(cs)
             self.pools.append(pool)
             self._recount(pool)
             if counts is not None:
@@ -372,8 +375,7 @@ class CurveWire:
         """braft's /raft_stat as text: `[group]` then NodeImpl::describe per copyset."""
         out = []
         with self._lock:
-            mine = [cs for cs in self.pool(me.pool).copysets if me in cs.peers]
-            for cs in sorted(mine, key=lambda c: c.group):
+            for cs in sorted(self._member.get(me.port, ()), key=lambda c: c.group):
                 state = ("LEADER" if cs.leader is me else
                          "CANDIDATE" if cs.candidate is me else "FOLLOWER")
                 out.append(f"[{cs.group}]")
