@@ -339,6 +339,18 @@ def parse_cli_logical_pools(text: str) -> list[LogicalPoolInfo]:
     return out
 
 
+def parse_cli_copysets_status(text: str) -> tuple[bool, int | None, int | None]:
+    """`curve bs status copyset -f json`: [{"total", "healthy", "unhealthy",
+    "unhealthyRatio"}] as strings (tools-v2/pkg/cli/command/curvebs/status/copyset/)."""
+    result = parse_cli_json(text, "curve bs status copyset")
+    rows = cli_rows(result, ())
+    if not rows or not rows[0].get("total", "").isdigit():
+        raise CurveError("curve bs status copyset: no totals in its result")
+    total, bad = rows[0]["total"], rows[0].get("unhealthy", "")
+    unhealthy = int(bad) if bad.isdigit() else None
+    return unhealthy == 0, int(total), unhealthy
+
+
 _COPYSETS = re.compile(r"total copysets:\s*(\d+),\s*unhealthy copysets:\s*(\d+)")
 _CS_STATUS = re.compile(r"total num\s*=\s*(\d+),\s*online\s*=\s*(\d+),\s*offline\s*=\s*(\d+)")
 
@@ -697,6 +709,10 @@ class CurveSource:
             self._call("curve bs list logical-pool",
                        [cli, "bs", "list", "logical-pool", "--format", "json", *extra],
                        parse_cli_logical_pools, now)
+            if not self.ops_tool:
+                self._call("curve bs status copyset",
+                           [cli, "bs", "status", "copyset", "--format", "json", *extra],
+                           parse_cli_copysets_status, now)
         if self.ops_tool:
             tool, extra = self.ops_tool[0], self.ops_tool[1:]
             if not self.curve_cli:
@@ -865,6 +881,8 @@ class CurveSource:
             online = sum(1 for c in listing if c.online)
             offline = sum(1 for c in listing if c.online is False)
         copysets = self._value("copysets-status")
+        if copysets is None:
+            copysets = self._value("curve bs status copyset")
         copysets = copysets if isinstance(copysets, tuple) else None
         pools = mds_pools(v)
         ids = self._pool_ids(pools)

@@ -522,6 +522,13 @@ class CurveWire:
                      "phyPool": str(p.id), "recycle": "0 B", "scan": "true",
                      "total": "44 GiB", "type": "PAGEFILE", "used": "0 B"} for p in self.pools]
             return 0, go_json({"error": ok, "result": rows})
+        if words[:3] == ["bs", "status", "copyset"]:
+            total = sum(len(p.copysets) for p in self.pools)
+            bad = self.unhealthy_copysets
+            # Error stays nil in this command: Go marshals it as null.
+            return 0, go_json({"error": None, "result": [{
+                "healthy": str(total - bad), "total": str(total), "unhealthy": str(bad),
+                "unhealthyRatio": f"{bad / total * 100:.2f}%"}]})
         if words[:3] == ["bs", "update", "leader-schedule"]:
             if "--all" in opts:
                 ids = [p.id for p in self.pools]

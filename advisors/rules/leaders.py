@@ -247,7 +247,7 @@ class CurveLeaderSpread(Rule):
         if cv.copysets_unhealthy:
             out.append(f"{cv.copysets_unhealthy} of {cv.copysets_total} copysets are unhealthy")
         for call in ("copysets-status", "chunkserver-status", "chunkserver-list",
-                     "curve bs list chunkserver"):
+                     "curve bs list chunkserver", "curve bs status copyset"):
             if call in cv.tool_errors:
                 out.append(f"{call} did not answer, so its health is unknown")
         e = judge_elections(ctx)

@@ -19,6 +19,7 @@ from stormdeck.collectors.curve import (
     mds_transfers,
     parse_chunkserver_status,
     parse_cli_chunkservers,
+    parse_cli_copysets_status,
     parse_cli_logical_pools,
     parse_copysets_status,
     parse_ops_chunkserver_list,
@@ -160,6 +161,12 @@ def test_fixture_ops_logical_pool_list() -> None:
     assert parse_ops_logical_pools("curve logical pool list: \ntotal: 0\n") == []
     with pytest.raises(CurveError):
         parse_ops_logical_pools("ListLogicalPoolsInCluster fail!\n")
+
+
+def test_fixture_cli_status_copyset() -> None:
+    assert parse_cli_copysets_status(fixture("cli_status_copyset.json")) == (True, 100, 0)
+    with pytest.raises(CurveError, match="no totals"):
+        parse_cli_copysets_status('{"error": null, "result": []}')
 
 
 def test_fixture_copysets_status_unhealthy() -> None:
@@ -363,11 +370,13 @@ def test_discovery_through_the_curve_cli(tmp_path: Path) -> None:
         part = CurveSource(mds=[wire.mds[0].addr], curve_cli=[str(cli)]).poll()
         calls = list(wire.tool_calls)
     assert calls == [("cli", "bs", "list", "chunkserver", "--format", "json"),
-                     ("cli", "bs", "list", "logical-pool", "--format", "json")]
+                     ("cli", "bs", "list", "logical-pool", "--format", "json"),
+                     ("cli", "bs", "status", "copyset", "--format", "json")]
     assert sorted(d.curve_id for d in part.daemons.values()) == [1, 2, 3, 4, 5, 6]
     assert part.curve is not None
     assert [(p.name, p.pool_id) for p in part.curve.pools] == [("pool1", 1), ("pool_b", 2)]
     assert (part.curve.chunkservers_online, part.curve.chunkservers_offline) == (5, 1)
+    assert (part.curve.copysets_total, part.curve.copysets_unhealthy) == (60, 0)
     assert part.daemons[wire.chunkservers[4].addr].online is False
 
 
