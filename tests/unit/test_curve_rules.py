@@ -89,13 +89,14 @@ def test_without_pool_ids_one_finding_for_all_pools_says_so(tmp_path: Path) -> N
     assert pool_id_of(change) is None
 
 
-@pytest.mark.parametrize("trouble", ["offline", "unhealthy", "tool_failed", "elections"])
+@pytest.mark.parametrize("trouble", ["offline", "unhealthy", "cli_unhealthy", "tool_failed",
+                                     "elections"])
 def test_no_schedule_while_the_cluster_is_unhealthy(tmp_path: Path, trouble: str) -> None:
     with CurveWire(leaders=[24, 18, 16, 16, 14, 12]) as wire:
         tool = wire.tool_script(tmp_path)
         if trouble == "offline":
             wire.refuse(wire.chunkservers[5])
-        elif trouble == "unhealthy":
+        elif trouble in ("unhealthy", "cli_unhealthy"):
             wire.unhealthy_copysets = 3
         elif trouble == "tool_failed":
             broken = tmp_path / "broken"
@@ -105,6 +106,9 @@ def test_no_schedule_while_the_cluster_is_unhealthy(tmp_path: Path, trouble: str
             tool = broken
         src = CurveSource(mds=[m.addr for m in wire.mds], chunkservers=list(wire.addrs()),
                           ops_tool=[str(tool)])
+        if trouble == "cli_unhealthy":  # a deployment with the Go CLI alone
+            src = CurveSource(mds=[m.addr for m in wire.mds], chunkservers=list(wire.addrs()),
+                              curve_cli=[str(wire.tool_script(tmp_path / "cli", "curve"))])
         src.RAFT_EVERY = 0
         history = [snap(src)]
         if trouble == "elections":
@@ -115,6 +119,7 @@ def test_no_schedule_while_the_cluster_is_unhealthy(tmp_path: Path, trouble: str
     assert check.fire and check.changes == (), check.summary
     why = {"offline": "1 chunkserver is offline",
            "unhealthy": "3 of 100 copysets are unhealthy",
+           "cli_unhealthy": "3 of 100 copysets are unhealthy",
            "tool_failed": "copysets-status did not answer",
            "elections": "leaders are changing by elections"}[trouble]
     assert why in check.summary and check.procedure and why in check.procedure[0]
