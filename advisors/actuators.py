@@ -354,7 +354,7 @@ class TunedProfile(Actuator):
 
 
 class CurveLeaderSchedule(Actuator):
-    """`curve_ops_tool rapid-leader-schedule`: leaders moved, followed over heartbeats (K2.2)."""
+    """A logical pool's rapid leader schedule: leaders moved, followed over heartbeats (K2.2)."""
 
     kind = "curve_leader_schedule"
     plain = ("target",)
@@ -364,13 +364,11 @@ class CurveLeaderSchedule(Actuator):
         return c.current  # a schedule has no value to go stale
 
     def apply(self, b: Backends, c: Change, value: str | None) -> None:
-        argv = [*b.curve_tool, "rapid-leader-schedule"]
-        m = re.search(r"-logical_pool_id=(\d+)", c.command)
-        if m:
-            argv += [f"-logical_pool_id={m.group(1)}", "-scheduleAll=false"]
-        out = run_tool(argv, timeout=120)
-        if "fail" in out.lower():
-            raise UserError(out.strip().splitlines()[-1])
+        from stormdeck.advisors.curve_schedule import run_leader_schedule
+
+        # That pool alone (curve_ops_tool, or the Go CLI where it is missing); the tool's
+        # own words when the MDS refuses.
+        run_leader_schedule(c, b.curve_tool)
 
     def verify(self, b: Backends, c: Change, want: str | None) -> Verified:
         if b.curve_follow is None:

@@ -17,7 +17,7 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -246,36 +246,109 @@ def parse_ops_chunkserver_list(text: str) -> list[ChunkserverInfo]:
     return out
 
 
-def parse_cli_chunkservers(text: str) -> list[ChunkserverInfo]:
-    """`curve bs list chunkserver --format json`: {"error": {...}, "result": [row, ...]}."""
+# `curve bs list chunkserver` columns in the order tools-v2 writes each row
+# (tools-v2/pkg/cli/command/curvebs/list/chunkserver/chunkserver.go).
+CLI_CHUNKSERVER_HEADER = ("id", "type", "ip", "port", "rwStatus", "diskState", "copysetNum",
+                          "mountpoint", "diskCapacity", "diskUsed", "unhealthyCopyset",
+                          "extAddr")
+# `curve bs list logical-pool` (tools-v2/pkg/cli/command/curvebs/list/logicalPool/).
+CLI_LOGICAL_POOL_HEADER = ("id", "name", "phyPool", "type", "alloc", "scan", "total", "used",
+                           "left", "recycle")
+
+
+def parse_cli_json(text: str, what: str) -> object:
+    """tools-v2's `-f json`: {"error": {"code", "message"}, "result": ...}; the result,
+    or CurveError with Curve's message when the code is not 0."""
+    start = text.find("{")
     try:
-        doc = json.loads(text)
+        doc, _ = json.JSONDecoder().raw_decode(text, start if start >= 0 else 0)
     except ValueError:
-        raise CurveError("curve bs list chunkserver: not JSON") from None
-    if not isinstance(doc, dict):
-        raise CurveError("curve bs list chunkserver: not the JSON object it prints")
+        raise CurveError(f"{what}: not JSON") from None
+    if not isinstance(doc, dict) or ("result" not in doc and "error" not in doc):
+        raise CurveError(f"{what}: not the JSON object tools-v2 prints")
     err = doc.get("error") or {}
     if not isinstance(err, dict):
         err = {"code": -1, "message": str(err)}
     if err.get("code") not in (None, 0):
-        raise CurveError(f"curve bs list chunkserver: {err.get('message', 'error')}")
-    rows = doc.get("result") or []
+        raise CurveError(f"{what}: {str(err.get('message', 'error')).strip()}")
+    return doc.get("result")
+
+
+def cli_rows(result: object, header: Sequence[str]) -> list[dict[str, str]]:
+    """tools-v2's rows: arrays of strings in header order (ListMap2ListSortByKeys), or,
+    where a command keeps its maps as the result, objects."""
     out = []
-    for row in rows if isinstance(rows, list) else []:
-        try:
-            unhealthy = str(row.get("unhealthyCopyset", "")).replace("%", "").strip()
-            out.append(ChunkserverInfo(
-                id=int(row["id"]), ip=str(row["ip"]), port=int(row["port"]),
-                # The table has no online column; an offline chunkserver's copysets
-                # are all counted unhealthy (100 %).
-                online=None if not unhealthy else float(unhealthy) < 100,
-                disk_type=row.get("type"), rw_status=row.get("rwStatus"),
-                disk_state=row.get("diskState"),
-                copysets=int(row["copysetNum"]) if str(row.get("copysetNum", "")).isdigit()
-                else None))
-        except (KeyError, ValueError, TypeError, AttributeError, OverflowError):
-            continue
+    for row in result if isinstance(result, list) else []:
+        if isinstance(row, list):
+            out.append({h: str(v) for h, v in zip(header, row, strict=False)})
+        elif isinstance(row, dict):
+            out.append({str(k): str(v) for k, v in row.items()})
     return out
+
+
+def parse_cli_chunkservers(text: str) -> list[ChunkserverInfo]:
+    """`curve bs list chunkserver -f json`: rows of strings in CLI_CHUNKSERVER_HEADER order."""
+    result = parse_cli_json(text, "curve bs list chunkserver")
+    if not isinstance(result, list):
+        raise CurveError("curve bs list chunkserver: its result is not a list of rows")
+    out = []
+    for row in cli_rows(result, CLI_CHUNKSERVER_HEADER):
+        try:
+            unhealthy = row.get("unhealthyCopyset", "").replace("%", "").strip()
+            out.append(ChunkserverInfo(
+                id=int(row["id"]), ip=row["ip"], port=int(row["port"]),
+                # The table has no online column: tools-v2 counts every copyset of a
+                # chunkserver that is not ONLINE (offline or unstable) unhealthy, 100 %.
+                online=None if not unhealthy else float(unhealthy) < 100,
+                disk_type=row.get("type") or None, rw_status=row.get("rwStatus") or None,
+                disk_state=row.get("diskState") or None,
+                copysets=int(row["copysetNum"]) if row.get("copysetNum", "").isdigit()
+                else None))
+        except (KeyError, ValueError, OverflowError):
+            continue
+    if result and not out:
+        raise CurveError("curve bs list chunkserver: no row read as a chunkserver")
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class LogicalPoolInfo:
+    id: int
+    name: str  # as Curve names it; the metrics use bvar_name(name)
+
+
+_OPS_POOL = re.compile(r"^id = (\d+), name = (.*?), physicalPoolID = ")
+
+
+def parse_ops_logical_pools(text: str) -> list[LogicalPoolInfo]:
+    """`curve_ops_tool logical-pool-list`: `id = 1, name = pool1, physicalPoolID = 1, ...`."""
+    out = [LogicalPoolInfo(int(m.group(1)), m.group(2)) for line in text.splitlines()
+           if (m := _OPS_POOL.match(line.strip()))]
+    if not out and "curve logical pool list" not in text:
+        raise CurveError("curve_ops_tool logical-pool-list: no pool lines")
+    return out
+
+
+def parse_cli_logical_pools(text: str) -> list[LogicalPoolInfo]:
+    """`curve bs list logical-pool -f json`: its result is the rows as objects."""
+    out = []
+    for row in cli_rows(parse_cli_json(text, "curve bs list logical-pool"),
+                        CLI_LOGICAL_POOL_HEADER):
+        if row.get("id", "").isdigit() and row.get("name"):
+            out.append(LogicalPoolInfo(int(row["id"]), row["name"]))
+    return out
+
+
+def parse_cli_copysets_status(text: str) -> tuple[bool, int | None, int | None]:
+    """`curve bs status copyset -f json`: [{"total", "healthy", "unhealthy",
+    "unhealthyRatio"}] as strings (tools-v2/pkg/cli/command/curvebs/status/copyset/)."""
+    result = parse_cli_json(text, "curve bs status copyset")
+    rows = cli_rows(result, ())
+    if not rows or not rows[0].get("total", "").isdigit():
+        raise CurveError("curve bs status copyset: no totals in its result")
+    total, bad = rows[0]["total"], rows[0].get("unhealthy", "")
+    unhealthy = int(bad) if bad.isdigit() else None
+    return unhealthy == 0, int(total), unhealthy
 
 
 _COPYSETS = re.compile(r"total copysets:\s*(\d+),\s*unhealthy copysets:\s*(\d+)")
@@ -350,6 +423,98 @@ def mds_chunkservers(v: Mapping[str, Value]) -> dict[int, dict[str, int]]:
     return out
 
 
+_OP_BVAR = re.compile(r"mds_scheduler_metric_copyset_(\d+)_(\d+)$")
+
+
+def raft_group(pool_id: int, copyset_id: int) -> str:
+    """A copyset's raft group id as braft names it: Curve's ToGroupId, pool << 32 | copyset."""
+    return str((pool_id << 32) | copyset_id)
+
+
+def mds_transfers(v: Mapping[str, Value]) -> set[str]:
+    """Raft groups with a TransferLeader operator in flight: the scheduler exposes each
+    operator as a JSON string bvar `mds_scheduler_metric_copyset_<pool>_<copyset>`
+    (src/mds/schedule/scheduleMetricsTemplate.h) until the operator ends."""
+    out = set()
+    for name, value in v.items():
+        m = _OP_BVAR.match(name)
+        if not m or not isinstance(value, str):
+            continue
+        try:
+            op = json.loads(value)
+        except ValueError:
+            continue
+        if isinstance(op, dict) and op.get("opType") == "TransferLeader":
+            out.add(raft_group(int(m.group(1)), int(m.group(2))))
+    return out
+
+
+# ---- the leader schedule -------------------------------------------------------------
+
+
+def is_go_cli(tool: Sequence[str]) -> bool:
+    """Whether this tool is tools-v2's `curve` rather than curve_ops_tool."""
+    return bool(tool) and tool[0].rstrip("/").rpartition("/")[2] == "curve"
+
+
+def schedule_argv(tool: Sequence[str], pool_id: int | None) -> list[str]:
+    """The leader schedule for one logical pool, or for every pool when pool_id is None.
+
+    curve_ops_tool: `rapid-leader-schedule -logical_pool_id=N -scheduleAll=false`
+    (its -scheduleAll defaults to true, every pool: src/tools/schedule_tool.cpp);
+    tools-v2: `curve bs update leader-schedule --logicalpoolid N` or `--all`
+    (tools-v2/pkg/cli/command/curvebs/update/leader_schedule/leader_schedule.go),
+    with `--format json` so that a refusal is read from its result.
+    """
+    if pool_id is not None and pool_id <= 0:
+        raise CurveError(f"logical pool id {pool_id} is not one Curve gives")
+    if is_go_cli(tool):
+        which = ["--all"] if pool_id is None else ["--logicalpoolid", str(pool_id)]
+        return [tool[0], "bs", "update", "leader-schedule", *which, "--format", "json",
+                *tool[1:]]
+    which = ["-scheduleAll=true"] if pool_id is None else \
+        [f"-logical_pool_id={pool_id}", "-scheduleAll=false"]
+    return [tool[0], "rapid-leader-schedule", *which, *tool[1:]]
+
+
+def schedule_refusal(tool: Sequence[str], rc: int, out: str, err: str) -> str | None:
+    """None when the MDS took the schedule; else why not, in the tool's own words.
+
+    curve_ops_tool prints nothing on success and `RapidLeaderSchedule pool N fail` on
+    failure; the Go CLI writes {"result": {"result": "failed", "reason": ...}} with a
+    non-zero error code, and exits 0 in JSON mode, so the exit status alone says little.
+    """
+    if is_go_cli(tool):
+        try:
+            result = parse_cli_json(out, "curve bs update leader-schedule")
+        except CurveError as exc:
+            lines = err.strip().splitlines()
+            return lines[-1] if rc != 0 and lines else str(exc)
+        if isinstance(result, dict) and result.get("result") == "failed":
+            return f"curve bs update leader-schedule: {result.get('reason', 'failed')}"
+        return None if rc == 0 else f"curve bs update leader-schedule: exit status {rc}"
+    lines = (out + "\n" + err).strip().splitlines()
+    fails = [line for line in lines if "fail" in line.lower()]
+    if rc != 0 or fails:
+        return (fails or lines or [f"rapid-leader-schedule: exit status {rc}"])[-1].strip()
+    return None
+
+
+def run_schedule(tool: Sequence[str], pool_id: int | None, timeout: float = 120.0) -> str:
+    """Run the leader schedule; the command as run. CurveError with the reason if refused."""
+    argv = schedule_argv(tool, pool_id)
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise CurveError(f"{argv[0]} is not installed") from None
+    except subprocess.TimeoutExpired:
+        raise CurveError(f"{' '.join(argv)} did not finish in {timeout:g} s") from None
+    why = schedule_refusal(tool, res.returncode, res.stdout, res.stderr)
+    if why is not None:
+        raise CurveError(why)
+    return " ".join(argv)
+
+
 def chunkserver_daemon(addr: str, v: Mapping[str, Value], curve_id: int | None = None) -> Daemon:
     """A chunkserver's Daemon from its own bvars."""
     p = chunkserver_prefix(addr)
@@ -409,16 +574,27 @@ def _why(exc: BaseException, timeout: float) -> str:
 
 
 @dataclass
+class _Call:
+    """One tool call's latest answer: its value, or, when it failed, None and why."""
+
+    value: object = None
+    at: float | None = None
+    error: str | None = None
+
+
+@dataclass
 class _Memory:
     """What the source remembers between polls, to see elections."""
 
     leaders: dict[str, int] = field(default_factory=dict)
     terms: dict[str, dict[str, int]] = field(default_factory=dict)
     raft_at: dict[str, float] = field(default_factory=dict)
-    tool_at: float | None = None
-    chunkservers: list[ChunkserverInfo] = field(default_factory=list)
-    copysets: tuple[bool, int | None, int | None] | None = None
-    cs_status: tuple[int, int, int] | None = None
+    calls: dict[str, _Call] = field(default_factory=dict)
+    # Where the chunkservers are, from the last listing that answered: addresses to
+    # poll, not values to show (a failed listing leaves online states unknown).
+    located: dict[str, ChunkserverInfo] = field(default_factory=dict)
+    transfers: dict[str, float] = field(default_factory=dict)  # raft group -> last seen
+    groups_pool: set[int] = field(default_factory=set)  # pool ids of the raft groups seen
 
 
 class CurveSource:
@@ -427,6 +603,9 @@ class CurveSource:
     name = "curve"
     RAFT_EVERY = 10.0  # /raft_stat is long (every copyset); terms change slowly
     TOOL_EVERY = 60.0
+    # A transfer explains a term rise seen up to this long after its operator was last
+    # shown: the operator ends when a heartbeat reports the new leader (10 s apart).
+    TRANSFER_MEMORY = 30.0
 
     def __init__(self, mds: Sequence[str] = (), chunkservers: Sequence[str] = (),
                  ops_tool: Sequence[str] | None = None, curve_cli: Sequence[str] | None = None,
@@ -447,7 +626,7 @@ class CurveSource:
     def poll_timeout(self) -> float:
         # MDS roles, the leader's vars, then chunkservers and their raft pages,
         # each step bounded by one request timeout; the tools by five each.
-        return self.timeout * 4 + (self.timeout * 15 if self.ops_tool or self.curve_cli else 0)
+        return self.timeout * 4 + (self.timeout * 20 if self.ops_tool or self.curve_cli else 0)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -477,40 +656,96 @@ class CurveSource:
         return MdsStatus(addr, role if isinstance(role, str) else None,
                          None if isinstance(role, str) else "no mds_status bvar")
 
-    def _run_tool(self, argv: list[str]) -> str:
+    # -- tools --
+
+    def _run_tool(self, argv: list[str]) -> tuple[int, str, str]:
+        """Exit status, stdout and stderr; CurveError only when nothing ran to the end."""
         try:
             res = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout * 5)
         except FileNotFoundError:
             raise CurveError(f"{argv[0]} is not installed") from None
+        except PermissionError:
+            raise CurveError(f"{argv[0]} cannot be run (permission denied)") from None
         except subprocess.TimeoutExpired:
             raise CurveError(f"{argv[0]} {argv[1]} did not finish in "
                              f"{self.timeout * 5:g} s") from None
-        if res.returncode != 0:
-            lines = (res.stderr or res.stdout).strip().splitlines()
-            raise CurveError(f"{argv[0]} {argv[1]} failed: "
-                             f"{lines[-1] if lines else f'exit {res.returncode}'}")
-        return res.stdout
+        return res.returncode, res.stdout, res.stderr
 
-    def _tools(self, now: float, errors: list[str]) -> None:
-        m = self._mem
-        if m.tool_at is not None and now - m.tool_at < self.TOOL_EVERY:
+    def _call(self, name: str, argv: list[str], parse: Callable[[str], object],
+              now: float) -> None:
+        """One tool call on its own: a non-zero exit whose output reads is data (curve_ops_tool
+        exits non-zero exactly when copysets are unhealthy); one that does not read, or does
+        not run, leaves its values unknown until it answers again."""
+        slot = self._mem.calls.setdefault(name, _Call())
+        if slot.at is not None and now - slot.at < self.TOOL_EVERY:
             return
-        m.tool_at = now
+        slot.at = now
         try:
-            if self.curve_cli:
-                m.chunkservers = parse_cli_chunkservers(self._run_tool(
-                    [self.curve_cli[0], "bs", "list", "chunkserver", "--format", "json",
-                     *self.curve_cli[1:]]))
-            elif self.ops_tool:
-                tool, extra = self.ops_tool[0], self.ops_tool[1:]
-                m.chunkservers = parse_ops_chunkserver_list(self._run_tool(
-                    [tool, "chunkserver-list", "-checkHealth=false", *extra]))
-                m.copysets = parse_copysets_status(self._run_tool(
-                    [tool, "copysets-status", *extra]))
-                m.cs_status = parse_chunkserver_status(self._run_tool(
-                    [tool, "chunkserver-status", *extra]))
+            rc, out, err = self._run_tool(argv)
+            try:
+                if rc != 0 and not out.strip():
+                    raise CurveError("no output")
+                slot.value = parse(out)
+            except CurveError as exc:
+                if rc == 0:
+                    raise
+                lines = (err.strip() or out.strip()).splitlines()
+                raise CurveError(f"{name} failed: "
+                                 f"{lines[-1] if lines else f'exit status {rc}'}") from exc
+            slot.error = None
         except CurveError as exc:
-            errors.append(str(exc))
+            slot.value, slot.error = None, str(exc)
+
+    def _value(self, name: str) -> object:
+        slot = self._mem.calls.get(name)
+        return slot.value if slot is not None else None
+
+    def _tools(self, now: float) -> None:
+        if self.curve_cli:
+            cli, extra = self.curve_cli[0], self.curve_cli[1:]
+            self._call("curve bs list chunkserver",
+                       [cli, "bs", "list", "chunkserver", "--format", "json", *extra],
+                       parse_cli_chunkservers, now)
+            self._call("curve bs list logical-pool",
+                       [cli, "bs", "list", "logical-pool", "--format", "json", *extra],
+                       parse_cli_logical_pools, now)
+            if not self.ops_tool:
+                self._call("curve bs status copyset",
+                           [cli, "bs", "status", "copyset", "--format", "json", *extra],
+                           parse_cli_copysets_status, now)
+        if self.ops_tool:
+            tool, extra = self.ops_tool[0], self.ops_tool[1:]
+            if not self.curve_cli:
+                self._call("chunkserver-list", [tool, "chunkserver-list", "-checkHealth=false",
+                                                *extra], parse_ops_chunkserver_list, now)
+                self._call("logical-pool-list", [tool, "logical-pool-list", *extra],
+                           parse_ops_logical_pools, now)
+            self._call("copysets-status", [tool, "copysets-status", *extra],
+                       parse_copysets_status, now)
+            self._call("chunkserver-status", [tool, "chunkserver-status", *extra],
+                       parse_chunkserver_status, now)
+        listed = self._value("curve bs list chunkserver") or self._value("chunkserver-list")
+        if isinstance(listed, list):
+            self._mem.located = {c.addr: c for c in listed}
+
+    def _listing(self) -> list[ChunkserverInfo] | None:
+        listed = self._value("curve bs list chunkserver")
+        if listed is None:
+            listed = self._value("chunkserver-list")
+        return listed if isinstance(listed, list) else None
+
+    def _pool_ids(self, pools: tuple[CurvePool, ...]) -> dict[str, int]:
+        """Mangled pool name -> logical pool id: from the tools' pool listing; else, with
+        one pool in the MDS's metrics, from the raft group ids of the copysets the
+        chunkservers hold, when they all name one pool (group = pool << 32 | copyset)."""
+        listed = self._value("curve bs list logical-pool")
+        if listed is None:
+            listed = self._value("logical-pool-list")
+        if isinstance(listed, list) and listed:
+            return {bvar_name(p.name): p.id for p in listed}
+        if len(pools) == 1 and len(self._mem.groups_pool) == 1:
+            return {pools[0].name: next(iter(self._mem.groups_pool))}
+        return {}
 
     def _raft_due(self, addrs: list[str], now: float) -> set[str]:
         """Whose /raft_stat to read this poll: the most overdue, a tenth of them at most.
@@ -534,7 +769,6 @@ class CurveSource:
                 status, body = http_get(addr, "/raft_stat?console=1", self.timeout)
                 if status == 200:
                     raft = parse_raft_stat(body)
-                    self._mem.raft_at[addr] = now
             except (OSError, CurveError, http.client.HTTPException):
                 raft = None  # the page is optional; leader counts still show elections
         return chunkserver_daemon(addr, v, curve_id), raft
@@ -544,7 +778,12 @@ class CurveSource:
     def poll(self) -> Partial:
         now = time.monotonic()
         errors: list[str] = []
-        self._tools(now, errors)
+        self._tools(now)
+        for name, slot in self._mem.calls.items():
+            if slot.error is not None:
+                errors.append(f"{slot.error} (its values are unknown until it answers)"
+                              if name in slot.error else
+                              f"{name}: {slot.error} (its values are unknown until it answers)")
         roles = list(self._pool.map(self._mds_role, self.mds))
         leader = next((r.addr for r in roles if r.role == "leader"), None)
         endpoint_errors = {r.addr: r.error for r in roles if r.error}
@@ -556,17 +795,24 @@ class CurveSource:
                 endpoint_errors[leader] = _why(exc, self.timeout)
         elif self.mds:
             errors.append("no MDS says it is the leader")
+        seen = self._mem.transfers
+        for group in mds_transfers(mds_vars):
+            seen[group] = now
+        for group, at in list(seen.items()):
+            if now - at > self.TRANSFER_MEMORY * 4:
+                del seen[group]
 
-        known = {c.addr: c for c in self._mem.chunkservers}
+        known = self._mem.located
         addrs = list(dict.fromkeys([*self.chunkservers, *known]))
         ids = {a: known[a].id if a in known else None for a in addrs}
         raft_due = self._raft_due(addrs, now)
         futures = {a: self._pool.submit(self._chunkserver, a, ids[a], now, a in raft_due)
                    for a in addrs}
+        listing = self._listing()
+        info_now = {c.addr: c for c in listing} if listing is not None else {}
         per_id = mds_chunkservers(mds_vars)
         daemons: dict[str, Daemon] = {}
         for addr, fut in futures.items():
-            info = known.get(addr)
             mds = per_id.get(ids[addr], {}) if ids[addr] is not None else {}
             try:
                 d, raft = fut.result()
@@ -574,7 +820,8 @@ class CurveSource:
                 endpoint_errors[addr] = _why(exc, self.timeout)
                 d, raft = Daemon(id=addr, kind="chunkserver", host=addr.rpartition(":")[0],
                                  curve_id=ids[addr]), None
-            daemons[addr] = self._with_history(d, raft, info, mds)
+            daemons[addr] = self._with_history(d, raft, info_now.get(addr), known.get(addr),
+                                               mds, now)
         answered = sum(1 for r in roles if r.error is None) + (len(addrs) - sum(
             1 for a in addrs if a in endpoint_errors))
         if answered == 0 and (self.mds or addrs):
@@ -583,49 +830,73 @@ class CurveSource:
         silent = sum(1 for a in addrs if a in endpoint_errors)
         if silent:
             errors.append(f"{silent} of {len(addrs)} chunkservers did not answer")
-        cluster = self._cluster(roles, leader, mds_vars, endpoint_errors)
+        cluster = self._cluster(roles, leader, mds_vars, endpoint_errors, now)
         return Partial(source=self.name, time=time.time(), daemons=daemons, curve=cluster,
                        errors=tuple(errors))
 
     def _with_history(self, d: Daemon, raft: dict[str, RaftNode] | None,
-                      info: ChunkserverInfo | None, mds: Mapping[str, int]) -> Daemon:
+                      info: ChunkserverInfo | None, located: ChunkserverInfo | None,
+                      mds: Mapping[str, int], now: float) -> Daemon:
         m = self._mem
         delta = None
         if d.leaders is not None:
             prev = m.leaders.get(d.id)
             delta = d.leaders - prev if prev is not None else None
             m.leaders[d.id] = d.leaders
-        rises = None
+        rises = elections = candidates = None
         if raft is not None:
             before = m.terms.get(d.id)
+            last = m.raft_at.get(d.id)
             terms = {g: n.term for g, n in raft.items() if n.term is not None}
+            candidates = sum(1 for n in raft.values() if n.state == "CANDIDATE")
             if before is not None:
-                rises = sum(1 for g, t in terms.items() if g in before and t > before[g])
+                risen = [g for g, t in terms.items() if g in before and t > before[g]]
+                since = (last if last is not None else now) - self.TRANSFER_MEMORY
+                explained = {g for g in risen if m.transfers.get(g, float("-inf")) >= since}
+                rises, elections = len(risen), len(risen) - len(explained)
             m.terms[d.id] = terms
+            m.raft_at[d.id] = now
+            m.groups_pool.update(int(g) >> 32 for g in terms if g.isdigit())
+        where = info or located
         return replace(
-            d, leader_delta=delta, term_rises=rises,
+            d, leader_delta=delta, term_rises=rises, elections=elections,
+            candidates=candidates,
+            # From this poll's listing only: a listing that failed says nothing now.
             online=info.online if info is not None else d.online,
-            device_class=info.disk_type if info is not None else d.device_class,
+            device_class=where.disk_type if where is not None else d.device_class,
             leaders_mds=mds.get("leadernum"), leaders_heartbeat=mds.get(
                 "leader_count_from_heartbeat"),
             copysets=mds.get("copysetnum", info.copysets if info else None))
 
     def _cluster(self, roles: list[MdsStatus], leader: str | None, v: Mapping[str, Value],
-                 endpoint_errors: dict[str, str]) -> CurveCluster:
+                 endpoint_errors: dict[str, str], now: float) -> CurveCluster:
         m = self._mem
         version = v.get("curve_version")
         online = offline = None
-        if m.cs_status is not None:
-            _, online, offline = m.cs_status
-        elif m.chunkservers:
-            online = sum(1 for c in m.chunkservers if c.online)
-            offline = sum(1 for c in m.chunkservers if c.online is False)
+        status = self._value("chunkserver-status")
+        listing = self._listing()
+        if isinstance(status, tuple):
+            _, online, offline = status
+        elif listing is not None:
+            online = sum(1 for c in listing if c.online)
+            offline = sum(1 for c in listing if c.online is False)
+        copysets = self._value("copysets-status")
+        if copysets is None:
+            copysets = self._value("curve bs status copyset")
+        copysets = copysets if isinstance(copysets, tuple) else None
+        pools = mds_pools(v)
+        ids = self._pool_ids(pools)
+        pools = tuple(replace(p, pool_id=ids.get(p.name, p.pool_id)) for p in pools)
+        recent = tuple(sorted(g for g, at in m.transfers.items()
+                              if now - at <= self.TRANSFER_MEMORY))
         return CurveCluster(
-            mds=tuple(roles), leader_mds=leader, pools=mds_pools(v),
+            mds=tuple(roles), leader_mds=leader, pools=pools,
             version=version if isinstance(version, str) else None,
             operators=_int(v.get("mds_scheduler_metric_operator_num")),
             transfer_leader_ops=_int(v.get("mds_scheduler_metric_transfer_leader_num")),
             chunkservers_online=online, chunkservers_offline=offline,
-            copysets_total=m.copysets[1] if m.copysets else None,
-            copysets_unhealthy=m.copysets[2] if m.copysets else None,
-            endpoint_errors=endpoint_errors)
+            copysets_total=copysets[1] if copysets else None,
+            copysets_unhealthy=copysets[2] if copysets else None,
+            endpoint_errors=endpoint_errors, transfer_copysets=recent,
+            tool_errors={name: slot.error for name, slot in m.calls.items()
+                         if slot.error is not None})

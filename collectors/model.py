@@ -64,6 +64,9 @@ class Daemon:
     bthread_workers: int | None = None
     leader_delta: int | None = None  # change in leaders since the previous poll
     term_rises: int | None = None  # copysets whose raft term rose since the last look
+    # Of those rises, the ones no MDS TransferLeader operator explains: elections.
+    elections: int | None = None
+    candidates: int | None = None  # copysets in raft state CANDIDATE at the last look
     online: bool | None = None
     config: Mapping[str, str] | None = None  # daemon-local config, e.g. Curve conf keys
 
@@ -295,6 +298,10 @@ class CurveCluster:
     copysets_total: int | None = None
     copysets_unhealthy: int | None = None
     endpoint_errors: Mapping[str, str] = field(default_factory=dict)  # addr -> error
+    # Copysets ("pool:copyset") with a TransferLeader operator the MDS showed lately.
+    transfer_copysets: tuple[str, ...] = ()
+    # Tool calls that failed this time: their values are None, not the last good ones.
+    tool_errors: Mapping[str, str] = field(default_factory=dict)  # call -> error
 
 
 # ---- sources and the whole ------------------------------------------------------

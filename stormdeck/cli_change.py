@@ -179,17 +179,24 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def curve_follower(args: argparse.Namespace, plan: Any):
-    """Follow a pool's leadernum range over heartbeats after a leader schedule (K2.2)."""
+    """Follow a pool's leadernum range over heartbeats after a leader schedule (K2.2): that
+    pool's alone for a one-pool schedule; every pool's for the all-pools form."""
+    from stormdeck.advisors.curve_schedule import ALL_POOLS
     from stormdeck.advisors.settings import load_settings
     from stormdeck.sources import curve_source
 
     limit = float(load_settings()["curve.leaders.spread"].params["max_range"])
-    if not (args.curve_mds or args.curve_chunkserver or args.curve_ops_tool):
+    if not (args.curve_mds or args.curve_chunkserver or args.curve_ops_tool
+            or getattr(args, "curve_cli", None)):
         return None
     src = curve_source(args)
+    # The range the plan saw: the transfers may all land before the first look after.
+    planned = {c.target: c.current.removeprefix("range ") for c in plan.changes
+               if c.kind == "curve_leader_schedule" and c.current}
 
     def follow(pool: str) -> tuple[bool, str]:
-        first = None
+        first: float | str | None = planned.get(pool)
+        worst: float | None = None
         for period in range(7):
             if period:
                 time.sleep(args.heartbeat)
@@ -198,14 +205,15 @@ def curve_follower(args: argparse.Namespace, plan: Any):
             except Exception as exc:  # the cluster did not answer: say so, do not crash
                 return False, f"could not read the range: {exc}"
             ranges = [p.leader_range for p in (part.curve.pools if part.curve else ())
-                      if p.name == pool and p.leader_range is not None]
+                      if (pool == ALL_POOLS or p.name == pool) and p.leader_range is not None]
             if not ranges:
                 return False, f"the MDS reports no pool {pool}"
-            first = ranges[0] if first is None else first
-            if ranges[0] <= limit:
-                return True, (f"leadernum range {first:g} -> {ranges[0]:g} after "
+            worst = max(ranges)
+            first = f"{worst:g}" if first is None else first
+            if worst <= limit:
+                return True, (f"leadernum range {first} -> {worst:g} after "
                               f"{period * args.heartbeat:g} s")
-        return False, (f"leadernum range still {ranges[0]:g} after "
+        return False, (f"leadernum range still {worst:g} after "
                        f"{6 * args.heartbeat:g} s: run the schedule again (K2.2)")
 
     return follow

@@ -1,4 +1,4 @@
-"""A Curve cluster's HTTP endpoints, served on 127.0.0.1 in Curve's real wire formats.
+"""A Curve cluster's HTTP endpoints and tools, served on 127.0.0.1 in Curve's real wire formats.
 
 Curve cannot run here, so tests (and the Curve benchmark) talk to this: an
 MDS pair's dummy ports and N chunkservers, each on its own port, serving
@@ -7,19 +7,38 @@ brpc's /vars (with its wildcard filters), brpc's Prometheus text and braft's
 loop in one thread serves every port, so a thousand chunkservers cost a
 thousand sockets, not a thousand threads. Behaviour per endpoint is set by
 the test: answer, refuse, answer too slowly, talk garbage, lack /vars.
+
+Underneath is a small model of what Curve does with leaders: logical pools,
+each with its chunkservers and copysets (three peers each, raft group id
+`pool << 32 | copyset`); a leader transfer is an MDS operator (shown in the
+scheduler's bvars while in flight) that completes a heartbeat later and
+raises the copyset's term; an election raises the term with no operator.
+`tool_script` writes curve_ops_tool and `curve` stand-ins that answer from
+this model with the outputs tests/data/curve/ holds from the real tools.
 """
 
 from __future__ import annotations
 
 import asyncio
 import fnmatch
+import json
 import random
 import threading
-from collections.abc import Iterator
+import time
+import urllib.parse
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 POOL = "default_logical_pool"  # the mangled pool name, as in Curve's tuning guide
 POOL_ID = 1
+CONTROL = "/_stand_in/"  # the tool stand-ins' path to the model; no Curve daemon serves it
+
+# `curve bs list chunkserver` columns in the order tools-v2 writes each row
+# (tools-v2/pkg/cli/command/curvebs/list/chunkserver/chunkserver.go).
+CLI_CHUNKSERVER_HEADER = ("id", "type", "ip", "port", "rwStatus", "diskState", "copysetNum",
+                          "mountpoint", "diskCapacity", "diskUsed", "unhealthyCopyset",
+                          "extAddr")
 
 
 def fmt_var(value: object) -> str:
@@ -48,19 +67,24 @@ def prometheus_text(values: dict[str, object]) -> str:
     return "\n".join(lines) + "\n"
 
 
-@dataclass
+def go_json(doc: object) -> str:
+    """What tools-v2 prints for `-f json`: json.MarshalIndent(finalCmd, "", "  ")."""
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+@dataclass(eq=False)
 class Chunkserver:
     id: int
     port: int
-    leaders: int
-    copysets: int
+    leaders: int = 0  # kept equal to the copysets it leads
+    copysets: int = 0  # copysets it is a peer of
+    pool: int = POOL_ID
     mode: str = "ok"  # ok | refuse | slow | garbage | no_vars
     write_lat_us: int = 1820
     append_lat_us: int = 410
     send_lat_us: int = 900
     cpu: float = 3.42
     bthread_usage: float = 6.5
-    terms: dict[int, int] = field(default_factory=dict)  # copyset id -> term
 
     @property
     def addr(self) -> str:
@@ -110,27 +134,42 @@ class Chunkserver:
             f"# TYPE {svc} summary", f'{svc}{{quantile="0.99"}} 1500',
             f"{svc}_sum 12345000", f"{svc}_count 10000"]) + "\n"
 
-    def raft_stat(self, peers: list[Chunkserver]) -> str:
-        out = []
-        ring = [c.addr for c in peers]
-        for copyset in sorted(self.terms):
-            group = (POOL_ID << 32) | copyset
-            leading = copyset % len(peers) == peers.index(self) % len(peers)
-            me = f"{self.addr}:0"
-            out.append(f"[{group}]")
-            out.append(f"peer_id: {me}")
-            out.append(f"state: {'LEADER' if leading else 'FOLLOWER'}")
-            out.append("readonly: 0")
-            out.append(f"term: {self.terms[copyset]}")
-            out.append("conf_index: 2")
-            out.append("peers: " + " ".join(f"{a}:0" for a in ring[:3]))
-            if leading:
-                out.append("changing_conf: NO    stage: STAGE_NONE")
-            else:
-                out.append(f"leader: {ring[copyset % len(ring)]}:0")
-            out.append("election_timer: timeout(1000ms) SCHEDULING(in 712ms)")
-            out.append("")
-        return "\r\n".join(out) + "\r\n"
+
+@dataclass(eq=False)
+class Copyset:
+    pool: int
+    id: int
+    peers: list[Chunkserver]
+    leader: Chunkserver
+    term: int = 2
+    candidate: Chunkserver | None = None  # a peer standing for election right now
+
+    @property
+    def group(self) -> int:
+        return (self.pool << 32) | self.id
+
+
+@dataclass(eq=False)
+class Pool:
+    id: int
+    name: str  # as bvar mangles it, which is how the metrics name it
+    chunkservers: list[Chunkserver]
+    copysets: list[Copyset] = field(default_factory=list)
+
+    @property
+    def leader_range(self) -> int:
+        counts = [c.leaders for c in self.chunkservers]
+        return max(counts) - min(counts)
+
+
+@dataclass(eq=False)
+class Operator:
+    """An MDS TransferLeader operator: in flight until the next heartbeat reports it done."""
+
+    copyset: Copyset
+    target: Chunkserver
+    start: float
+    due: float
 
 
 @dataclass
@@ -145,25 +184,54 @@ class Mds:
 
 
 class CurveWire:
-    """The endpoints of one Curve cluster, served from one background asyncio loop."""
+    """The endpoints of one Curve cluster, served from one background asyncio loop.
+
+    `pools` gives each logical pool as (name, chunkservers, copysets, leader counts
+    or None); without it there is one pool, `default_logical_pool`, id 1.
+    `heartbeat` is how long a leader transfer takes to complete, in seconds.
+    """
 
     def __init__(self, chunkservers: int = 6, copysets: int = 100,
-                 leaders: list[int] | None = None, slow_seconds: float = 3.0) -> None:
+                 leaders: list[int] | None = None, slow_seconds: float = 3.0,
+                 pools: Sequence[tuple[str, int, int, list[int] | None]] | None = None,
+                 heartbeat: float = 0.3) -> None:
         self.slow_seconds = slow_seconds
+        self.heartbeat = heartbeat
         self.flapping = False
+        self.unhealthy_copysets = 0
+        self.operators: dict[int, Operator] = {}  # group -> operator in flight
+        self.transfers_done = 0
+        self.elections = 0
+        self.tool_calls: list[tuple[str, ...]] = []
+        self._lock = threading.RLock()
         self._rng = random.Random(11)
         self._loop = asyncio.new_event_loop()
         self._servers: dict[int, asyncio.AbstractServer] = {}
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="curve-wire")
         self._thread.start()
-        counts = leaders or self.spread(copysets, chunkservers)
         self.mds = [Mds(self._listen(), True), Mds(self._listen(), False)]
-        self.chunkservers = [
-            Chunkserver(id=i + 1, port=self._listen(), leaders=counts[i],
-                        copysets=copysets * 3 // chunkservers,
-                        terms={c: 2 for c in range(1, copysets + 1) if c % chunkservers == i})
-            for i in range(chunkservers)]
+        self.control_port = self._listen()
+        specs = list(pools) if pools else [(POOL, chunkservers, copysets, leaders)]
+        self.pools: list[Pool] = []
+        self.chunkservers: list[Chunkserver] = []
+        self._member: dict[int, list[Copyset]] = {}  # chunkserver port -> its copysets
+        for pool_id, (name, n, total, counts) in enumerate(specs, start=1):
+            css = [Chunkserver(id=len(self.chunkservers) + i + 1, port=self._listen(),
+                               pool=pool_id) for i in range(n)]
+            self.chunkservers += css
+            pool = Pool(pool_id, name, css)
+            for k in range(1, total + 1):
+                peers = [css[(k - 1 + j) % n] for j in range(min(3, n))]
+                pool.copysets.append(Copyset(pool_id, k, peers, peers[0]))
+            for cs in pool.copysets:
+                for peer in cs.peers:
+                    peer.copysets += 1
+                    self._member.setdefault(peer.port, []).append(cs)
+            self.pools.append(pool)
+            self._recount(pool)
+            if counts is not None:
+                self.set_pool_leaders(pool_id, counts)
         self.requests = 0
 
     @staticmethod
@@ -171,16 +239,126 @@ class CurveWire:
         """Leader counts as even as they can be: a range of 0 or 1."""
         return [total // n + (1 if i < total % n else 0) for i in range(n)]
 
-    # -- scenario --
+    # -- the model --
+
+    def pool(self, pool_id: int) -> Pool:
+        return next(p for p in self.pools if p.id == pool_id)
+
+    @staticmethod
+    def _recount(pool: Pool) -> None:
+        for c in pool.chunkservers:
+            c.leaders = 0
+        for cs in pool.copysets:
+            cs.leader.leaders += 1
 
     def set_leaders(self, counts: list[int]) -> None:
-        for cs, n in zip(self.chunkservers, counts, strict=True):
-            cs.leaders = n
+        """Leader counts for the chunkservers of every pool, in order (one pool: its own)."""
+        at = 0
+        for p in self.pools:
+            self.set_pool_leaders(p.id, counts[at:at + len(p.chunkservers)])
+            at += len(p.chunkservers)
+        if at != len(counts):
+            raise ValueError(f"{len(counts)} counts for {at} chunkservers")
+
+    def set_pool_leaders(self, pool_id: int, counts: list[int]) -> None:
+        """Make each chunkserver lead exactly that many of the copysets it is a peer of."""
+        with self._lock:
+            pool = self.pool(pool_id)
+            if len(counts) != len(pool.chunkservers) or sum(counts) != len(pool.copysets):
+                raise ValueError(f"leader counts {counts} do not fit pool {pool.name}")
+            need = dict(zip(pool.chunkservers, counts, strict=True))
+            owner: dict[int, Chunkserver] = {}
+
+            def place(cs: Copyset, seen: set[int]) -> bool:
+                # Augmenting path: take a peer with room, or move a peer's copyset on.
+                for p in cs.peers:
+                    if need[p] > 0:
+                        need[p] -= 1
+                        owner[cs.id] = p
+                        return True
+                for p in cs.peers:
+                    for other in pool.copysets:
+                        if owner.get(other.id) is p and other.id not in seen:
+                            seen.add(other.id)
+                            if place(other, seen):
+                                owner[cs.id] = p
+                                return True
+                return False
+
+            for cs in pool.copysets:
+                if not place(cs, {cs.id}):
+                    raise ValueError(f"no way to give pool {pool.name} leaders {counts}")
+            for cs in pool.copysets:
+                if cs.leader is not owner[cs.id]:
+                    cs.leader = owner[cs.id]
+                    cs.term += 1
+            self._recount(pool)
 
     @property
     def leader_range(self) -> int:
-        counts = [c.leaders for c in self.chunkservers]
-        return max(counts) - min(counts)
+        return self.pools[0].leader_range
+
+    def transfer(self, cs: Copyset, target: Chunkserver, after: float | None = None) -> None:
+        """An MDS TransferLeader operator, done one heartbeat from now."""
+        now = time.monotonic()
+        with self._lock:
+            self.operators[cs.group] = Operator(cs, target, now,
+                                                now + (self.heartbeat if after is None else after))
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for group, op in list(self.operators.items()):
+                if op.due <= now:
+                    del self.operators[group]
+                    cs = op.copyset
+                    if op.target in cs.peers and cs.leader is not op.target:
+                        cs.leader = op.target
+                        cs.term += 1  # the target's TimeoutNow election
+                        self.transfers_done += 1
+                        self._recount(self.pool(cs.pool))
+
+    def leader_schedule(self, pool_id: int, rapid: bool = True) -> int:
+        """What the MDS's leader scheduler does for a pool: transfers from the chunkservers
+        above the average to peers below it; the periodic one makes one per round, the
+        rapid one (rapid-leader-schedule) as many as balance needs. Returns how many."""
+        with self._lock:
+            pool = self.pool(pool_id)
+            counts = {c: c.leaders for c in pool.chunkservers}
+            busy = {op.copyset.group for op in self.operators.values()}
+            made = 0
+            while True:
+                hi = max(counts, key=lambda c: counts[c])
+                moved = False
+                for cs in pool.copysets:
+                    if cs.leader is not hi or cs.group in busy:
+                        continue
+                    lo = min(cs.peers, key=lambda c: counts[c])
+                    if counts[hi] - counts[lo] >= 2:
+                        self.transfer(cs, lo, self.heartbeat * (1 + made % 2))
+                        busy.add(cs.group)
+                        counts[hi] -= 1
+                        counts[lo] += 1
+                        made += 1
+                        moved = True
+                        break
+                if not moved or not rapid:
+                    return made
+
+    def elect(self, n: int = 1) -> None:
+        """Elections: leaders change and terms rise with no operator behind them (K2.3)."""
+        with self._lock:
+            every = [cs for p in self.pools for cs in p.copysets if len(cs.peers) > 1]
+            for cs in self._rng.sample(every, min(n, len(every))):
+                cs.leader = self._rng.choice([p for p in cs.peers if p is not cs.leader])
+                cs.term += 1
+                self.elections += 1
+            for cs in every:
+                cs.candidate = None
+            for cs in self._rng.sample(every, min(max(1, n // 2), len(every))):
+                cs.candidate = self._rng.choice([p for p in cs.peers if p is not cs.leader])
+            for p in self.pools:
+                self._recount(p)
 
     def refuse(self, cs: Chunkserver) -> None:
         cs.mode = "refuse"
@@ -191,6 +369,30 @@ class CurveWire:
         server.close()
         await server.wait_closed()
 
+    # -- what the daemons say --
+
+    def raft_stat(self, me: Chunkserver) -> str:
+        """braft's /raft_stat as text: `[group]` then NodeImpl::describe per copyset."""
+        out = []
+        with self._lock:
+            for cs in sorted(self._member.get(me.port, ()), key=lambda c: c.group):
+                state = ("LEADER" if cs.leader is me else
+                         "CANDIDATE" if cs.candidate is me else "FOLLOWER")
+                out.append(f"[{cs.group}]")
+                out.append(f"peer_id: {me.addr}:0")
+                out.append(f"state: {state}")
+                out.append("readonly: 0")
+                out.append(f"term: {cs.term}")
+                out.append("conf_index: 2")
+                out.append("peers: " + " ".join(f"{p.addr}:0" for p in cs.peers))
+                if state == "LEADER":
+                    out.append("changing_conf: NO    stage: STAGE_NONE")
+                elif state == "FOLLOWER":  # braft names a leader for followers only
+                    out.append(f"leader: {cs.leader.addr}:0")
+                out.append("election_timer: timeout(1000ms) SCHEDULING(in 712ms)")
+                out.append("")
+        return "\r\n".join(out) + "\r\n"
+
     def mds_vars(self, mds: Mds) -> dict[str, object]:
         v: dict[str, object] = {"mds_status": "leader" if mds.leader else "follower",
                                 "curve_version": "1.2.5+2c4861ca",
@@ -199,66 +401,183 @@ class CurveWire:
                                     '"conf_value":"10000"}'}
         if not mds.leader:
             return v  # only the leader MDS fills in the topology metrics
-        counts = [c.leaders for c in self.chunkservers]
-        mean = sum(counts) / len(counts)
-        var = sum((c - mean) ** 2 for c in counts) / len(counts)
-        pool = f"topology_metric_logical_pool_{POOL}"
-        v.update({
-            f"{pool}_chunkserver_num": len(counts),
-            f"{pool}_copyset_num": sum(len(c.terms) for c in self.chunkservers),
-            f"{pool}_leadernum_range": float(max(counts) - min(counts)),
-            f"{pool}_leadernum_min": float(min(counts)),
-            f"{pool}_leadernum_max": float(max(counts)),
-            f"{pool}_leadernum_avg": float(mean),
-            f"{pool}_leadernum_variance": float(var),
-            f"{pool}_leadernum_standard_deviation": float(var ** 0.5),
-            f"{pool}_copysetnum_range": 0.0,
-            "mds_scheduler_metric_operator_num": 0,
-            "mds_scheduler_metric_transfer_leader_num": 0,
-        })
-        for c in self.chunkservers:
-            k = f"topology_metric_chunkserver_id_{c.id}"
-            v.update({f"{k}_leadernum": c.leaders, f"{k}_copysetnum": c.copysets,
-                      f"{k}_leader_count_from_heartbeat": c.leaders,
-                      f"{k}_scatterwidth": 4, f"{k}_read_iops": 120, f"{k}_write_iops": 850})
+        with self._lock:
+            for p in self.pools:
+                counts = [c.leaders for c in p.chunkservers]
+                mean = sum(counts) / len(counts)
+                var = sum((c - mean) ** 2 for c in counts) / len(counts)
+                pool = f"topology_metric_logical_pool_{p.name}"
+                v.update({
+                    f"{pool}_chunkserver_num": len(counts),
+                    f"{pool}_copyset_num": len(p.copysets),
+                    f"{pool}_leadernum_range": float(max(counts) - min(counts)),
+                    f"{pool}_leadernum_min": float(min(counts)),
+                    f"{pool}_leadernum_max": float(max(counts)),
+                    f"{pool}_leadernum_avg": float(mean),
+                    f"{pool}_leadernum_variance": float(var),
+                    f"{pool}_leadernum_standard_deviation": float(var ** 0.5),
+                    f"{pool}_copysetnum_range": 0.0,
+                })
+            ops = list(self.operators.values())
+            v["mds_scheduler_metric_operator_num"] = len(ops)
+            v["mds_scheduler_metric_transfer_leader_num"] = len(ops)
+            for op in ops:
+                cs = op.copyset
+                # StringStatus::Update: the keys of a std::map, so sorted; nothing escaped.
+                kv = {"copySetEpoch": str(cs.term), "copySetId": str(cs.id),
+                      "copySetLeader": cs.leader.addr,
+                      "copySetPeers": ",".join(p.addr for p in cs.peers),
+                      "logicalPoolId": str(cs.pool), "opItem": op.target.addr,
+                      "opPriority": "NormalPriority", "opType": "TransferLeader",
+                      "startEpoch": str(cs.term)}
+                v[f"mds_scheduler_metric_copyset_{cs.pool}_{cs.id}"] = "{" + ",".join(
+                    f'"{k}":"{kv[k]}"' for k in sorted(kv)) + "}"
+            for c in self.chunkservers:
+                k = f"topology_metric_chunkserver_id_{c.id}"
+                v.update({f"{k}_leadernum": c.leaders, f"{k}_copysetnum": c.copysets,
+                          f"{k}_leader_count_from_heartbeat": c.leaders,
+                          f"{k}_scatterwidth": 4, f"{k}_read_iops": 120,
+                          f"{k}_write_iops": 850})
         return v
 
+    # -- the tools --
+
     def ops_tool_output(self, command: str) -> str:
-        """What curve_ops_tool prints for this cluster (CURVE.md's formats)."""
+        """What curve_ops_tool prints for this cluster (src/tools/status_tool.cpp,
+        copyset_check.cpp; the lines in tests/data/curve/)."""
+        return self.ops_tool([command])[1]
+
+    def ops_tool(self, argv: Sequence[str]) -> tuple[int, str]:
+        """curve_ops_tool's exit status and stdout for `argv` (without the program)."""
+        command = argv[0] if argv else ""
+        flags = dict(a.lstrip("-").partition("=")[::2] for a in argv[1:])
+        off = sum(1 for c in self.chunkservers if c.mode == "refuse")
+        n = len(self.chunkservers)
         if command == "chunkserver-list":
-            lines = [f"chunkServerID = {c.id}, diskType = nvme, hostIP = 127.0.0.1, "
-                     f"port = {c.port}, rwStatus = READWRITE, diskState = DISKNORMAL, "
-                     f"onlineState = {'OFFLINE' if c.mode == 'refuse' else 'ONLINE'}, "
-                     f"copysetNum = {c.copysets}, mountPoint = local:///data/chunkserver{c.id}, "
-                     f"diskCapacity = 39 GB, diskUsed = 1 GB" for c in self.chunkservers]
-            off = sum(1 for c in self.chunkservers if c.mode == "refuse")
-            n = len(self.chunkservers)
-            return "\n".join(lines) + f"\ntotal: {n}, online: {n - off}, unstable: 0, " \
-                                      f"offline: {off}\n"
+            lines = ["curve chunkserver list: "] + [
+                f"chunkServerID = {c.id}, diskType = nvme, hostIP = 127.0.0.1, "
+                f"port = {c.port}, rwStatus = READWRITE, diskState = DISKNORMAL, "
+                f"onlineState = {'OFFLINE' if c.mode == 'refuse' else 'ONLINE'}, "
+                f"copysetNum = {c.copysets}, mountPoint = local:///data/chunkserver{c.id}, "
+                f"diskCapacity = 39 GB, diskUsed = 1 GB, unhealthyCopysetRatio = "
+                f"{100 if c.mode == 'refuse' else 0}%, externalIP = 127.0.0.1"
+                for c in self.chunkservers]
+            return 0, "\n".join(lines) + f"\ntotal: {n}, online: {n - off}, unstable: 0, " \
+                                         f"offline: {off}\npendding: 0, penddingCopyset: 0, " \
+                                         "retired:0\n"
         if command == "copysets-status":
-            return ("Copysets are healthy!\ntotal copysets: 100, unhealthy copysets: 0, "
-                    "unhealthy_ratio: 0%\n")
+            total = sum(len(p.copysets) for p in self.pools)
+            bad = self.unhealthy_copysets
+            head = "Copysets not healthy!" if bad else "Copysets are healthy!"
+            # CopysetCheck returns -1 when unhealthy: the shell sees 255.
+            return (255 if bad else 0), (f"{head}\ntotal copysets: {total}, unhealthy "
+                                         f"copysets: {bad}, unhealthy_ratio: "
+                                         f"{bad * 100 / total:g}%\n")
         if command == "chunkserver-status":
-            off = sum(1 for c in self.chunkservers if c.mode == "refuse")
-            n = len(self.chunkservers)
-            return f"chunkserver: total num = {n}, online = {n - off}, offline = {off}\n"
-        raise ValueError(command)
+            return (255 if off else 0), (
+                f"ChunkServer status:\nversion: 1.2.5+2c4861ca\nchunkserver: total num = {n}, "
+                f"online = {n - off}, offline = {off}(recoveringout = 0, "
+                "chunkserverlist: [])\n")
+        if command == "logical-pool-list":
+            lines = ["curve logical pool list: "] + [
+                f"id = {p.id}, name = {p.name}, physicalPoolID = {p.id}, type = PAGEFILE, "
+                "scanEnable = 1, allocateStatus = ALLOW, total space = 44GB, used space = "
+                "0GB(0%, can be recycled = 0GB(0%)), left space = 44GB(100%)"
+                for p in self.pools]
+            return 0, "\n".join(lines) + f"\ntotal: {len(self.pools)}\n"
+        if command == "rapid-leader-schedule":
+            all_pools = flags.get("scheduleAll", "true") != "false"
+            ids = [p.id for p in self.pools] if all_pools else \
+                [int(flags.get("logical_pool_id", "1"))]
+            failed = [i for i in ids if i not in {p.id for p in self.pools}]
+            for i in ids:
+                if i not in failed:
+                    self.leader_schedule(i)
+            # It prints nothing on success (src/tools/schedule_tool.cpp).
+            return (255, "".join(f"RapidLeaderSchedule pool {i} fail\n" for i in failed)) \
+                if failed else (0, "")
+        return 255, "Command not supported!\n"
+
+    def cli(self, argv: Sequence[str]) -> tuple[int, str]:
+        """The Go `curve` CLI's exit status and stdout, `-f json` as tools-v2 writes it."""
+        words = [a for a in argv if not a.startswith("-")]
+        opts = list(argv)
+        ok = {"code": 0, "message": "success"}
+        if words[:3] == ["bs", "list", "chunkserver"]:
+            rows = []
+            for c in self.chunkservers:
+                row = {"id": str(c.id), "type": "nvme", "ip": "127.0.0.1", "port": str(c.port),
+                       "rwStatus": "READWRITE", "diskState": "DISKNORMAL",
+                       "copysetNum": str(c.copysets),
+                       "mountpoint": f"local:///curvebs/playground/chunkserver{c.id}/data",
+                       "diskCapacity": "39 GiB", "diskUsed": "39 GiB",
+                       "unhealthyCopyset": f"{100 if c.mode == 'refuse' else 0} %",
+                       "extAddr": "127.0.0.1"}
+                rows.append([row[h] for h in CLI_CHUNKSERVER_HEADER])
+            # ListMap2ListSortByKeys: sorted as strings by ip, id, rwStatus, type, ...
+            rows.sort(key=lambda r: (r[2], r[0], r[4], r[1], r[5], r[11]))
+            return 0, go_json({"error": ok, "result": rows})
+        if words[:3] == ["bs", "list", "logical-pool"]:
+            rows = [{"alloc": "ALLOW", "id": str(p.id), "left": "44 GiB", "name": p.name,
+                     "phyPool": str(p.id), "recycle": "0 B", "scan": "true",
+                     "total": "44 GiB", "type": "PAGEFILE", "used": "0 B"} for p in self.pools]
+            return 0, go_json({"error": ok, "result": rows})
+        if words[:3] == ["bs", "status", "copyset"]:
+            total = sum(len(p.copysets) for p in self.pools)
+            bad = self.unhealthy_copysets
+            # Error stays nil in this command: Go marshals it as null.
+            return 0, go_json({"error": None, "result": [{
+                "healthy": str(total - bad), "total": str(total), "unhealthy": str(bad),
+                "unhealthyRatio": f"{bad / total * 100:.2f}%"}]})
+        if words[:3] == ["bs", "update", "leader-schedule"]:
+            if "--all" in opts:
+                ids = [p.id for p in self.pools]
+            elif "--logicalpoolid" in opts:
+                ids = [int(opts[opts.index("--logicalpoolid") + 1])]
+            else:
+                return 1, "Error: all or logicalpoolid is required\n"
+            if any(i not in {p.id for p in self.pools} for i in ids):
+                bad = {"code": 9999, "message": "invalid logical pool id"}
+                return 0, go_json({"error": bad, "result": {
+                    "reason": "invalid logical pool id", "result": "failed"}})
+            for i in ids:
+                self.leader_schedule(i)
+            return 0, go_json({"error": ok, "result": {"reason": "success",
+                                                        "result": "success"}})
+        return 1, f"Error: unknown command {' '.join(words)!r}\n"
+
+    def tool_script(self, directory: Path, name: str = "curve_ops_tool") -> Path:
+        """A stand-in for curve_ops_tool (or, named `curve`, the Go CLI) that asks this
+        model over CONTROL and prints what the real tool would, with its exit status."""
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / name
+        kind = "cli" if name == "curve" else "ops"
+        path.write_text(
+            "#!/usr/bin/env python3\n"
+            "import json, sys, urllib.parse, urllib.request\n"
+            f"url = 'http://127.0.0.1:{self.control_port}{CONTROL}{kind}?argv=' + "
+            "urllib.parse.quote(json.dumps(sys.argv[1:]))\n"
+            "doc = json.load(urllib.request.urlopen(url, timeout=10))\n"
+            "sys.stdout.write(doc['out'])\n"
+            "sys.exit(doc['rc'])\n")
+        path.chmod(0o755)
+        return path
 
     # -- serving --
 
     def _flap(self) -> None:
         # Leaders move and terms rise between any two looks, as in K2.3's election storms.
-        donor, taker = self._rng.sample(self.chunkservers, 2)
-        moved = self._rng.randint(1, max(1, donor.leaders // 3))
-        donor.leaders -= moved
-        taker.leaders += moved
-        for c in self.chunkservers:
-            for k in c.terms:
-                if self._rng.random() < 0.3:
-                    c.terms[k] += 1
+        self.elect(max(2, sum(len(p.copysets) for p in self.pools) // 20))
 
     def respond(self, port: int, path: str) -> tuple[int, str]:
         self.requests += 1
+        self._tick()
+        if port == self.control_port and path.startswith(CONTROL):
+            kind, _, query = path.removeprefix(CONTROL).partition("?")
+            argv = json.loads(urllib.parse.parse_qs(query)["argv"][0])
+            self.tool_calls.append((kind, *argv))
+            rc, out = self.cli(argv) if kind == "cli" else self.ops_tool(argv)
+            return 200, json.dumps({"rc": rc, "out": out})
         for m in self.mds:
             if m.port == port:
                 if path in ("/metrics", "/brpc_metrics"):
@@ -278,7 +597,7 @@ class CurveWire:
                 return 404, "Unknown path\n"
             return 200, cs.prometheus()
         if path.startswith("/raft_stat"):
-            return 200, cs.raft_stat(self.chunkservers)
+            return 200, self.raft_stat(cs)
         return 404, f"Unknown path {path}\n"
 
     @staticmethod
@@ -297,7 +616,12 @@ class CurveWire:
             cs = next((c for c in self.chunkservers if c.port == port), None)
             if cs is not None and cs.mode == "slow":
                 await asyncio.sleep(self.slow_seconds)
-            status, body = self.respond(port, path)
+            if port == self.control_port:
+                # A tool's schedule may take the model's lock: keep it off the loop.
+                status, body = await asyncio.get_running_loop().run_in_executor(
+                    None, self.respond, port, path)
+            else:
+                status, body = self.respond(port, path)
             data = body.encode("utf-8", errors="replace")
             writer.write(f"HTTP/1.1 {status} {'OK' if status == 200 else 'Not Found'}\r\n"
                          f"Content-Type: text/plain\r\nContent-Length: {len(data)}\r\n"

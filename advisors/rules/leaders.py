@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
+from stormdeck.advisors.curve_schedule import ALL_POOLS, journal_file
+from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.model import Change, Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule, mean
 
@@ -68,86 +71,233 @@ class PrimarySpread(Rule):
                 "online one (K7.2).",)
 
 
+def own_schedules(settle: float) -> list[tuple[float, float]]:
+    """When stormdeck's own leader schedules ran (the journal), each widened by `settle`
+    seconds for its transfers to land: term rises then are transfers, not elections."""
+    path = journal_file()
+    try:
+        st = path.stat()
+    except OSError:
+        return []
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if _SCHEDULES[0] != key:
+        try:
+            entries = Journal(path).entries()
+        except Exception:  # a journal that does not read explains nothing; say nothing
+            entries = []
+        _SCHEDULES[:] = [key, [(e.started, e.ended) for e in entries
+                               if e.change.kind == "curve_leader_schedule"]]
+    return [(start, (end if end is not None else start + 600.0) + settle)
+            for start, end in _SCHEDULES[1]]
+
+
+_SCHEDULES: list = [None, []]  # (journal key, [(started, ended)]): read again when it changes
+
+
+@dataclass(frozen=True, slots=True)
+class Elections:
+    """Raft elections in a window, told apart from leader transfers (K8.8)."""
+
+    elections: float  # term rises no transfer explains
+    transfers: float  # term rises the MDS's operators or stormdeck's schedules explain
+    candidate_looks: int  # snapshots in which some copyset stood as CANDIDATE
+    candidates: int  # the most copysets seen as CANDIDATE at once
+    moving: list[str]  # chunkservers whose leaders kept moving with no transfer about
+    raft_seen: bool  # whether any raft page was compared at all
+    busy: list[float]  # bthread usage / workers, now
+
+    @property
+    def flapping(self) -> bool:
+        # As curve.leaders.flapping's defaults judge it: a lone election is not a storm.
+        return self.elections >= 3 or self.candidate_looks >= 2
+
+
+def judge_elections(ctx: Context, settle: float = 60.0, moving_fraction: float = 0.3
+                    ) -> Elections:
+    mine = own_schedules(settle)
+    elections = transfers = 0.0
+    candidate_looks = most = 0
+    raft_seen = False
+    quiet: list = []  # snapshots in which no transfer was about
+    for snap in ctx.window:
+        css = [d for d in snap.daemons.values() if d.kind == "chunkserver"]
+        rises = sum(d.term_rises or 0 for d in css)
+        unexplained = sum(d.elections or 0 for d in css)
+        raft_seen = raft_seen or any(d.term_rises is not None for d in css)
+        ours = any(a <= snap.time <= b for a, b in mine)
+        cv = snap.curve
+        mds_moving = cv is not None and (bool(cv.transfer_copysets)
+                                         or bool(cv.transfer_leader_ops))
+        if ours:
+            transfers += rises
+        else:
+            elections += unexplained
+            transfers += rises - unexplained
+            seen = sum(d.candidates or 0 for d in css)
+            if seen:
+                candidate_looks += 1
+                most = max(most, seen)
+        if not ours and not mds_moving:
+            quiet.append(snap)
+    moving = []
+    if len(quiet) >= 3:
+        need = max(2, int(len(quiet) * moving_fraction))
+        for d in ctx.chunkservers():
+            moves = sum(1 for s in quiet if d.id in s.daemons and s.daemons[d.id].leader_delta)
+            if moves >= need:
+                moving.append(d.id)
+    busy = [d.bthread_usage / d.bthread_workers for d in ctx.chunkservers()
+            if d.bthread_usage is not None and d.bthread_workers]
+    return Elections(elections, transfers, candidate_looks, most, moving, raft_seen, busy)
+
+
 class CurveLeaderSpread(Rule):
     id = "curve.leaders.spread"
     title = "Curve leaders unevenly spread over chunkservers"
-    source = "K2.1, K2.2"
+    source = "K2.1, K2.2, K8.8"
     explanation = (
         "Every Curve read and write goes to its copyset's leader, so leaders must be "
         "balanced across chunkservers; leadernum_range (largest minus smallest leader "
         "count per chunkserver) within 5 is balanced (K2.1). `curve_ops_tool "
-        "rapid-leader-schedule` moves leaders; its transfers ride on chunkserver "
-        "heartbeats, so the range falls over a few heartbeat periods (10 s each) and it "
-        "sometimes has to be run again (K2.2).")
+        "rapid-leader-schedule -logical_pool_id=N -scheduleAll=false` (or `curve bs update "
+        "leader-schedule --logicalpoolid N`) moves one pool's leaders; its transfers ride on "
+        "chunkserver heartbeats, so the range falls over a few heartbeat periods (10 s "
+        "each) and it sometimes has to be run again (K2.2). It ignores the scheduler's "
+        "cooling time (K8.8), so none is proposed while chunkservers are offline, copysets "
+        "unhealthy or leaders changing by elections.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         cv = ctx.latest.curve
         if cv is None:
             return
         limit = float(ctx.p("max_range"))
+        blockers = self._blockers(ctx)
+        unknown = []
         for pool in cv.pools:
             if pool.leader_range is None:
                 continue
+            if pool.pool_id is None:
+                unknown.append(pool)
+                continue
             series = ctx.values(lambda s, n=pool.name: next(
                 p.leader_range for p in s.curve.pools if p.name == n))
-            if pool.pool_id is not None:
-                cmd = (f"curve_ops_tool rapid-leader-schedule -logical_pool_id={pool.pool_id} "
-                       "-scheduleAll=false")
-                note = ""
-            else:
-                cmd = "curve_ops_tool rapid-leader-schedule"
-                note = "the pool's id is unknown here, so this schedules every logical pool"
-            change = Change(kind="curve_leader_schedule", target=pool.name,
-                            key="rapid-leader-schedule", current=f"range {pool.leader_range:g}",
-                            proposed=f"range <= {limit:g}", command=cmd, runtime=True,
-                            reversible=False, blast_radius="pool",
-                            note=note or "moves leaders between chunkservers; there is "
-                                         "nothing to undo, and it may need a second run")
+            change = Change(
+                kind="curve_leader_schedule", target=pool.name, key="rapid-leader-schedule",
+                current=f"range {pool.leader_range:g}", proposed=f"range <= {limit:g}",
+                command=f"curve_ops_tool rapid-leader-schedule -logical_pool_id="
+                        f"{pool.pool_id} -scheduleAll=false",
+                runtime=True, reversible=False, blast_radius="pool",
+                note=f"moves the leaders of logical pool {pool.pool_id} alone (with the Go "
+                     f"CLI: curve bs update leader-schedule --logicalpoolid {pool.pool_id}); "
+                     "there is nothing to undo, and it may need a second run")
             yield Check(
                 target=pool.name, fire=pool.leader_range > limit,
                 clear=pool.leader_range <= limit, severity=Severity.WARNING,
-                summary=f"logical pool {pool.name}: leadernum range {pool.leader_range:g} "
-                        f"(min {pool.leader_min or 0:g}, max {pool.leader_max or 0:g}), "
-                        f"over {limit:g}",
+                summary=f"logical pool {pool.name} (id {pool.pool_id}): leadernum range "
+                        f"{pool.leader_range:g} (min {pool.leader_min or 0:g}, max "
+                        f"{pool.leader_max or 0:g}), over {limit:g}"
+                        + (f"; no schedule while {'; '.join(blockers)}" if blockers else ""),
                 evidence=(ctx.evidence("leadernum_range", series, "leaders"),),
-                changes=(change,), badness=pool.leader_range)
+                changes=() if blockers else (change,),
+                procedure=self._wait(blockers), badness=pool.leader_range)
+        if unknown:
+            yield self._all_pools(ctx, unknown, limit, blockers)
+
+    @staticmethod
+    def _wait(blockers: list[str]) -> tuple[str, ...]:
+        if not blockers:
+            return ()
+        return (f"No leader schedule now: {'; '.join(blockers)}. Bring chunkservers back "
+                "and let copysets recover (`curve_ops_tool copysets-status`), find what "
+                "causes the elections (curve.leaders.flapping), then schedule.",)
+
+    def _all_pools(self, ctx: Context, pools: list, limit: float,
+                   blockers: list[str]) -> Check:
+        bad = [p for p in pools if p.leader_range > limit]
+        worst = max(pools, key=lambda p: p.leader_range)
+        names = ", ".join(f"{p.name} (range {p.leader_range:g})" for p in bad or pools)
+        change = Change(
+            kind="curve_leader_schedule", target=ALL_POOLS, key="rapid-leader-schedule",
+            current=f"range {worst.leader_range:g}", proposed=f"range <= {limit:g}",
+            command="curve_ops_tool rapid-leader-schedule -scheduleAll=true",
+            runtime=True, reversible=False, blast_radius="cluster",
+            note="the logical pools' ids could not be read (give --curve-ops-tool or "
+                 "--curve-cli), so this schedules EVERY logical pool (with the Go CLI: "
+                 "curve bs update leader-schedule --all); nothing to undo")
+        series = ctx.values(lambda s: max(p.leader_range for p in s.curve.pools
+                                          if p.leader_range is not None))
+        return Check(
+            target=ALL_POOLS, fire=bool(bad), clear=not bad, severity=Severity.WARNING,
+            summary=f"logical pools {names} over {limit:g}; their ids could not be read "
+                    "from the cluster, so a schedule can only be proposed for all pools"
+                    + (f"; no schedule while {'; '.join(blockers)}" if blockers else ""),
+            evidence=(ctx.evidence("largest leadernum_range", series, "leaders"),),
+            changes=() if blockers else (change,), procedure=self._wait(blockers),
+            badness=worst.leader_range)
+
+    @staticmethod
+    def _blockers(ctx: Context) -> list[str]:
+        cv = ctx.latest.curve
+        assert cv is not None
+        out = []
+        offline = cv.chunkservers_offline or sum(
+            1 for d in ctx.chunkservers() if d.online is False)
+        if offline:
+            out.append(f"{offline} chunkserver{'s are' if offline > 1 else ' is'} offline")
+        if cv.copysets_unhealthy:
+            out.append(f"{cv.copysets_unhealthy} of {cv.copysets_total} copysets are unhealthy")
+        for call in ("copysets-status", "chunkserver-status", "chunkserver-list",
+                     "curve bs list chunkserver", "curve bs status copyset"):
+            if call in cv.tool_errors:
+                out.append(f"{call} did not answer, so its health is unknown")
+        e = judge_elections(ctx)
+        if e.flapping:
+            out.append(f"leaders are changing by elections ({e.elections:.0f} term rises no "
+                       "transfer explains)")
+        return out
 
 
 class CurveLeaderFlapping(Rule):
     id = "curve.leaders.flapping"
     title = "Curve leaders keep changing: elections under load"
-    source = "K2.3"
+    source = "K2.3, K8.8"
     explanation = (
         "Copyset heartbeats share bthreads with user-data replication; under heavy load "
-        "heartbeats time out and leaders keep changing (K2.3). The signs: leader counts "
-        "uneven and always moving, raft terms rising, bthread usage near the worker "
-        "count, `received PreVoteResponse from` in the logs, and clients retrying, which "
-        "adds load. A longer copyset.election_timeout_ms hides it but is NOT for "
-        "production: a longer timeout means longer IO stalls when something really fails.")
+        "heartbeats time out and leaders keep changing (K2.3). Elections, not transfers: "
+        "the MDS's own leader scheduler (every 30 s) and a rapid leader schedule move "
+        "leaders and raise raft terms too (K8.8), so a term rise counts only when no "
+        "TransferLeader operator of the MDS and no schedule stormdeck ran explains it; "
+        "copysets standing as CANDIDATE in /raft_stat are elections in progress. Look at "
+        "bthread usage against the worker count beside it, `received PreVoteResponse from` "
+        "in the logs, and clients retrying, which adds load. A longer "
+        "copyset.election_timeout_ms hides it but is NOT for production: a longer timeout "
+        "means longer IO stalls when something really fails.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         css = list(ctx.chunkservers())
         if not css or len(ctx.window) < 3:
             return
-        moving = [d.id for d in css
-                  if len([x for x in ctx.daemon_values(d.id, "leader_delta") if x != 0])
-                  >= max(2, int(len(ctx.window) * float(ctx.p("moving_fraction"))))]
-        rises = sum(ctx.values(lambda s: sum(d.term_rises or 0 for d in s.daemons.values()
-                                             if d.kind == "chunkserver")))
-        busy = [d.bthread_usage / d.bthread_workers for d in css
-                if d.bthread_usage is not None and d.bthread_workers]
+        e = judge_elections(ctx, float(ctx.p("schedule_settle_seconds")),
+                            float(ctx.p("moving_fraction")))
         need = int(ctx.p("min_chunkservers"))
-        fire = len(moving) >= need or (len(moving) >= 1 and rises > 0)
+        fire = e.elections >= float(ctx.p("min_elections")) or e.candidate_looks >= 2 or \
+            (not e.raft_seen and len(e.moving) >= need)
+        busy = f"; bthreads up to {max(e.busy):.0%} busy" if e.busy else ""
         yield Check(
-            target="cluster", fire=fire, clear=not moving and rises == 0,
+            target="cluster", fire=fire,
+            clear=e.elections == 0 and e.candidate_looks == 0 and not e.moving,
             severity=Severity.WARNING,
-            summary=f"leaders moved on {len(moving)} of {len(css)} chunkservers and raft "
-                    f"terms rose {rises:.0f} times in {ctx.span:.0f} s"
-                    + (f"; bthreads up to {max(busy):.0%} busy" if busy else ""),
-            evidence=(ctx.evidence("chunkservers with moving leaders", [float(len(moving))]),
-                      ctx.evidence("raft term rises", [rises]),
-                      *((ctx.evidence("bthread usage / workers", busy, "ratio"),)
-                        if busy else ())),
+            summary=f"{e.elections:.0f} raft elections (term rises no leader transfer "
+                    f"explains) and copysets standing as CANDIDATE in {e.candidate_looks} "
+                    f"looks in {ctx.span:.0f} s; {e.transfers:.0f} term rises were "
+                    f"transfers" + (f"; leaders moved on {len(e.moving)} of {len(css)} "
+                                    "chunkservers with no transfer about" if e.moving else "")
+                    + busy,
+            evidence=(ctx.evidence("raft elections", [e.elections]),
+                      ctx.evidence("term rises from transfers", [e.transfers]),
+                      ctx.evidence("copysets as CANDIDATE", [float(e.candidates)]),
+                      *((ctx.evidence("bthread usage / workers", e.busy, "ratio"),)
+                        if e.busy else ())),
             procedure=(
                 "Find the load behind it first: bthread usage near the worker count "
                 "(curve.bthread.saturated), disks at their limit, clients retrying.",
@@ -156,7 +306,7 @@ class CurveLeaderFlapping(Rule):
                 "topology.yaml, `curveadm config commit`, `curveadm reload --role "
                 "chunkserver --host HOST`, wait for its copysets to be healthy, then the "
                 "next host; then run the leader schedule.",),
-            badness=float(len(moving)) + rises)
+            badness=e.elections + e.candidates + len(e.moving))
 
 
 class BthreadSaturated(Rule):

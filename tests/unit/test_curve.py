@@ -8,20 +8,32 @@ from pathlib import Path
 
 import pytest
 from stormdeck.collectors.curve import (
+    CLI_CHUNKSERVER_HEADER,
+    ChunkserverInfo,
     CurveError,
     CurveSource,
+    LogicalPoolInfo,
     bvar_name,
     conf_value,
+    mds_pools,
+    mds_transfers,
     parse_chunkserver_status,
     parse_cli_chunkservers,
+    parse_cli_copysets_status,
+    parse_cli_logical_pools,
     parse_copysets_status,
     parse_ops_chunkserver_list,
+    parse_ops_logical_pools,
     parse_prometheus_text,
     parse_raft_stat,
     parse_vars,
+    raft_group,
+    schedule_argv,
+    schedule_refusal,
 )
 from stormdeck.collectors.hub import Hub
 
+from tests.curve_wire import CLI_CHUNKSERVER_HEADER as WIRE_HEADER
 from tests.curve_wire import POOL, CurveWire
 
 
@@ -91,22 +103,125 @@ def test_parse_tools() -> None:
         assert listed[0].addr == wire.chunkservers[0].addr and listed[0].online is True
         assert listed[2].online is False and listed[0].copysets == 30
         assert parse_chunkserver_status(wire.ops_tool_output("chunkserver-status")) == (3, 2, 1)
-    assert parse_copysets_status("Copysets not healthy!\ntotal copysets: 300, unhealthy "
-                                 "copysets: 12, unhealthy_ratio: 4%\n") == (False, 300, 12)
+        rows = parse_cli_chunkservers(wire.cli(["bs", "list", "chunkserver", "-f", "json"])[1])
+        assert sorted((r.id, r.online) for r in rows) == [(1, True), (2, True), (3, False)]
     with pytest.raises(CurveError):
         parse_copysets_status("Segmentation fault")
-    cli = json.dumps({"error": {"code": 0, "message": "success"}, "result": [
-        {"id": "1", "type": "nvme", "ip": "10.0.0.1", "port": "8200", "rwStatus": "READWRITE",
-         "diskState": "DISKNORMAL", "copysetNum": "100", "mountpoint": "local:///d",
-         "diskCapacity": "39 GiB", "diskUsed": "39 GiB", "unhealthyCopyset": "0 %",
-         "extAddr": ""},
-        {"id": "2", "type": "nvme", "ip": "10.0.0.2", "port": "8200", "copysetNum": "100",
-         "unhealthyCopyset": "100 %"}]})
-    rows = parse_cli_chunkservers(cli)
-    assert [(r.addr, r.online, r.copysets) for r in rows] == \
-        [("10.0.0.1:8200", True, 100), ("10.0.0.2:8200", False, 100)]
-    with pytest.raises(CurveError, match="mds"):
-        parse_cli_chunkservers('{"error": {"code": 1, "message": "mds not reachable"}}')
+    with pytest.raises(CurveError, match="mds not reachable"):
+        parse_cli_chunkservers('{"error": {"code": 30001, "message": "mds not reachable"}, '
+                               '"result": null}')
+    with pytest.raises(CurveError, match="not JSON"):
+        parse_cli_chunkservers("Error: rpc timeout")
+
+
+# ---- the fixtures of tests/data/curve/, field by field ------------------------------------
+
+DATA = Path(__file__).parents[1] / "data" / "curve"
+
+
+def fixture(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def test_every_fixture_has_its_provenance() -> None:
+    readme = fixture("README.md")
+    names = sorted(f.name for f in DATA.iterdir() if f.name != "README.md")
+    assert names and all(f"`{n}`" in readme for n in names), names
+
+
+def test_fixture_ops_chunkserver_list_issue2036() -> None:
+    rows = parse_ops_chunkserver_list(fixture("ops_chunkserver_list.issue2036.txt"))
+    assert rows == [
+        ChunkserverInfo(id=54, ip="***.***.***.***", port=8217, online=True, disk_type="nvme",
+                        rw_status="READWRITE", disk_state="DISKNORMAL", copysets=100),
+        ChunkserverInfo(id=5, ip="***.***.***.***", port=8209, online=True, disk_type="nvme",
+                        rw_status="READWRITE", disk_state="DISKNORMAL", copysets=100)]
+
+
+def test_fixture_cli_list_chunkserver_rows_are_arrays_in_header_order() -> None:
+    rows = parse_cli_chunkservers(fixture("cli_list_chunkserver.json"))
+    assert rows == [
+        ChunkserverInfo(id=i, ip="127.0.0.1", port=port, online=True, disk_type="nvme",
+                        rw_status="READWRITE", disk_state="DISKNORMAL", copysets=100)
+        for i, port in ((1, 8201), (2, 8202), (3, 8200))]
+    doc = json.loads(fixture("cli_list_chunkserver.json"))
+    assert all(isinstance(r, list) and len(r) == len(CLI_CHUNKSERVER_HEADER)
+               for r in doc["result"]), "the fixture keeps Curve's shape"
+    assert tuple(CLI_CHUNKSERVER_HEADER) == tuple(WIRE_HEADER)
+
+
+def test_fixture_cli_list_logical_pool() -> None:
+    assert parse_cli_logical_pools(fixture("cli_list_logical_pool.json")) == [
+        LogicalPoolInfo(1, "pool1")]
+
+
+def test_fixture_ops_logical_pool_list() -> None:
+    assert parse_ops_logical_pools(fixture("ops_logical_pool_list.txt")) == [
+        LogicalPoolInfo(1, "pool1")]
+    assert parse_ops_logical_pools("curve logical pool list: \ntotal: 0\n") == []
+    with pytest.raises(CurveError):
+        parse_ops_logical_pools("ListLogicalPoolsInCluster fail!\n")
+
+
+def test_fixture_cli_status_copyset() -> None:
+    assert parse_cli_copysets_status(fixture("cli_status_copyset.json")) == (True, 100, 0)
+    with pytest.raises(CurveError, match="no totals"):
+        parse_cli_copysets_status('{"error": null, "result": []}')
+
+
+def test_fixture_copysets_status_unhealthy() -> None:
+    assert parse_copysets_status(fixture("ops_copysets_status_unhealthy.txt")) == \
+        (False, 400, 12)
+
+
+def test_fixture_mds_vars_tuning_guide() -> None:
+    (pool,) = mds_pools(parse_vars(fixture("mds_vars_tuning_guide.txt")))
+    assert pool.name == "default_logical_pool" and pool.leader_range == 1.0
+    assert pool.pool_id is None, "the MDS's metrics name pools, never their ids"
+
+
+def test_fixture_mds_scheduler_operators() -> None:
+    v = parse_vars(fixture("mds_scheduler_operators.vars.txt"))
+    assert v["mds_scheduler_metric_transfer_leader_num"] == 1.0
+    # Only the TransferLeader operator: copyset 100 of pool 1 is raft group 1 << 32 | 100.
+    assert mds_transfers(v) == {"4294967396"} == {raft_group(1, 100)}
+
+
+def test_fixture_raft_stat_from_curves_own_test() -> None:
+    (lead,) = parse_raft_stat(fixture("raft_stat.leader.copyset_check_core_test.txt")).values()
+    (follow,) = parse_raft_stat(
+        fixture("raft_stat.follower.copyset_check_core_test.txt")).values()
+    assert (lead.group, lead.state, lead.term, lead.leader) == \
+        ("4294967396", "LEADER", None, None)
+    assert (follow.group, follow.state, follow.leader) == \
+        ("4294967396", "FOLLOWER", "127.0.0.1:9192:0")
+    assert int(lead.group) >> 32 == 1 and int(lead.group) & 0xFFFFFFFF == 100
+
+
+def test_fixture_leader_schedule_results() -> None:
+    go = ["curve"]
+    assert schedule_refusal(go, 0, fixture("cli_leader_schedule_ok.json"), "") is None
+    assert schedule_refusal(go, 0, fixture("cli_leader_schedule_invalid_pool.json"), "") == \
+        "curve bs update leader-schedule: invalid logical pool id"
+    ops = ["curve_ops_tool"]
+    assert schedule_refusal(ops, 0, "", "") is None, "it prints nothing on success"
+    assert schedule_refusal(ops, 255, fixture("ops_rapid_leader_schedule_fail.txt"), "") == \
+        "RapidLeaderSchedule pool 2 fail"
+    assert schedule_refusal(ops, 1, "", "") == "rapid-leader-schedule: exit status 1"
+
+
+def test_schedule_commands_are_curves_own() -> None:
+    assert schedule_argv(["curve_ops_tool", "-confPath=/etc/curve/tools.conf"], 2) == [
+        "curve_ops_tool", "rapid-leader-schedule", "-logical_pool_id=2", "-scheduleAll=false",
+        "-confPath=/etc/curve/tools.conf"]
+    assert schedule_argv(["curve_ops_tool"], None) == [
+        "curve_ops_tool", "rapid-leader-schedule", "-scheduleAll=true"]
+    assert schedule_argv(["/usr/bin/curve"], 2) == [
+        "/usr/bin/curve", "bs", "update", "leader-schedule", "--logicalpoolid", "2",
+        "--format", "json"]
+    assert schedule_argv(["curve"], None)[4] == "--all"
+    with pytest.raises(CurveError):
+        schedule_argv(["curve"], 0)  # tools-v2 refuses 0: "set flag all" instead
 
 
 def source_for(wire: CurveWire, **kw: object) -> CurveSource:
@@ -230,35 +345,75 @@ def _stand_in(tmp_path: Path, name: str, outputs: dict[str, str]) -> tuple[Path,
 
 def test_discovery_through_curve_ops_tool(tmp_path: Path) -> None:
     with CurveWire() as wire:
-        tool, log = _stand_in(tmp_path, "curve_ops_tool", {
-            c: wire.ops_tool_output(c)
-            for c in ("chunkserver-list", "copysets-status", "chunkserver-status")})
+        tool = wire.tool_script(tmp_path)
         src = CurveSource(mds=[m.addr for m in wire.mds],
                           ops_tool=[str(tool), "-confPath=/etc/curve/tools.conf"])
         part = src.poll()
-    assert log.read_text().splitlines() == [
-        "chunkserver-list -checkHealth=false -confPath=/etc/curve/tools.conf",
-        "copysets-status -confPath=/etc/curve/tools.conf",
-        "chunkserver-status -confPath=/etc/curve/tools.conf"]
+        calls = list(wire.tool_calls)
+    assert calls == [("ops", c, *f, "-confPath=/etc/curve/tools.conf") for c, *f in (
+        ("chunkserver-list", "-checkHealth=false"), ("logical-pool-list",),
+        ("copysets-status",), ("chunkserver-status",))]
     assert len(part.daemons) == 6 and not part.errors
     d = part.daemons[wire.chunkservers[3].addr]
     assert d.curve_id == 4 and d.leaders_mds == d.leaders == 17
     assert d.leaders_heartbeat == 17 and d.online is True
     assert part.curve is not None and part.curve.copysets_total == 100
     assert (part.curve.chunkservers_online, part.curve.chunkservers_offline) == (6, 0)
+    assert [(p.name, p.pool_id) for p in part.curve.pools] == [(POOL, 1)]
 
 
 def test_discovery_through_the_curve_cli(tmp_path: Path) -> None:
-    with CurveWire(chunkservers=3, copysets=30) as wire:
-        rows = [{"id": str(c.id), "type": "nvme", "ip": "127.0.0.1", "port": str(c.port),
-                 "rwStatus": "READWRITE", "diskState": "DISKNORMAL",
-                 "copysetNum": str(c.copysets), "unhealthyCopyset": "0 %"}
-                for c in wire.chunkservers]
-        cli, log = _stand_in(tmp_path, "curve", {"chunkserver": json.dumps(
-            {"error": {"code": 0, "message": "success"}, "result": rows})})
+    pools = [("pool1", 3, 30, None), ("pool_b", 3, 30, None)]
+    with CurveWire(pools=pools) as wire:
+        wire.refuse(wire.chunkservers[4])
+        cli = wire.tool_script(tmp_path, "curve")
         part = CurveSource(mds=[wire.mds[0].addr], curve_cli=[str(cli)]).poll()
-    assert log.read_text().strip() == "bs list chunkserver --format json"
-    assert sorted(d.curve_id for d in part.daemons.values()) == [1, 2, 3]
+        calls = list(wire.tool_calls)
+    assert calls == [("cli", "bs", "list", "chunkserver", "--format", "json"),
+                     ("cli", "bs", "list", "logical-pool", "--format", "json"),
+                     ("cli", "bs", "status", "copyset", "--format", "json")]
+    assert sorted(d.curve_id for d in part.daemons.values()) == [1, 2, 3, 4, 5, 6]
+    assert part.curve is not None
+    assert [(p.name, p.pool_id) for p in part.curve.pools] == [("pool1", 1), ("pool_b", 2)]
+    assert (part.curve.chunkservers_online, part.curve.chunkservers_offline) == (5, 1)
+    assert (part.curve.copysets_total, part.curve.copysets_unhealthy) == (60, 0)
+    assert part.daemons[wire.chunkservers[4].addr].online is False
+
+
+def test_a_non_zero_exit_with_output_is_data_and_each_call_stands_alone(
+        tmp_path: Path) -> None:
+    with CurveWire() as wire:
+        wire.unhealthy_copysets = 7  # copysets-status exits 255, as CopysetCheck returns -1
+        wire.refuse(wire.chunkservers[5])  # chunkserver-status exits 255 too
+        tool = wire.tool_script(tmp_path)
+        part = CurveSource(mds=[m.addr for m in wire.mds], ops_tool=[str(tool)]).poll()
+    cv = part.curve
+    assert cv is not None and cv.tool_errors == {}
+    assert (cv.copysets_total, cv.copysets_unhealthy) == (100, 7)
+    assert (cv.chunkservers_online, cv.chunkservers_offline) == (5, 1)
+
+
+def test_a_failed_call_leaves_its_values_unknown_not_the_last_good_ones(
+        tmp_path: Path) -> None:
+    with CurveWire() as wire:
+        tool = wire.tool_script(tmp_path)
+        src = CurveSource(mds=[m.addr for m in wire.mds], ops_tool=[str(tool)])
+        first = src.poll()
+        assert first.curve is not None and first.curve.copysets_total == 100
+        # copysets-status now crashes (no output), chunkserver-status still answers.
+        broken = tmp_path / "broken"
+        broken.write_text(f'#!/bin/sh\n[ "$1" = copysets-status ] && exit 139\n'
+                          f'exec {tool} "$@"\n')
+        broken.chmod(0o755)
+        src.ops_tool = [str(broken)]
+        src.TOOL_EVERY = 0
+        second = src.poll()
+    cv = second.curve
+    assert cv is not None
+    assert cv.copysets_total is None and cv.copysets_unhealthy is None
+    assert cv.tool_errors == {"copysets-status": "copysets-status failed: exit status 139"}
+    assert (cv.chunkservers_online, cv.chunkservers_offline) == (6, 0), "read on its own"
+    assert any("copysets-status failed" in e and "unknown" in e for e in second.errors)
 
 
 def test_a_failing_tool_is_an_error_not_a_crash(tmp_path: Path) -> None:
@@ -267,10 +422,43 @@ def test_a_failing_tool_is_an_error_not_a_crash(tmp_path: Path) -> None:
         part = CurveSource(mds=[wire.mds[0].addr], chunkservers=list(wire.addrs()),
                            ops_tool=[str(tool)]).poll()
         assert any("unknown command" in e for e in part.errors)
+        assert part.curve is not None and set(part.curve.tool_errors) == {
+            "chunkserver-list", "logical-pool-list", "copysets-status", "chunkserver-status"}
         assert len(part.daemons) == 2
         missing = CurveSource(chunkservers=list(wire.addrs()),
                               ops_tool=[str(tmp_path / "nope")]).poll()
         assert any("is not installed" in e for e in missing.errors)
+
+
+def test_one_pools_id_read_from_its_raft_groups_and_not_guessed_for_two() -> None:
+    with CurveWire() as wire:
+        part = source_for(wire).poll()
+    assert part.curve is not None and part.curve.pools[0].pool_id == 1
+    with CurveWire(pools=[("pool1", 3, 30, None), ("pool_b", 3, 30, None)]) as wire:
+        part = source_for(wire).poll()
+    assert part.curve is not None
+    assert [p.pool_id for p in part.curve.pools] == [None, None], \
+        "two pools: which group is whose is not in the metrics"
+
+
+def test_transfers_are_told_from_elections() -> None:
+    with CurveWire(heartbeat=0.3) as wire:
+        src = source_for(wire)
+        src.RAFT_EVERY = 0
+        src.poll()
+        cs = wire.pools[0].copysets[0]
+        wire.transfer(cs, cs.peers[1])  # the MDS's scheduler: an operator, then the move
+        seen = src.poll()
+        assert seen.curve is not None and seen.curve.transfer_copysets == (str(cs.group),)
+        time.sleep(0.4)
+        moved = src.poll()
+        assert cs.leader is cs.peers[1]
+        assert sum(d.term_rises or 0 for d in moved.daemons.values()) == 3, "three peers"
+        assert sum(d.elections or 0 for d in moved.daemons.values()) == 0
+        wire.elect(4)  # no operator behind these
+        stormy = src.poll()
+    assert sum(d.elections or 0 for d in stormy.daemons.values()) == 12
+    assert sum(d.candidates or 0 for d in stormy.daemons.values()) == 2
 
 
 def test_the_hub_keeps_curve_beside_other_sources() -> None:

@@ -35,8 +35,14 @@ class Leaders(FrameText):
             top = max(d.leaders or 0 for d in css) or 1
             moving = sum(1 for d in css if d.leader_delta)
             rises = sum(d.term_rises or 0 for d in css)
-            out.append(f"elections: leaders moved on {moving} chunkservers, raft terms rose "
-                       f"{rises} times since the last look\n")
+            elections = sum(d.elections or 0 for d in css)
+            candidates = sum(d.candidates or 0 for d in css)
+            # A transfer (the MDS's scheduler, a rapid schedule) raises terms too: only the
+            # rises no transfer explains are elections (K2.3, K8.8).
+            out.append(f"since the last look: leaders moved on {moving} chunkservers; raft "
+                       f"terms rose {rises} times, {elections} of them elections; "
+                       f"{candidates} copysets electing now\n",
+                       style="bold yellow" if elections or candidates else "")
             for d in css:
                 width = round((d.leaders or 0) / top * 40)
                 out.append_text(t(f"  {d.id:<22}"))
