@@ -8,6 +8,10 @@ import argparse
 import json
 import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -261,3 +265,21 @@ def test_no_command_opens_the_console_on_the_config_files_clusters(tmp_path: Pat
     assert re.search(r"<\s+The previous cluster's tab", text), text[-2000:]
     assert re.search(r">\s+The next cluster's tab", text)
     assert re.search(r"\+ or =\s+Faster", text)
+
+
+# ---- the exporter's unit ---------------------------------------------------------------
+
+
+def test_the_unit_file_is_valid_and_asks_for_nothing() -> None:
+    unit = (ROOT / "assets" / "stormdeck-exporter.service").read_text()
+    settings = dict(re.findall(r"^(\w+)=(.*)$", unit, re.M))
+    assert settings["DynamicUser"] == "yes" and settings["CapabilityBoundingSet"] == ""
+    assert settings["AmbientCapabilities"] == "" and "User" not in settings
+    if shutil.which("systemd-analyze"):
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "stormdeck-exporter.service"
+            path.write_text(unit.replace("/usr/local/bin/stormdeck",
+                                         str(Path(sys.executable).parent / "stormdeck")))
+            res = subprocess.run(["systemd-analyze", "verify", str(path)],
+                                 capture_output=True, text=True)
+            assert res.returncode == 0 and "stormdeck-exporter" not in res.stderr, res.stderr
