@@ -59,7 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             args = default_console(parser)
             handler = args.handler
-        elif args.command != "watch" and hasattr(args, "only"):
+        elif args.command != "watch" and hasattr(args, "only") and \
+                not getattr(args, "list", False):  # mute --list reads no cluster
             from stormdeck.config import choose_cluster
 
             choose_cluster(args)

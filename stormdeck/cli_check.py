@@ -1,8 +1,10 @@
 """`stormdeck check`: the advisors without a screen, for scripts, cron and CI.
 
 Exit 0: nothing firing above info; 1: warnings; 2: critical; 3: could not
-collect. Muted findings are shown as muted and do not count. The JSON
-output follows docs/check.schema.json.
+run (a usage error, an unreadable conf, no cluster, nothing collected), as
+monitoring plugins expect: a fault of the input never reads as a finding.
+Muted findings are shown as muted and do not count. The JSON output follows
+docs/check.schema.json.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("check", help="run the advisors once, without a screen",
                        description="Watch the cluster for --for seconds, run every advisor, "
                                    "print the findings. Exit 0 clean (info at most), "
-                                   "1 warnings, 2 critical, 3 could not collect.")
+                                   "1 warnings, 2 critical, 3 could not run (a usage error, an "
+                                   "unreadable conf, no cluster, nothing collected).")
     add_format_options(p, "the findings (JSON schema: docs/check.schema.json)")
     p.add_argument("--for", dest="duration", type=float, default=10.0, metavar="SECONDS",
                    help="how long to watch before judging (default 10); rules that need "
