@@ -12,11 +12,14 @@ class CephAdmin:
     """The few mon commands changes need, through one librados connection."""
 
     def __init__(self, conffile: str | None, client_name: str | None = None,
-                 keyring: str | None = None, timeout: float = 10.0) -> None:
+                 keyring: str | None = None, timeout: float = 10.0,
+                 cluster: str = "ceph") -> None:
         from stormdeck.collectors.ceph import CephSource
 
+        # The connection opens at the first command; close() ends it, and every
+        # user calls it (a librados handle holds threads and sockets).
         self._src = CephSource(conffile=conffile, client_name=client_name, keyring=keyring,
-                               timeout=timeout)
+                               cluster=cluster, timeout=timeout)
 
     def close(self) -> None:
         self._src.close()

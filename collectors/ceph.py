@@ -496,6 +496,9 @@ class CephSource:
         try:
             cluster = rados.Rados(conffile=self.conffile or "", name=self.client_name,
                                   clustername=self.cluster_name, conf=conf)
+            # CEPH_ARGS over the conf file, as `ceph` and librados' own tools read it
+            # (--mon-host, --keyring, ...); the client options in it were taken earlier.
+            cluster.conf_parse_env()
             cluster.connect(timeout=int(self.timeout))
         except rados.Error as exc:
             raise CommandError(f"cannot connect to the Ceph cluster: {exc}") from None

@@ -136,19 +136,40 @@ def _value(sample: Mapping[str, Any]) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def _secret(path: str) -> str:
+    """A token or password from its file, without the newline editors add."""
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError as exc:
+        from stormdeck.base.errors import UserError
+
+        raise UserError(f"cannot read {path}: {exc.strerror}", exit_code=3) from None
+
+
 def _short(host: str) -> str:
     return host.split(".")[0]
 
 
 class PrometheusSource:
-    """Polls a Prometheus server. `queries` overrides any field's PromQL by name."""
+    """Polls a Prometheus server. `queries` overrides any field's PromQL by name.
+
+    https is verified against the system's CAs, or `ca`; `insecure` alone turns
+    that off. `token_file` (a bearer token) or `user` with `password_file` (basic
+    auth) authenticate; the secrets are read from files so that they never sit on
+    a command line. `match` (label matchers) narrows every query to one cluster.
+    """
 
     name = "prometheus"
 
     def __init__(self, url: str, timeout: float = 10.0,
                  queries: Mapping[str, str] | None = None, ceph: bool = True,
-                 curve: bool = False) -> None:
+                 curve: bool = False, match: str | None = None, ca: str | None = None,
+                 insecure: bool = False, token_file: str | None = None,
+                 user: str | None = None, password_file: str | None = None) -> None:
+        import requests
         from prometheus_api_client import PrometheusConnect
+        from stormdeck.collectors.promql import inject
         from urllib3.util.retry import Retry
 
         self.url = url.rstrip("/")
@@ -159,9 +180,30 @@ class PrometheusSource:
         if unknown:
             raise ValueError(f"no Prometheus query named {', '.join(sorted(unknown))}")
         self.queries.update(queries or {})
+        self.match = match
+        if match:
+            self.queries = {k: inject(v, match) for k, v in self.queries.items()}
+        if ca and insecure:
+            raise ValueError("a CA to verify with and no verification contradict each other")
+        session = requests.Session()
+        session.verify = ca if ca else not insecure
+        if insecure:
+            # Asked for by name; a warning per request would only bury the console.
+            import urllib3
+
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        headers = None
+        auth = None
+        if token_file:
+            headers = {"Authorization": f"Bearer {_secret(token_file)}"}
+        if user is not None:
+            if token_file:
+                raise ValueError("a bearer token and basic auth exclude each other")
+            auth = (user, _secret(password_file) if password_file else "")
         # The client retries with backoff by default, which turns a hung server
         # into a poll of many timeouts; the next poll is our retry.
-        self._client = PrometheusConnect(url=self.url, disable_ssl=True, timeout=timeout,
+        self._client = PrometheusConnect(url=self.url, timeout=timeout, session=session,
+                                         headers=headers, auth=auth,
                                          retry=Retry(total=0, raise_on_status=False))
 
     def close(self) -> None:
@@ -174,11 +216,23 @@ class PrometheusSource:
         try:
             result = self._client.custom_query(expr, timeout=self.timeout)
         except PrometheusApiClientException as exc:
+            if "Status Code 401" in str(exc) or "Status Code 403" in str(exc):
+                raise PrometheusError(
+                    f"Prometheus at {self.url} refused our credentials "
+                    f"({str(exc).split('(')[0].strip()}): set prometheus_token_file, or "
+                    "prometheus_user and prometheus_password_file, for this cluster in the "
+                    "config file") from None
             raise PrometheusError(f"Prometheus refused the {name} query: {exc}") from None
         except (ValueError, KeyError, TypeError):  # JSON that is torn or of another shape
             raise PrometheusError(f"Prometheus at {self.url} answered the {name} query with "
                                   "malformed JSON") from None
         except Exception as exc:  # requests' connection errors and timeouts
+            from requests.exceptions import SSLError
+
+            if isinstance(exc, SSLError):
+                raise PrometheusError(f"Prometheus at {self.url}: its certificate could not "
+                                      "be verified (give the CA with --prometheus-ca FILE, "
+                                      "or --prometheus-insecure)") from None
             raise PrometheusError(f"Prometheus at {self.url} did not answer: "
                                   f"{type(exc).__name__}") from None
         if not isinstance(result, list):

@@ -9,24 +9,20 @@ from collections.abc import Callable, Sequence
 
 from stormdeck import __version__
 from stormdeck.base.errors import UserError
+from stormdeck.parsing import USAGE_ERROR, Parser
 
 Handler = Callable[[argparse.Namespace], int]
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that says what is wrong in one line and exits 2, without the usage dump."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="stormdeck",
-        description="A terminal console for Ceph and Curve block-storage operators.",
+        description="A terminal console for Ceph and Curve block-storage operators. "
+                    "Without a command: the console (watch) on the config file's clusters, "
+                    "else on the cluster of $CEPH_CONF or /etc/ceph/ceph.conf.",
     )
     parser.add_argument("--version", action="version", version=f"stormdeck {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     from stormdeck import (
         cli_change,
@@ -55,11 +51,19 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler: Handler | None = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help(sys.stderr)
-        return 2
     try:
+        handler: Handler | None = getattr(args, "handler", None)
+        if handler is None:
+            # As htop and k9s: no command opens the console.
+            from stormdeck.cli_watch import default_console
+
+            args = default_console(parser)
+            handler = args.handler
+        elif args.command != "watch" and hasattr(args, "only") and \
+                not getattr(args, "list", False):  # mute --list reads no cluster
+            from stormdeck.config import choose_cluster
+
+            choose_cluster(args)
         return handler(args)
     except UserError as exc:
         print(f"stormdeck: {exc}", file=sys.stderr)
@@ -69,9 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except PermissionError as exc:
         print(f"stormdeck: permission denied: {exc.filename or exc}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        return 1
+        return USAGE_ERROR
+    except BrokenPipeError:  # the reader went away (| head): nothing left to say
+        return USAGE_ERROR
     except Exception as exc:  # a bug of ours: still one sentence, the details on request
         if os.environ.get("STORMDECK_DEBUG"):
             raise

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -14,7 +13,8 @@ from typing import Any
 from stormdeck.advisors.plan import review
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
-from stormdeck.sources import add_source_options, build_sources, conf_path
+from stormdeck.output import add_format_options, dump, is_json
+from stormdeck.sources import add_source_options, build_sources, ceph_admin
 
 
 def register(sub: Any) -> None:
@@ -38,7 +38,7 @@ def register(sub: Any) -> None:
     apply.set_defaults(handler=cmd_apply)
 
     journal = sub.add_parser("journal", help="every change stormdeck made, and how it ended")
-    journal.add_argument("--json", action="store_true")
+    add_format_options(journal, "the entries")
     journal.set_defaults(handler=cmd_journal)
 
     undo = sub.add_parser("undo", help="undo one journaled change (the latest by default)",
@@ -90,20 +90,25 @@ def read_only(args: argparse.Namespace) -> bool:
     return bool(args.read_only or os.environ.get("STORMDECK_READ_ONLY", "") not in ("", "0"))
 
 
-def executor(args: argparse.Namespace, needs_ceph: bool, curve: Any = None):
-    from stormdeck.advisors.apply import CephAdmin, Executor, journal_path
+def executor(args: argparse.Namespace, needs_ceph: bool, curve: Any = None) -> Any:
+    """The Executor, with the sources' identity; used in a `with`, which closes its
+    connection."""
+    from stormdeck.advisors.apply import Executor, journal_path
     from stormdeck.advisors.journal import Journal
 
-    ceph = None
-    if needs_ceph:
-        conf = conf_path(args)
-        if conf is None:
-            raise UserError("this change needs the Ceph cluster: give -c CONF or set CEPH_CONF")
-        name = args.client_name or (f"client.{args.client_id}" if args.client_id else None)
-        ceph = CephAdmin(conf, client_name=name, keyring=args.keyring, timeout=args.timeout)
+    ceph = ceph_admin(args) if needs_ceph else None
     return Executor(Journal(journal_path()), ceph=ceph, read_only=read_only(args),
                     curve_tool=[args.curve_tool], verify_seconds=args.verify_seconds,
                     curve_follow=curve)
+
+
+def _began(ex: Any, before: set[str], exc: UserError) -> UserError:
+    """A failure after a change began exits 1 (see stormdeck journal), before it 3."""
+    started = {e.id for e in ex.journal.entries()} - before
+    if started:
+        return UserError(f"{exc} (journal {', '.join(sorted(started))}: see stormdeck "
+                         "journal for what was changed)", exit_code=1)
+    return exc
 
 
 def needs_ceph(changes: Any) -> bool:
@@ -166,12 +171,17 @@ def cmd_apply(args: argparse.Namespace) -> int:
     curve = None
     if any(c.kind == "curve_leader_schedule" for c in plan.changes):
         curve = curve_follower(args, plan)
-    ex = executor(args, needs_ceph(plan.changes), curve)
-    if ex.read_only:
-        ex.apply(plan)  # refuses, with the reason
-    ex.check_stale(plan)  # before asking, so nobody confirms a stale plan
-    confirm(plan, args.yes)
-    for o in ex.apply(plan):
+    with executor(args, needs_ceph(plan.changes), curve) as ex:
+        if ex.read_only:
+            ex.apply(plan)  # refuses, with the reason
+        ex.check_stale(plan)  # before asking, so nobody confirms a stale plan
+        confirm(plan, args.yes)
+        before = {e.id for e in ex.journal.entries()}
+        try:
+            outcomes = ex.apply(plan)
+        except UserError as exc:
+            raise _began(ex, before, exc) from None
+    for o in outcomes:
         extra = f" ({printable(o.detail, 200)})" if o.detail else ""
         print(f"{o.outcome}: {printable(o.change.command, 200)} -> {printable(o.after)}"
               f"{extra}  [journal {o.entry}]")
@@ -224,9 +234,8 @@ def cmd_journal(args: argparse.Namespace) -> int:
     from stormdeck.advisors.journal import Journal
 
     entries = Journal(journal_path()).entries()
-    if args.json:
-        json.dump([{**asdict(e), "status": e.status} for e in entries], sys.stdout, indent=1)
-        print()
+    if is_json(args):
+        dump([{**asdict(e), "status": e.status} for e in entries], args)
         return 0
     if not entries:
         print(f"no changes journaled in {journal_path()}")
@@ -248,16 +257,20 @@ def cmd_undo(args: argparse.Namespace) -> int:
     from stormdeck.advisors.journal import Journal
 
     entry = Journal(journal_path()).find(args.id)
-    ex = executor(args, needs_ceph([entry.change]))
-    if ex.read_only:
-        ex.undo(entry)  # refuses, with the reason
-    inverse = ex.inverse(entry)  # refuses an entry with no way back before asking
-    print(f"undo {entry.id}: {printable(entry.change.command)}")
-    print(f"  runs: {printable(inverse.command, 300)}  ({printable(inverse.key)}: "
-          f"{printable(inverse.current)} -> {printable(inverse.proposed)})")
-    if not args.yes:
-        confirm_undo()
-    o = ex.undo(entry)
+    with executor(args, needs_ceph([entry.change])) as ex:
+        if ex.read_only:
+            ex.undo(entry)  # refuses, with the reason
+        inverse = ex.inverse(entry)  # refuses an entry with no way back before asking
+        print(f"undo {entry.id}: {printable(entry.change.command)}")
+        print(f"  runs: {printable(inverse.command, 300)}  ({printable(inverse.key)}: "
+              f"{printable(inverse.current)} -> {printable(inverse.proposed)})")
+        if not args.yes:
+            confirm_undo()
+        ids = {e.id for e in ex.journal.entries()}
+        try:
+            o = ex.undo(entry)
+        except UserError as exc:
+            raise _began(ex, ids, exc) from None
     print(f"{o.outcome}: {printable(o.change.command)} -> {printable(o.after)}"
           f"  [journal {o.entry}]")
     return 0

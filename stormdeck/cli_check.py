@@ -1,20 +1,22 @@
 """`stormdeck check`: the advisors without a screen, for scripts, cron and CI.
 
 Exit 0: nothing firing above info; 1: warnings; 2: critical; 3: could not
-collect. Muted findings are shown as muted and do not count. The JSON
-output follows docs/check.schema.json.
+run (a usage error, an unreadable conf, no cluster, nothing collected), as
+monitoring plugins expect: a fault of the input never reads as a finding.
+Muted findings are shown as muted and do not count. The JSON output follows
+docs/check.schema.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from stormdeck.base.text import printable
+from stormdeck.output import add_format_options, dump, is_json
 from stormdeck.sources import add_source_options, build_sources
 
 SCHEMA = "stormdeck.check/1"
@@ -25,9 +27,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser("check", help="run the advisors once, without a screen",
                        description="Watch the cluster for --for seconds, run every advisor, "
                                    "print the findings. Exit 0 clean (info at most), "
-                                   "1 warnings, 2 critical, 3 could not collect.")
-    p.add_argument("--json", action="store_true",
-                   help="findings as JSON (schema: docs/check.schema.json)")
+                                   "1 warnings, 2 critical, 3 could not run (a usage error, an "
+                                   "unreadable conf, no cluster, nothing collected).")
+    add_format_options(p, "the findings (JSON schema: docs/check.schema.json)")
     p.add_argument("--for", dest="duration", type=float, default=10.0, metavar="SECONDS",
                    help="how long to watch before judging (default 10); rules that need "
                         "longer to fire are reported as pending")
@@ -70,10 +72,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     cluster = [s for n, s in snap.sources.items() if n in CLUSTER_SOURCES]
     collected = bool(cluster) and any(s.last_success for s in cluster)
     code = worst(findings) if collected else 3
-    if args.json:
-        json.dump(report(snap, findings, engine.errors, time.monotonic() - started, code),
-                  sys.stdout, indent=1, allow_nan=False)
-        print()
+    if is_json(args):
+        dump(report(snap, findings, engine.errors, time.monotonic() - started, code), args,
+             allow_nan=False)
     else:
         print(render(findings, engine.errors, snap))
     if not collected:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from stormdeck.lab.cluster import GIB, Lab, LabError, Ports, default_dir, parse_size
+from stormdeck.output import add_format_options, dump, is_json
 
 
 def register(sub: Any) -> None:
@@ -54,7 +53,7 @@ def register(sub: Any) -> None:
     status = lab_sub.add_parser("status", parents=[common], help="what the lab runs",
                                 description="Processes, ports, devices and health of the lab. "
                                             "Exits 0 if it runs, 1 if not.")
-    status.add_argument("--json", action="store_true", help="machine-readable output")
+    add_format_options(status, "the lab's status")
     status.add_argument("--quiet", action="store_true", help="print nothing; only the exit code")
     status.set_defaults(handler=cmd_status)
 
@@ -120,9 +119,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     status = Lab(args.dir).status()
     if args.quiet:
         pass
-    elif args.json:
-        json.dump(status, sys.stdout, indent=2)
-        print()
+    elif is_json(args):
+        dump(status, args)
     elif not status["exists"]:
         print(f"no lab in {status['dir']}")
     else:

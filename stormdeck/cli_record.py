@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import time
@@ -11,6 +12,7 @@ from typing import Any
 
 from stormdeck.base.errors import UserError
 from stormdeck.base.when import parse_when
+from stormdeck.output import add_format_options, dumps, is_json
 from stormdeck.sources import add_source_options, build_sources
 
 
@@ -49,7 +51,7 @@ def register(sub: Any) -> None:
                    help="HH:MM:SS, +SECONDS from the recording's start, or epoch seconds")
     p.add_argument("--to", dest="end", default=None, metavar="TIME",
                    help="HH:MM:SS, -SECONDS from the recording's end, or epoch seconds")
-    p.add_argument("--json", action="store_true", help="JSON instead of Markdown")
+    add_format_options(p, "the report: plain is Markdown")
     p.add_argument("-o", "--output", default=None, help="write here instead of stdout")
     p.add_argument("--rules", default=None, help="a rules.toml overriding thresholds")
     p.set_defaults(handler=cmd_report)
@@ -187,7 +189,8 @@ def cmd_report(args: argparse.Namespace) -> int:
                          source=f"recording {Path(args.file).name}", start=start, end=end)
     except ValueError:
         raise UserError("no snapshot of the recording falls in that window") from None
-    text = report.to_json(r) if args.json else report.to_markdown(r)
+    text = dumps(json.loads(report.to_json(r)), args) if is_json(args) \
+        else report.to_markdown(r)
     if args.output:
         try:
             Path(args.output).write_text(text)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import Any
 
 from stormdeck.base.text import printable
+from stormdeck.output import add_format_options, dump, is_json
 from stormdeck.sources import add_source_options, build_sources
 
 CLUSTER_SOURCES = ("ceph", "prometheus", "curve")
@@ -18,7 +18,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("snapshot", help="print one snapshot of the cluster",
                        description="Poll every source twice (so rates are real), merge, print. "
                                    "Exits 0, or 3 when no cluster source could be read.")
-    p.add_argument("--json", action="store_true", help="the whole snapshot as JSON")
+    add_format_options(p, "the whole snapshot")
     p.add_argument("--interval", type=float, default=1.0,
                    help="seconds between the two polls (default 1)")
     add_source_options(p)
@@ -41,9 +41,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     from stormdeck.collectors.model import to_json_dict
 
     snap = take_snapshot(args)
-    if args.json:
-        json.dump(to_json_dict(snap), sys.stdout, indent=1, allow_nan=False)
-        print()
+    if is_json(args):
+        dump(to_json_dict(snap), args, allow_nan=False)
     else:
         print(render_text(snap))
     cluster_sources = [s for n, s in snap.sources.items() if n in CLUSTER_SOURCES]

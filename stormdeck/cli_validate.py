@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from stormdeck.base.errors import UserError
+from stormdeck.output import add_format_options, dumps, is_json
+from stormdeck.sources import add_client_options, ceph_admin, ceph_client
 
 
 def register(sub: Any) -> None:
@@ -21,7 +23,6 @@ def register(sub: Any) -> None:
                     "step gives pass/warn/fail with its evidence and source, and removes what "
                     "it created, also when cancelled. Exit: 0 pass, 1 warn, 2 fail, "
                     "3 could not run, 130 cancelled.")
-    p.add_argument("-c", "--conf", default=None, help="ceph.conf (default $CEPH_CONF)")
     p.add_argument("--headless", action="store_true",
                    help="no screen: progress on stderr, the report on stdout")
     p.add_argument("--quick", action="store_true",
@@ -40,19 +41,18 @@ def register(sub: Any) -> None:
     p.add_argument("--confirm", action="append", default=[], metavar="TEXT",
                    help="headless: what you would type when asked (a device name, "
                         "'sweep osd.N'); repeatable")
-    p.add_argument("--json", action="store_true", help="headless: the report as JSON")
+    add_format_options(p, "headless: the report; plain is Markdown")
+    add_client_options(p)
     p.set_defaults(handler=cmd_validate)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    import os
-
-    from stormdeck.advisors.apply import CephAdmin
     from stormdeck.advisors.settings import state_dir
     from stormdeck.advisors.validate import runner
     from stormdeck.advisors.validate.steps import Options
 
-    conf = args.conf or os.environ.get("CEPH_CONF")
+    client = ceph_client(args)
+    conf = client.conf
     if not conf:
         raise UserError("validate needs the cluster: give -c CONF (or set CEPH_CONF)")
     if not Path(args.scratch_dir).is_dir():
@@ -62,9 +62,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     options = Options(conf=conf, quick=args.quick, scratch_dir=Path(args.scratch_dir),
                       confirmed_devices=tuple(args.confirm), peering_pgs=args.peering_pgs,
                       cpu_sweep=args.cpu_sweep, cpu_osd=args.cpu_osd,
-                      state_dir=state_dir() / "validate")
-    snapshot = runner.take_snapshot(conf)
-    admin = CephAdmin(conf)
+                      state_dir=state_dir() / "validate",
+                      client_args=tuple(client.args(conf=False)))
+    snapshot = runner.take_snapshot(conf, client_name=client.name, keyring=client.keyring,
+                                    cluster=client.cluster)
+    admin = ceph_admin(args)
     try:
         if not args.headless:
             from stormdeck.tui.validate import ValidateApp
@@ -78,7 +80,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _headless(args: argparse.Namespace, options: Any, admin: Any, snapshot: Any) -> int:
-    import json
 
     from stormdeck.advisors.validate import runner
 
@@ -106,7 +107,7 @@ def _headless(args: argparse.Namespace, options: Any, admin: Any, snapshot: Any)
         for s, h in old.items():
             signal.signal(s, h)
     saved = runner.save(report, options.state_dir)
-    print(json.dumps(runner.to_dict(report), indent=1, default=str) if args.json
+    print(dumps(runner.to_dict(report), args, default=str).rstrip("\n") if is_json(args)
           else runner.to_markdown(report))
     print(f"validate: report saved as {saved} (and .json)", file=sys.stderr)
     if report.cleanup_failed:

@@ -7,7 +7,7 @@ from typing import Any
 
 from stormdeck.base.errors import UserError
 from stormdeck.cli_record import add_recording_options, recorder
-from stormdeck.sources import add_source_options, build_sources, conf_path
+from stormdeck.sources import add_source_options, build_sources, ceph_client, executor_factory
 
 
 def register(sub: Any) -> None:
@@ -21,17 +21,23 @@ def register(sub: Any) -> None:
                    help="for slow links: polls no faster than every 2 s, ASCII graphs, "
                         "no animation")
     p.add_argument("--rules", default=None, help="a rules.toml overriding thresholds")
-    p.add_argument("--config", default=None, metavar="FILE",
-                   help="the clusters to watch, one tab each, when no source option is "
-                        "given (default ~/.config/stormdeck/config.toml or "
-                        "$STORMDECK_CONFIG)")
-    p.add_argument("--only", action="append", default=[], metavar="NAME",
-                   help="of the config file's clusters, only this one (repeatable)")
     p.add_argument("--record", default=None, metavar="FILE",
                    help="record the session while watching (replay: stormdeck replay FILE)")
     add_recording_options(p)
     add_source_options(p)
     p.set_defaults(handler=cmd_watch)
+
+
+def default_console(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """`stormdeck` alone: the console on the config file's clusters, else as `ceph` would."""
+    from stormdeck.config import config_path, load_clusters
+
+    args = parser.parse_args(["watch"])
+    if not load_clusters() and ceph_client(args).conf is None:
+        raise UserError(f"nothing to watch: {config_path()} names no cluster and no "
+                        "ceph.conf was found ($CEPH_CONF, /etc/ceph/ceph.conf); give one with "
+                        "-c CONF, or see stormdeck --help")
+    return args
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -79,7 +85,6 @@ def build_app(args: argparse.Namespace) -> Any:
 def _tab(args: argparse.Namespace, name: str, sources_args: argparse.Namespace, ro: bool,
          settings: Any, journal: Any) -> Any:
     """One cluster: its sources, engine, mutes, feed, and an executor bound to it alone."""
-    from stormdeck.advisors.apply import CephAdmin, Executor
     from stormdeck.advisors.engine import Engine
     from stormdeck.advisors.mutes import MuteStore
     from stormdeck.advisors.settings import state_dir
@@ -93,12 +98,7 @@ def _tab(args: argparse.Namespace, name: str, sources_args: argparse.Namespace, 
     tape = recorder(args.record, args) if args.record else None
     feed = Feed(sources, engine, interval=interval, timeout=sources_args.timeout,
                 recorder=tape, journal=journal)
-    conf = conf_path(sources_args)
-    timeout = sources_args.timeout
-
-    def executor() -> Executor:
-        ceph = CephAdmin(conf, timeout=timeout) if conf else None
-        return Executor(journal, ceph=ceph, read_only=ro)
-
-    return ClusterTab(name=name, feed=feed, executor_factory=executor, mutes=mutes,
-                      read_only=ro)
+    # The sources' own identity (client name, keyring, cluster), one connection per change.
+    return ClusterTab(name=name, feed=feed,
+                      executor_factory=executor_factory(sources_args, journal, ro),
+                      mutes=mutes, read_only=ro)

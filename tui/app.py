@@ -370,12 +370,12 @@ class StormdeckApp(App[None]):
         self.focus_view()  # keep the filter, give the keys back to the view
 
     def action_help(self) -> None:
-        names = {"question_mark": "?", "slash": "/", "plus,equals_sign": "+", "minus": "-",
-                 "left_square_bracket": "[", "right_square_bracket": "]",
-                 "left_curly_bracket": "{", "right_curly_bracket": "}", "end": "End"}
-        # The app's keys, then those each view adds while it has the focus.
+        # Keys as Textual itself shows them (the footer's way): "<", not less_than_sign;
+        # a binding of several keys ("plus,equals_sign") shows each of them. The app's
+        # keys first, then those each view adds while it has the focus.
         views = (DaemonTable, FindingsView, JournalTable)
-        keys = [(names.get(b.key, b.key), b.description)
+        keys = [(" or ".join(self.get_key_display(k) for k in Binding.make_bindings([b])),
+                 b.description)
                 for b in [*self.BINDINGS, *(b for v in views for b in v.__dict__["BINDINGS"])]
                 if isinstance(b, Binding) and b.description]
         self.push_screen(Help([*keys, ("s", "in a table: sort by the next column, largest first"),

@@ -67,14 +67,16 @@ class Report:
         return {judge.PASS: 0, judge.SKIP: 0, judge.WARN: 1, judge.FAIL: 2}[self.verdict]
 
 
-def take_snapshot(conf: str | None, timeout: float = 10.0) -> Snapshot:
+def take_snapshot(conf: str | None, timeout: float = 10.0, client_name: str | None = None,
+                  keyring: str | None = None, cluster: str = "ceph") -> Snapshot:
     """What the cluster and this host look like now: two polls, so rates are real."""
     from stormdeck.collectors.ceph import CephSource
     from stormdeck.collectors.host import HostSource
     from stormdeck.collectors.hub import Hub
 
-    hub = Hub([CephSource(conf, timeout=timeout), HostSource(ceph_conf=conf)], interval=1.0,
-              timeout=timeout)
+    source = CephSource(conf, client_name=client_name, keyring=keyring, cluster=cluster,
+                        timeout=timeout)
+    hub = Hub([source, HostSource(ceph_conf=conf)], interval=1.0, timeout=timeout)
     hub.start()
     try:
         hub.wait_polls(2, timeout=2 * timeout + 3)

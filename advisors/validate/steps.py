@@ -40,6 +40,9 @@ class Options:
     cpu_sweep: bool = False  # on a test cluster only: limits an OSD's cores
     cpu_osd: str | None = None
     state_dir: Path = Path("/var/tmp")
+    # The client options the rados tool is run with beyond -c (--name, --keyring,
+    # --cluster): the same identity the connection uses.
+    client_args: tuple[str, ...] = ()
 
 
 class Cleanup:
@@ -129,6 +132,7 @@ class Ctx:
         base = [shutil.which("rados") or "rados"]
         if self.options.conf:
             base += ["-c", self.options.conf]
+        base += self.options.client_args
         return [*base, *args]
 
 

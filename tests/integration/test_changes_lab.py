@@ -138,7 +138,7 @@ def test_a_plan_is_refused_when_someone_else_changed_the_value(lab_cluster: LabC
                     "osd_scrub_sleep", "0.3"], check=True, capture_output=True)
     try:
         res = cli(lab_cluster, env, "apply", str(plan), "--yes")
-        assert res.rc == 1
+        assert res.rc == 3
         assert "moved since the plan" in res.err and "is 0.3 now" in res.err
         assert len(res.err.strip().splitlines()) == 1
         assert journal(env).entries() == [], "nothing was attempted"
@@ -153,7 +153,7 @@ def test_a_plan_for_another_cluster_is_refused(lab_cluster: LabCluster, env,
     change = Change("osd_flag", "cluster", "noout", "unset", "set", "ceph osd set noout")
     plan = write_plan(tmp_path / "p.json", change, fsid="00000000-0000-0000-0000-000000000000")
     res = cli(lab_cluster, env, "apply", str(plan), "--yes")
-    assert res.rc == 1 and "made for cluster 00000000" in res.err
+    assert res.rc == 3 and "made for cluster 00000000" in res.err
     assert "noout" not in flags(lab_cluster)
 
 
@@ -164,12 +164,12 @@ def test_read_only_refuses_apply_and_undo(lab_cluster: LabCluster, env,
     for extra, ro_env in ((["--read-only"], env), ([], {**env, "STORMDECK_READ_ONLY": "1"})):
         res = run_cli("apply", str(plan), "--yes", *extra, "-c", str(lab_cluster.conf),
                       env=ro_env)
-        assert res.rc == 1 and "read-only mode" in res.err
+        assert res.rc == 3 and "read-only mode" in res.err
     assert "noout" not in flags(lab_cluster)
     assert cli(lab_cluster, env, "apply", str(plan), "--yes").rc == 0
     try:
         res = run_cli("undo", "--yes", "--read-only", "-c", str(lab_cluster.conf), env=env)
-        assert res.rc == 1 and "read-only mode" in res.err
+        assert res.rc == 3 and "read-only mode" in res.err
         assert "noout" in flags(lab_cluster)
     finally:
         assert cli(lab_cluster, env, "undo", "--yes").rc == 0
@@ -234,7 +234,7 @@ def test_a_pool_wide_change_needs_the_typed_phrase(lab_cluster: LabCluster, env,
 
         for wrong in ("y\n", "yes\n", "apply\n"):
             res = apply(wrong)
-            assert res.returncode == 1 and "phrase did not match" in res.stderr
+            assert res.returncode == 3 and "phrase did not match" in res.stderr
         assert ceph_json(cluster, "osd pool get", pool="pg100", var="pg_num")["pg_num"] == 100
         res = apply(phrase + "\n")
         assert res.returncode == 0, res.stderr

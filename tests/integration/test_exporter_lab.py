@@ -89,5 +89,5 @@ def test_exporter_bad_input_gets_one_sentence() -> None:
                             (("--listen", f"127.0.0.1:{port}"), "cannot listen"),
                             (("-c", "/nonexistent.conf"), "cannot read")):
             res = run_cli("exporter", *args, timeout=30)
-            assert res.rc == 1 and words in res.err, (args, res)
+            assert res.rc == 3 and words in res.err, (args, res)
             assert len(res.err.strip().splitlines()) == 1

@@ -97,7 +97,7 @@ def test_storm_restart_osd_takes_it_down_and_up(lab_cluster: LabCluster) -> None
 
 def test_storm_restart_unknown_osd_is_one_sentence(lab_cluster: LabCluster) -> None:
     res = lab_cluster.cli("lab", "storm", "--restart-osd", "99")
-    assert res.rc == 1
+    assert res.rc == 3
     assert "no osd.99" in res.err and "Traceback" not in res.err
 
 
@@ -107,7 +107,7 @@ def test_load_runs_real_writes_and_stops(lab_cluster: LabCluster) -> None:
         res = lab_cluster.cli("lab", "load", "--threads", "8")
         assert res.rc == 0, res.err
         again = lab_cluster.cli("lab", "load")
-        assert again.rc == 1 and "already running" in again.err
+        assert again.rc == 3 and "already running" in again.err
 
         def writing() -> bool:
             pools = ceph_json(cluster, "osd pool stats", pool_name="lab-bench")
@@ -151,6 +151,6 @@ def test_prometheus_scrapes_the_lab_mgr(lab_cluster: LabCluster) -> None:
 
 def test_second_up_on_a_running_lab_is_refused(lab_cluster: LabCluster) -> None:
     res = lab_cluster.cli("lab", "up")
-    assert res.rc == 1
+    assert res.rc == 3
     assert "already running" in res.err
     assert len(res.err.strip().splitlines()) == 1 and "Traceback" not in res.err

@@ -84,7 +84,7 @@ def test_down_cleans_up_after_up_was_killed_midway(lab_dir: Path) -> None:
         up.wait()
         assert leftovers(directory), "the killed up should have left a lab behind"
         again = run_cli("lab", "up", "--dir", str(directory))
-        assert again.rc == 1 and ("already running" in again.err or "left in" in again.err)
+        assert again.rc == 3 and ("already running" in again.err or "left in" in again.err)
     finally:
         down = run_cli("lab", "down", "--dir", str(directory))
     assert down.rc == 0, down.err

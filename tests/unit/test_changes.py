@@ -309,11 +309,11 @@ def test_apply_asks_and_no_means_nothing_changes(tools: Path, tmp_path: Path) ->
 
     for answer in ("\n", "n\n", "maybe\n"):
         res = apply(answer)
-        assert res.returncode == 1
+        assert res.returncode == 3
         assert "cancelled" in res.stderr
     # Without a terminal and without --yes, nothing is asked and nothing done.
     res = run_cli("apply", str(plan), env={**env, "STORMDECK_CONFIRM_STDIN": ""})
-    assert res.rc == 1 and "use --yes" in res.err
+    assert res.rc == 3 and "use --yes" in res.err
     assert "profile latency-performance" not in argv_log(tools, "tuned-adm")
     assert apply("y\n").returncode == 0
     assert (tools / "tuned.state").read_text().strip() == "latency-performance"
@@ -398,3 +398,24 @@ def test_undo_on_the_command_line_shows_the_exact_inverse_before_it_runs(
     res = run_cli("undo", e, "--yes", env=env)
     assert res.rc == 0, res.err
     assert "profile balanced" in argv_log(tools, "tuned-adm")
+
+
+@pytest.mark.parametrize("flag", ["--y", "--ye", "--yes=1"])
+def test_only_the_full_yes_skips_the_confirmation(tools: Path, tmp_path: Path,
+                                                  flag: str) -> None:
+    """argparse's abbreviations would take --y for --yes: they are off on every parser."""
+    change = Change("tuned_profile", HOST, "profile", "balanced", "latency-performance",
+                    "tuned-adm profile latency-performance", runtime=True, reversible=True,
+                    blast_radius="daemon")
+    plan = tmp_path / "p.json"
+    plan_of(change).save(plan)
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    journal = tmp_path / "state" / "stormdeck" / "journal.jsonl"
+    res = run_cli("apply", str(plan), flag, env=env)
+    assert res.rc == 3 and flag.split("=")[0] in res.err
+    assert len(res.err.strip().splitlines()) == 1
+    assert argv_log(tools, "tuned-adm") == [] and not journal.exists(), "nothing applied"
+    res = run_cli("undo", flag, env=env)
+    assert res.rc == 3 and len(res.err.strip().splitlines()) == 1
+    assert run_cli("apply", str(plan), "--yes", env=env).rc == 0
+    assert (tools / "tuned.state").read_text().strip() == "latency-performance"

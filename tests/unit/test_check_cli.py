@@ -82,7 +82,7 @@ def test_check_with_a_bad_rules_file_is_one_sentence(tmp_path: Path) -> None:
     rules = tmp_path / "rules.toml"
     rules.write_text('["ceph.osd.cores_starved"]\nbusy = 2\n')
     res = run_cli("check", "--list-rules", "--rules", str(rules))
-    assert res.rc == 1 and "has no setting 'busy'" in res.err
+    assert res.rc == 3 and "has no setting 'busy'" in res.err
     assert len(res.err.strip().splitlines()) == 1
 
 
@@ -103,7 +103,7 @@ def test_mute_then_check_shows_it_muted_and_exits_0(tmp_path: Path) -> None:
                "STORMDECK_RULES": str(rules)}
         addr = ["--curve-mds", ",".join(m.addr for m in wire.mds), "--no-host"]
         res = run_cli("mute", "curve.leaders.spread", *addr, env=env)
-        assert res.rc == 1 and "--for TIME" in res.err
+        assert res.rc == 3 and "--for TIME" in res.err
         res = run_cli("mute", "curve.leaders.spread", "--for", "2h", "--reason", "known",
                       *addr, env=env)
         assert res.rc == 0, res.err
@@ -117,4 +117,4 @@ def test_mute_then_check_shows_it_muted_and_exits_0(tmp_path: Path) -> None:
         wire.set_leaders([30, 18, 16, 16, 14, 6])
         res = run_cli("check", *addr, "--for", "0", env=env)
         assert res.rc == 1 and "unmuted: it grew worse" in res.out
-    assert run_cli("unmute", "curve.leaders.spread", "x", env=env).rc == 1
+    assert run_cli("unmute", "curve.leaders.spread", "x", env=env).rc == 3

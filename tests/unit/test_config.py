@@ -46,12 +46,14 @@ def test_clusters_come_with_their_sources_and_read_only(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("text, words", [
     ("[clusters.a]\nconff = 'x'\n", "has no setting 'conff'"),
-    ("[clusters.a]\nread_only = 'yes'\n", "wrong type"),
-    ("[clusters.a]\ntimeout = true\n", "wrong type"),
+    ("[clusters.a]\nread_only = 'yes'\n",
+     r"\[clusters.a\] read_only = 'yes' is not allowed: it takes true or false$"),
+    ("[clusters.a]\ntimeout = true\n",
+     r"\[clusters.a\] timeout = True is not allowed: it takes a number$"),
     ("[clusters\n", "not valid TOML"),
     ("[other]\n", "unknown table 'other'"),
     ("clusters = 3\n", "must be tables"),
-    ('[clusters."a\\nb"]\nread_only = "x"\n', "clusters.a\\\\x0ab.read_only has the wrong type"),
+    ('[clusters."a\\nb"]\nread_only = "x"\n', r"\[clusters.a\\x0ab\] read_only = 'x' is not"),
 ])
 def test_a_bad_config_file_is_one_sentence(tmp_path: Path, text: str, words: str) -> None:
     path = tmp_path / "c.toml"

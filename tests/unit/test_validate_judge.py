@@ -168,14 +168,16 @@ def test_bad_input_gets_one_sentence(tmp_path: Path) -> None:
 
     from tests.conftest import run_cli
 
-    env = {k: v for k, v in os.environ.items() if k != "CEPH_CONF"}
+    env = {k: v for k, v in os.environ.items() if k not in ("CEPH_CONF", "CEPH_ARGS")}
+    conf = tmp_path / "ceph.conf"
+    conf.write_text("[global]\n")
     for args, rc, words in (
-            (("validate", "--headless"), 1, "needs the cluster"),
+            (("validate", "--headless"), 3, "needs the cluster"),
             (("validate", "--headless", "-c", str(tmp_path / "none.conf")), 3,
-             "cannot reach the Ceph cluster"),
-            (("validate", "--headless", "-c", "x", "--scratch-dir", str(tmp_path / "no")), 1,
-             "is not a directory"),
-            (("validate", "--skip", "bogus"), 2, "invalid choice")):
+             "no such ceph.conf"),
+            (("validate", "--headless", "-c", str(conf), "--scratch-dir",
+              str(tmp_path / "no")), 3, "is not a directory"),
+            (("validate", "--skip", "bogus"), 3, "invalid choice")):
         res = run_cli(*args, env=env)
         assert res.rc == rc and words in res.err, (args, res)
         assert len(res.err.strip().splitlines()) == 1 and "Traceback" not in res.err
