@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from stormdeck import __version__
@@ -80,6 +81,33 @@ def escape_control_lines(roff: str) -> str:
                 line = "\\&" + line
         out.append(line)
     return "\n".join(out) + "\n"
+
+
+def install(roots: list[str], parser: argparse.ArgumentParser) -> list[Path]:
+    """Write the man page and the completions under each share/ root (as ./dev setup does).
+
+    Where each shell and man look under a prefix's share/; a file already as it would be
+    written is left alone, so a second run changes nothing. Returns the files written.
+    """
+    files = {
+        "man/man1/stormdeck.1": manpage(parser),
+        "bash-completion/completions/stormdeck": completion_script("bash", parser),
+        "zsh/site-functions/_stormdeck": completion_script("zsh", parser),
+        "fish/vendor_completions.d/stormdeck.fish": completion_script("fish", parser),
+    }
+    written = []
+    for root in roots:
+        for rel, text in files.items():
+            path = Path(root) / rel
+            try:
+                if path.is_file() and path.read_text() == text:
+                    continue
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+            except OSError as exc:
+                raise UserError(f"cannot write {path}: {exc.strerror}") from None
+            written.append(path)
+    return written
 
 
 def cmd_completion(args: argparse.Namespace, root: argparse.ArgumentParser) -> int:

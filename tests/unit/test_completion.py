@@ -8,9 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from stormdeck.base.errors import UserError
 
 from stormdeck.cli import build_parser
-from stormdeck.cli_completion import escape_control_lines
+from stormdeck.cli_completion import completion_script, escape_control_lines, install
 from tests.conftest import run_cli
 
 
@@ -198,3 +199,30 @@ def test_manpage_to_an_unwritable_place_is_one_line() -> None:
     res = run_cli("manpage", "-o", "/nonexistent/dir/stormdeck.1")
     assert res.rc == 1 and "cannot write" in res.err
     assert len(res.err.strip().splitlines()) == 1
+
+
+def test_install_writes_each_file_where_its_reader_looks_and_only_when_changed(
+        tmp_path: Path) -> None:
+    parser = build_parser()
+    share = tmp_path / "share"
+    written = install([str(share)], parser)
+    assert sorted(p.relative_to(share).as_posix() for p in written) == [
+        "bash-completion/completions/stormdeck", "fish/vendor_completions.d/stormdeck.fish",
+        "man/man1/stormdeck.1", "zsh/site-functions/_stormdeck"]
+    bash = share / "bash-completion/completions/stormdeck"
+    assert bash.read_text() == completion_script("bash", parser)
+    assert install([str(share)], parser) == []  # a second run changes nothing
+    bash.write_text("stale\n")
+    assert install([str(share)], parser) == [bash]
+    # man finds the page under a prefix's share/man, as it does beside .venv/bin on PATH.
+    if shutil.which("man"):
+        proc = subprocess.run(["man", "-w", "stormdeck"], capture_output=True, text=True,
+                              env={"MANPATH": str(share / "man"), "PATH": "/usr/bin:/bin"})
+        assert proc.stdout.strip() == str(share / "man/man1/stormdeck.1")
+
+
+def test_install_into_an_unwritable_place_is_one_sentence(tmp_path: Path) -> None:
+    blocker = tmp_path / "share"
+    blocker.write_text("a file where a directory should be")
+    with pytest.raises(UserError, match="cannot write"):
+        install([str(blocker)], build_parser())
