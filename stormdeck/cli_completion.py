@@ -11,7 +11,8 @@ from typing import Any
 from stormdeck import __version__
 from stormdeck.base.errors import UserError
 
-# shtab's own list: bash, zsh, tcsh, fish (since 1.8) and powershell.
+# Of the shells shtab writes for (bash, zsh, tcsh, fish, powershell), the ones operators'
+# hosts run.
 SHELLS = ("bash", "zsh", "fish", "tcsh")
 
 # The requests argparse-manpage writes; a wrapped text line that starts with any other
@@ -56,12 +57,11 @@ def completion_script(shell: str, parser: argparse.ArgumentParser) -> str:
 def manpage(parser: argparse.ArgumentParser) -> str:
     from argparse_manpage.manpage import Manpage
 
-    page = Manpage(parser, _data={
-        "project_name": "stormdeck",
-        "version": __version__,
-        "manual_title": "stormdeck manual",
-        "description": "a terminal console for Ceph and Curve block-storage operators",
-    })
+    page = Manpage(parser)
+    # Attributes, not the private _data argument, as argparse-manpage asks (its issue #7).
+    page.source = f"stormdeck {__version__}"
+    page.manual = "stormdeck manual"
+    page.description = "a terminal console for Ceph and Curve block-storage operators"
     return escape_control_lines(str(page))
 
 
