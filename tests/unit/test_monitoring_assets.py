@@ -152,13 +152,3 @@ def test_every_stormdeck_series_named_is_one_the_exporter_serves() -> None:
     # The dashboard's `cluster` and `hostname` variables read labels the exporter gives.
     assert any("cluster" in v.get("definition", "") for v in dashboard()["templating"]["list"])
 
-
-def test_the_wheel_ships_the_monitoring_assets() -> None:
-    import tomllib
-
-    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
-        "package-data"]["stormdeck.assets"]
-    from fnmatch import fnmatch
-
-    for asset in (RULES, DASHBOARD):
-        assert any(fnmatch(asset.name, p) for p in patterns), asset.name
