@@ -1,15 +1,18 @@
 """What `stormdeck exporter` publishes for Prometheus: what no other exporter gives, read
 fresh at each scrape: per daemon CPU seconds, cores allowed, threads and RSS; per device
 the write cache (the kernel's view and the device's own), rotational, transport, model;
-the host's tuned profile.
+the host's tuned profile; the time each daemon's cgroup was throttled by its CPU quota.
 
 Labels join with the series operators already have: `ceph_daemon` as ceph-mgr and
 ceph-exporter name OSDs, `device` as node_exporter names disks (kernel names), and
-`hostname` as ceph_osd_metadata and node_uname_info's nodename (short form).
+`hostname` as ceph_osd_metadata and node_uname_info's nodename (short form), and
+`cluster` as ceph-mixin's dashboards and alerts select a cluster by: the fsid, the value
+cephadm's scrape jobs give it (a `cluster` target label set by relabelling wins over it).
 """
 
 from __future__ import annotations
 
+import platform
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from stormdeck.collectors.host import (
     OSD_NAMES,
+    cgroup_cpu_throttled,
     conf_from_argv,
     disk_info,
     fsid_from_conf,
@@ -26,6 +30,8 @@ from stormdeck.collectors.host import (
     short_hostname,
     tuned_profile,
 )
+
+from stormdeck import __version__
 
 PREFIX = "stormdeck"
 
@@ -49,7 +55,7 @@ class HostCollector(Collector):
 
     def collect(self) -> Iterator[Any]:
         started = time.perf_counter()
-        labels = ["ceph_daemon", "chunkserver", "hostname", "ceph_fsid"]
+        labels = ["ceph_daemon", "chunkserver", "hostname", "ceph_fsid", "cluster"]
         cpu = CounterMetricFamily(f"{PREFIX}_daemon_cpu_seconds",
                                   "CPU time (user + system) of the daemon's process", labels=labels)
         allowed = GaugeMetricFamily(f"{PREFIX}_daemon_cores_allowed",
@@ -59,30 +65,48 @@ class HostCollector(Collector):
                                     labels=labels)
         rss = GaugeMetricFamily(f"{PREFIX}_daemon_rss_bytes", "Resident memory of the daemon",
                                 labels=labels)
+        throttled = CounterMetricFamily(
+            f"{PREFIX}_daemon_cpu_throttled_seconds",
+            "Time the cgroup whose CPU quota binds the daemon was throttled (cpu.stat: "
+            "v2 throttled_usec, v1 throttled_time); 0 without a quota", labels=labels)
         for p in scan_processes(OSD_NAMES, self._belongs):
             osd = p.daemon_id if p.kind == "osd" else ""
             cs = p.daemon_id if p.kind == "chunkserver" else ""
             fsid = (self._fsid_of(list(p.argv)) or "") if p.kind == "osd" else ""
-            values = [osd, cs, self.hostname, fsid]
+            # cluster: the OSD's own fsid, even without -c; a chunkserver is in no Ceph one.
+            values = [osd, cs, self.hostname, fsid, fsid]
             cpu.add_metric(values, p.cpu_seconds)
             allowed.add_metric(values, p.cores_allowed)
             threads.add_metric(values, p.threads)
             rss.add_metric(values, p.rss_bytes)
-        yield from (cpu, allowed, threads, rss)
+            seconds = cgroup_cpu_throttled(p.pid)
+            if seconds is not None:
+                throttled.add_metric(values, seconds)
+        yield from (cpu, allowed, threads, rss, throttled)
         yield from self._devices()
         profile = tuned_profile()
         tuned = GaugeMetricFamily(f"{PREFIX}_host_tuned_profile_info",
                                   "The active tuned profile (empty: none)",
-                                  labels=["hostname", "profile"])
-        tuned.add_metric([self.hostname, profile], 1.0)
+                                  labels=["hostname", "profile", "cluster"])
+        tuned.add_metric([self.hostname, profile, self._cluster], 1.0)
         yield tuned
-        took = GaugeMetricFamily(f"{PREFIX}_exporter_scrape_seconds",
+        build = GaugeMetricFamily(f"{PREFIX}_build_info", "The exporter's version, always 1",
+                                  labels=["version", "python_version"])
+        build.add_metric([__version__, platform.python_version()], 1.0)
+        yield build
+        took = GaugeMetricFamily(f"{PREFIX}_exporter_scrape_duration_seconds",
                                  "How long this scrape took the exporter", labels=["hostname"])
         took.add_metric([self.hostname], time.perf_counter() - started)
         yield took
 
+    @property
+    def _cluster(self) -> str:
+        # Only with -c is everything on this host one cluster's; else devices and the
+        # host carry no cluster (an empty label is no label).
+        return self.fsid or ""
+
     def _devices(self) -> Iterator[Any]:
-        labels = ["device", "hostname"]
+        labels = ["device", "hostname", "cluster"]
         kernel = GaugeMetricFamily(
             f"{PREFIX}_device_write_cache_on", "1 if the kernel sees a volatile write cache "
             "(/sys/block/*/queue/write_cache is 'write back'), 0 if 'write through'",
@@ -95,7 +119,7 @@ class HostCollector(Collector):
                                          "virtual"])
         for name in list_disks():
             d = disk_info(name)
-            values = [name, self.hostname]
+            values = [name, self.hostname, self._cluster]
             if d.write_cache is not None:
                 kernel.add_metric(values, 1.0 if d.write_cache == "write back" else 0.0)
             if d.device_cache is not None:

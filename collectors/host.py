@@ -95,19 +95,49 @@ def cgroup_cpu_limit(pid: int, proc: Path = Path("/proc"),
     cgroup v2: cpu.max ("max 100000" or "200000 100000"); v1: cpu.cfs_quota_us
     over cpu.cfs_period_us (-1 = none). None if no quota applies.
     """
+    quotas = _cpu_quotas(pid, proc, cgroup_root)
+    return min(q[0] for q in quotas) if quotas else None
+
+
+def cgroup_cpu_throttled(pid: int, proc: Path = Path("/proc"),
+                         cgroup_root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """Seconds the cgroup whose quota binds the process (the tightest) has been throttled.
+
+    cgroup v2: cpu.stat's throttled_usec; v1: cpu.stat's throttled_time, in ns
+    (Documentation/scheduler/sched-bwc.rst). 0.0 when no quota applies, as nothing can
+    throttle it; None when the quota's cgroup gives no throttled figure.
+    """
+    quotas = _cpu_quotas(pid, proc, cgroup_root)
+    if not quotas:
+        return 0.0
+    _, directory, v2 = min(quotas, key=lambda q: q[0])
+    key, scale = ("throttled_usec", 1e-6) if v2 else ("throttled_time", 1e-9)
+    try:
+        text = (directory / "cpu.stat").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == key and value.strip().isdigit():
+            return int(value) * scale
+    return None
+
+
+def _cpu_quotas(pid: int, proc: Path, cgroup_root: Path) -> list[tuple[float, Path, bool]]:
+    """(cores, cgroup directory, is v2) for every CPU quota over the process's cgroups."""
     try:
         lines = (proc / str(pid) / "cgroup").read_text().splitlines()
     except OSError:
-        return None
-    limits: list[float] = []
+        return []
+    quotas: list[tuple[float, Path, bool]] = []
     for line in lines:
         hid, controllers, path = line.split(":", 2)
         if hid == "0" and controllers == "":
             base = _v2_mount(cgroup_root)
-            read = _v2_limit
+            read, v2 = _v2_limit, True
         elif "cpu" in controllers.split(","):
             base = _v1_cpu_mount(cgroup_root, controllers)
-            read = _v1_limit
+            read, v2 = _v1_limit, False
         else:
             continue
         if base is None:
@@ -117,11 +147,11 @@ def cgroup_cpu_limit(pid: int, proc: Path = Path("/proc"),
         while True:
             lim = read(here)
             if lim is not None:
-                limits.append(lim)
+                quotas.append((lim, here, v2))
             if here == base or base not in here.parents:
                 break
             here = here.parent
-    return min(limits) if limits else None
+    return quotas
 
 
 def _v2_mount(root: Path) -> Path | None:

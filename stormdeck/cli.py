@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     from stormdeck import (
         cli_change,
         cli_check,
+        cli_completion,
         cli_exporter,
         cli_lab,
         cli_mute,
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_validate.register(sub)
     cli_exporter.register(sub)
     cli_lab.register(sub)
+    cli_completion.register(sub, parser)
     return parser
 
 

@@ -35,8 +35,25 @@ def test_the_exporter_serves_every_lab_osd(lab_cluster: LabCluster) -> None:
     for osd in ("osd.0", "osd.1", "osd.2"):
         assert f'stormdeck_daemon_cores_allowed{{ceph_daemon="{osd}"' in text
         assert f'stormdeck_daemon_cpu_seconds_total{{ceph_daemon="{osd}"' in text
-    assert 'stormdeck_device_write_cache_on{device="loop0"' in text
+    from prometheus_client.parser import text_string_to_metric_families
+    from stormdeck.collectors.host import fsid_from_conf
+
+    from stormdeck import __version__
+
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    # The lab's own loop device: other labs on this host may hold loop0 (or none does).
+    loop = state(lab_cluster)["procs"]["osd.0"]["device"].removeprefix("/dev/")
+    assert loop in {s.labels["device"] for s in families["stormdeck_device_write_cache_on"].samples}
     assert "stormdeck_host_tuned_profile_info" in text
+    # Prometheus naming, a build_info, and the lab's fsid as ceph-mixin's `cluster`.
+    fsid = fsid_from_conf(str(lab_cluster.conf))
+    assert "stormdeck_exporter_scrape_duration_seconds" in families
+    (build,) = families["stormdeck_build_info"].samples
+    assert build.labels["version"] == __version__
+    throttled = {s.labels["ceph_daemon"]: s
+                 for s in families["stormdeck_daemon_cpu_throttled_seconds"].samples}
+    assert set(throttled) == {"osd.0", "osd.1", "osd.2"}
+    assert all(s.labels["cluster"] == fsid and s.value >= 0 for s in throttled.values())
 
 
 def test_the_fleet_view_matches_the_host_source_and_follows_a_cpu_limit(
