@@ -203,7 +203,10 @@ class StormdeckApp(App[None]):
             self.screen.show(frame)
         self._status(self.status_line(frame))
         self.watch_config(frame)
-        view = self.query_one(ContentSwitcher).visible_content
+        switcher = self.query_one(ContentSwitcher)
+        # Not visible_content: while the app closes, a frame still queued may find the
+        # switcher's children already gone.
+        view = next((w for w in switcher.children if w.id == switcher.current), None)
         if isinstance(view, View):  # the journal follows the journal file, not frames
             view.show(frame)
 

@@ -334,8 +334,9 @@ def test_the_consoles_executor_has_the_sources_identity_and_closes(
                         runtime=True)
         plan = Plan(id="conv1", created=time.time(), rule="test.rule", target="osd.0",
                     summary="s", source="test", fsid=None, changes=(change,))
-        ex = factory()
-        (outcome,) = ex.apply(plan)
+        # As the console uses it: in a `with`, which closes the connection.
+        with factory() as ex:
+            (outcome,) = ex.apply(plan)
         assert outcome.outcome == "applied"
         assert ex.ceph._src._rados is None, "the connection is closed after the change"
         # The old executor connected as client.admin whatever the sources used.
@@ -345,7 +346,8 @@ def test_the_consoles_executor_has_the_sources_identity_and_closes(
 
         entry = Journal(Path(os.environ["XDG_STATE_HOME"]) / "stormdeck" /
                         "journal.jsonl").find(outcome.entry)
-        undo.undo(entry)
+        with undo:
+            undo.undo(entry)
         assert undo.ceph._src._rados is None
         check = factory()
         assert str(check.ceph.config_get("osd.0", "osd_max_scrubs")) == before
@@ -365,12 +367,13 @@ def scrape(url: str, ca: Path | None = None) -> str:
 
 
 def series(text: str, name: str) -> set[str]:
-    """The label sets of one metric, without ceph_fsid (the lab's conf is root's only)."""
+    """The label sets of one metric, without ceph_fsid and cluster (the fsid again, for
+    ceph-mixin's joins): the lab's conf, where the fsid is read, is root's only."""
     out = set()
     for line in text.splitlines():
         if line.startswith(name + "{"):
             labels = line[len(name):line.rindex("}") + 1]
-            out.add(re.sub(r'ceph_fsid="[^"]*",?', "", labels))
+            out.add(re.sub(r'(ceph_fsid|cluster)="[^"]*",?', "", labels))
     return out
 
 
