@@ -17,10 +17,12 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 from stormdeck.collectors.model import CurveCluster, CurvePool, Daemon, MdsStatus, Partial
 
 US = 1e-6
@@ -92,31 +94,28 @@ def parse_vars(text: str) -> dict[str, Value]:
     return out
 
 
-def _labels(text: str, start: int) -> tuple[dict[str, str], int]:
-    """Prometheus label set from text[start] == '{'; returns the labels and the index past '}'."""
-    labels: dict[str, str] = {}
-    i = start + 1
-    while True:
-        while i < len(text) and text[i] in " ,":
-            i += 1
-        if i < len(text) and text[i] == "}":
-            return labels, i + 1
-        m = _VAR_NAME.match(text, i)
-        if not m or m.end() + 1 >= len(text) or text[m.end()] != "=" or \
-                text[m.end() + 1] != '"':
-            raise ValueError("bad label")
-        j, value = m.end() + 2, []
-        while j < len(text) and text[j] != '"':
-            if text[j] == "\\" and j + 1 < len(text):
-                value.append({"n": "\n", "\\": "\\", '"': '"'}.get(text[j + 1], text[j + 1]))
-                j += 2
-            else:
-                value.append(text[j])
-                j += 1
-        if j >= len(text):
-            raise ValueError("unterminated label value")
-        labels[m.group()] = "".join(value)
-        i = j + 1
+def _samples(text: str) -> Iterator[Sample]:
+    """prometheus_client's reading of exposition text; where one line does not read (brpc
+    writes any bvar it cannot tell is a string as `name <its text>`, e.g. `[1,2]`), the
+    lines are read one by one, so that such a line loses only itself."""
+    try:
+        # The parser is a generator: the whole page must read before any sample is used.
+        families = list(text_string_to_metric_families(text))
+    except ValueError:
+        families = None
+    if families is not None:
+        for family in families:
+            yield from family.samples
+        return
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            for family in text_string_to_metric_families(line):
+                yield from family.samples
+        except ValueError:
+            continue
 
 
 def parse_prometheus_text(text: str) -> dict[str, Value]:
@@ -124,33 +123,23 @@ def parse_prometheus_text(text: str) -> dict[str, Value]:
 
     Unlabelled samples keep their name; Curve's JSON-string config bvars
     (`..._config_x{conf_name="x",conf_value="v"} 0`) become {"conf_name", "conf_value"};
-    summary quantiles become `name{quantile="0.99"}`.
+    summary quantiles become `name{quantile="0.99"}`. brpc writes gauges and summaries
+    only (src/brpc/builtin/prometheus_metrics_service.cpp), so the parser's renaming of
+    counters to `_total` never applies.
     """
     out: dict[str, Value] = {}
-    seen_lines = 0
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        seen_lines += 1
-        m = re.match(r"[A-Za-z_:][A-Za-z0-9_:]*", line)
-        if not m:
-            continue
-        name, rest = m.group(), m.end()
-        labels: dict[str, str] = {}
-        try:
-            if rest < len(line) and line[rest] == "{":
-                labels, rest = _labels(line, rest)
-            number = float(line[rest:].split()[0])
-        except (ValueError, IndexError):
-            continue
+    seen_lines = any(line.strip() and not line.strip().startswith("#")
+                     for line in text.splitlines())
+    for sample in _samples(text):
+        labels = sample.labels
+        number = float(sample.value)
         if "conf_value" in labels:
-            out[name] = {"conf_name": labels.get("conf_name", ""),
-                         "conf_value": labels["conf_value"]}
+            out[sample.name] = {"conf_name": labels.get("conf_name", ""),
+                                "conf_value": labels["conf_value"]}
         elif "quantile" in labels:
-            out[f'{name}{{quantile="{labels["quantile"]}"}}'] = number
+            out[f'{sample.name}{{quantile="{labels["quantile"]}"}}'] = number
         elif not labels:
-            out[name] = number
+            out[sample.name] = number
     if seen_lines and not out:
         raise CurveError("not Prometheus text")
     return out
