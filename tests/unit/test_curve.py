@@ -529,3 +529,56 @@ def test_a_line_brpc_writes_that_is_not_a_sample_loses_only_itself() -> None:
     assert parse_prometheus_text(text) == {"process_cpu_usage": 3.42,
                                            "bthread_worker_count": 18.0}
 
+
+# ---- keep-alive: connections opened once, not once a request ---------------------------
+
+
+def test_a_poll_cycle_reuses_each_endpoints_connection() -> None:
+    with CurveWire(chunkservers=40, copysets=400) as wire:
+        src = source_for(wire, concurrency=8)
+        endpoints = len(wire.mds) + 40
+        try:
+            src.poll()
+            first = wire.stats()
+            for _ in range(3):
+                part = src.poll()
+            later = wire.stats()
+        finally:
+            src.close()
+    assert part.curve is not None and not part.curve.endpoint_errors
+    # Each endpoint once (its /vars, /raft_stat and the MDS's two pages share it) ...
+    assert first["connections"] <= endpoints < first["requests"], first
+    # ... and not again: three more cycles, over a hundred requests, no new connection.
+    assert later["requests"] - first["requests"] >= 3 * endpoints
+    assert later["connections"] == first["connections"], (first, later)
+
+
+def test_connections_the_server_dropped_are_opened_again_without_an_error() -> None:
+    with CurveWire() as wire:
+        src = source_for(wire)
+        try:
+            src.poll()
+            before = wire.stats()["connections"]
+            wire.drop_connections()
+            time.sleep(0.1)
+            part = src.poll()
+        finally:
+            src.close()
+        assert part.curve is not None and part.curve.endpoint_errors == {}
+        assert wire.stats()["connections"] > before
+    assert all(d.leaders for d in part.daemons.values())
+
+
+def test_a_chunkserver_that_stops_after_a_poll_is_refused_for_it_alone() -> None:
+    with CurveWire() as wire:
+        src = source_for(wire)
+        try:
+            src.poll()
+            bad = wire.chunkservers[3]
+            wire.refuse(bad)  # its kept connection goes with it
+            part = src.poll()
+        finally:
+            src.close()
+    assert part.curve is not None
+    assert part.curve.endpoint_errors == {bad.addr: "connection refused"}
+    assert part.errors == ("1 of 6 chunkservers did not answer",)
