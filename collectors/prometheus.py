@@ -222,6 +222,8 @@ class PrometheusSource:
         session.mount(self.url, HTTPAdapter(pool_connections=1,
                                             pool_maxsize=self.concurrency,
                                             max_retries=no_retry))
+        # The workers share the session: its urllib3 pool hands each request its own
+        # connection under a lock, and Prometheus sets no cookies for them to race on.
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency,
                                         thread_name_prefix="prometheus-query")
 
