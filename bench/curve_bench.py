@@ -4,9 +4,11 @@ The server (tests/curve_wire.py: Curve's real formats) runs in its own
 process, so it does not share the client's GIL. Each cycle is the real
 CurveSource.poll(): MDS roles, the leader MDS's topology vars, then every
 chunkserver's /vars (and /raft_stat on the first cycle), a bounded number at
-once. Reports wall time per cycle against the poll interval, and CPU.
+once. Reports wall time per cycle against the poll interval, CPU, and the TCP
+connections the server accepted: the first cycle must open one per endpoint,
+later ones none while the connections are kept alive.
 
-    .venv/bin/python bench/curve_bench.py [--chunkservers 1000] [--cycles 5]
+    .venv/bin/python bench/curve_bench.py [--chunkservers 1000] [--cycles 5] [--smoke]
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,10 +33,18 @@ soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 16384)), hard))
 from tests.curve_wire import CurveWire
 wire = CurveWire(chunkservers={n}, copysets={copysets})
-print(json.dumps({{"mds": [m.addr for m in wire.mds], "cs": list(wire.addrs())}}), flush=True)
+print(json.dumps({{"mds": [m.addr for m in wire.mds], "cs": list(wire.addrs()),
+                  "control": wire.control_port}}), flush=True)
 sys.stdin.read()
 wire.close()
 """
+
+
+def connections(control: int) -> int:
+    """Connections the server has accepted so far (asking costs one, not counted here)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{control}/_stand_in/stats",
+                                timeout=10) as r:
+        return int(json.load(r)["connections"]) - 1
 
 
 def main() -> int:
@@ -43,7 +54,11 @@ def main() -> int:
     ap.add_argument("--interval", type=float, default=5.0,
                     help="the poll interval a cycle must fit in (default 5 s)")
     ap.add_argument("--concurrency", default="16,32,64")
+    ap.add_argument("--smoke", action="store_true",
+                    help="20 chunkservers, 2 cycles, one concurrency: that it runs, quickly")
     args = ap.parse_args()
+    if args.smoke:
+        args.chunkservers, args.cycles, args.concurrency = 20, 2, "8"
     n = args.chunkservers
     code = SERVER.format(root=str(ROOT), n=n, copysets=n * 33)
     server = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
@@ -56,12 +71,14 @@ def main() -> int:
         for conc in (int(x) for x in args.concurrency.split(",")):
             src = CurveSource(mds=ends["mds"], chunkservers=ends["cs"], timeout=5,
                               concurrency=conc)
-            walls, cpus = [], []
+            walls, cpus, opened = [], [], []
             for _ in range(args.cycles):
+                k0 = connections(ends["control"])
                 c0, w0 = time.process_time(), time.perf_counter()
                 part = src.poll()
                 walls.append(time.perf_counter() - w0)
                 cpus.append(time.process_time() - c0)
+                opened.append(connections(ends["control"]) - k0 - 1)
                 assert part.curve is not None and not part.curve.endpoint_errors, \
                     part.curve.endpoint_errors if part.curve else part.errors
                 assert len(part.daemons) == n
@@ -72,6 +89,10 @@ def main() -> int:
                   f"later cycles median {later[len(later) // 2]:.2f} s, worst {later[-1]:.2f} s;"
                   f" client CPU {sum(cpus[1:]) / len(cpus[1:]):.2f} s a cycle"
                   f" -> {'within' if max(later) < args.interval else 'OVER'} the interval")
+            per_cycle = sum(opened[1:]) / len(opened[1:])
+            print(f"{'':18}new TCP connections: first cycle {opened[0]:,}, later cycles "
+                  f"{per_cycle:,.0f} each ({per_cycle / args.interval:,.0f}/s at one cycle "
+                  f"per {args.interval:g} s; {per_cycle:,.0f}/s at one a second)")
     finally:
         if server.stdin:
             server.stdin.close()

@@ -207,6 +207,7 @@ class CurveWire:
         self._rng = random.Random(11)
         self._loop = asyncio.new_event_loop()
         self._servers: dict[int, asyncio.AbstractServer] = {}
+        self._open: dict[int, set[asyncio.StreamWriter]] = {}  # port -> open connections
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="curve-wire")
         self._thread.start()
@@ -233,6 +234,7 @@ class CurveWire:
             if counts is not None:
                 self.set_pool_leaders(pool_id, counts)
         self.requests = 0
+        self.connections = 0  # accepted, over all ports: keep-alive clients reuse theirs
 
     @staticmethod
     def spread(total: int, n: int) -> list[int]:
@@ -365,8 +367,22 @@ class CurveWire:
         server = self._servers.pop(cs.port)
         asyncio.run_coroutine_threadsafe(self._close(server), self._loop).result(5)
 
+    def drop_connections(self) -> None:
+        """Close every kept-alive connection, still listening: as a daemon that restarts
+        between two polls, or a load balancer's idle timeout, does."""
+        async def drop() -> None:
+            for writers in self._open.values():
+                for writer in list(writers):
+                    writer.close()
+
+        asyncio.run_coroutine_threadsafe(drop(), self._loop).result(5)
+
     async def _close(self, server: asyncio.AbstractServer) -> None:
+        # A daemon that stops takes its kept-alive connections with it.
+        port = server.sockets[0].getsockname()[1]
         server.close()
+        for writer in list(self._open.get(port, ())):
+            writer.close()
         await server.wait_closed()
 
     # -- what the daemons say --
@@ -609,28 +625,44 @@ class CurveWire:
         return "\n".join(lines) + "\n"
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # HTTP/1.1 keep-alive, as brpc serves it: requests follow each other on one
+        # connection until the client closes it or asks to with `Connection: close`.
         port = writer.get_extra_info("sockname")[1]
+        self.connections += 1
+        self._open.setdefault(port, set()).add(writer)
         try:
-            request = await reader.readuntil(b"\r\n\r\n")
-            path = request.split(b" ", 2)[1].decode()
-            cs = next((c for c in self.chunkservers if c.port == port), None)
-            if cs is not None and cs.mode == "slow":
-                await asyncio.sleep(self.slow_seconds)
-            if port == self.control_port:
-                # A tool's schedule may take the model's lock: keep it off the loop.
-                status, body = await asyncio.get_running_loop().run_in_executor(
-                    None, self.respond, port, path)
-            else:
-                status, body = self.respond(port, path)
-            data = body.encode("utf-8", errors="replace")
-            writer.write(f"HTTP/1.1 {status} {'OK' if status == 200 else 'Not Found'}\r\n"
-                         f"Content-Type: text/plain\r\nContent-Length: {len(data)}\r\n"
-                         "Connection: close\r\n\r\n".encode() + data)
-            await writer.drain()
+            while True:
+                request = await reader.readuntil(b"\r\n\r\n")
+                path = request.split(b" ", 2)[1].decode()
+                close = b"\r\nconnection: close" in request.lower()
+                cs = next((c for c in self.chunkservers if c.port == port), None)
+                if cs is not None and cs.mode == "slow":
+                    await asyncio.sleep(self.slow_seconds)
+                if port == self.control_port and path == CONTROL + "stats":
+                    status, body = 200, json.dumps(self.stats())
+                elif port == self.control_port:
+                    # A tool's schedule may take the model's lock: keep it off the loop.
+                    status, body = await asyncio.get_running_loop().run_in_executor(
+                        None, self.respond, port, path)
+                else:
+                    status, body = self.respond(port, path)
+                data = body.encode("utf-8", errors="replace")
+                writer.write(f"HTTP/1.1 {status} {'OK' if status == 200 else 'Not Found'}\r\n"
+                             f"Content-Type: text/plain\r\nContent-Length: {len(data)}\r\n"
+                             f"Connection: {'close' if close else 'keep-alive'}\r\n\r\n"
+                             .encode() + data)
+                await writer.drain()
+                if close:
+                    break
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass
         finally:
+            self._open.get(port, set()).discard(writer)
             writer.close()
+
+    def stats(self) -> dict[str, int]:
+        """Requests served and connections accepted so far, on every port."""
+        return {"requests": self.requests, "connections": self.connections}
 
     def _listen(self) -> int:
         async def start() -> asyncio.AbstractServer:

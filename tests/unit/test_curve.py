@@ -484,3 +484,101 @@ def test_raft_pages_are_spread_over_polls() -> None:
     assert len(second) == 10 and not first & second, "the never-read ones come next"
     small = CurveSource(chunkservers=[f"127.0.0.1:{p}" for p in range(20000, 20006)])
     assert len(small._raft_due(list(small.chunkservers), now=1.0)) == 6
+
+
+# ---- prometheus_client reads brpc's Prometheus text ------------------------------------
+
+
+def test_prometheus_text_read_by_prometheus_client_gives_every_bvar() -> None:
+    """brpc's /metrics of a chunkserver (tests/curve_wire.py writes it as brpc's
+    prometheus_metrics_service.cpp does): every numeric bvar, the config bvars as their
+    labels, the summary's quantile, sum and count; string bvars are not in it."""
+    with CurveWire(chunkservers=3, copysets=30) as wire:
+        cs = wire.chunkservers[0]
+        text = cs.prometheus()
+        leader = wire.mds_vars(wire.mds[0])
+    v = parse_prometheus_text(text)
+    expected: dict[str, object] = {}
+    for name, value in cs.vars().items():
+        if isinstance(value, str):
+            expected[name] = dict(json.loads(value))
+        else:
+            expected[name] = float(value)  # type: ignore[arg-type]
+    svc = f"rpc_server_{cs.port}_braft_raft_service_append_entries"
+    expected |= {f'{svc}{{quantile="0.99"}}': 1500.0, f"{svc}_sum": 12345000.0,
+                 f"{svc}_count": 10000.0}
+    assert v == expected
+    assert all(type(x) is float for x in v.values() if not isinstance(x, dict))
+    from tests.curve_wire import prometheus_text
+    mds = parse_prometheus_text(prometheus_text(leader))
+    assert mds["topology_metric_logical_pool_default_logical_pool_leadernum_range"] == \
+        leader["topology_metric_logical_pool_default_logical_pool_leadernum_range"]
+    assert "mds_status" not in mds, "brpc leaves string bvars out of its Prometheus text"
+
+
+def test_a_line_brpc_writes_that_is_not_a_sample_loses_only_itself() -> None:
+    # brpc writes any bvar whose text is not quoted as `name <text>`: a vector bvar
+    # becomes a line no Prometheus parser reads; the rest of the page still counts.
+    text = ("# HELP process_cpu_usage\n# TYPE process_cpu_usage gauge\n"
+            "process_cpu_usage 3.42\n"
+            "# HELP rpc_server_8200_connection_count\n"
+            "# TYPE rpc_server_8200_connection_count gauge\n"
+            "rpc_server_8200_connection_count [1,2]\n"
+            "# HELP bthread_worker_count\n# TYPE bthread_worker_count gauge\n"
+            "bthread_worker_count 18\n")
+    assert parse_prometheus_text(text) == {"process_cpu_usage": 3.42,
+                                           "bthread_worker_count": 18.0}
+
+
+# ---- keep-alive: connections opened once, not once a request ---------------------------
+
+
+def test_a_poll_cycle_reuses_each_endpoints_connection() -> None:
+    with CurveWire(chunkservers=40, copysets=400) as wire:
+        src = source_for(wire, concurrency=8)
+        endpoints = len(wire.mds) + 40
+        try:
+            src.poll()
+            first = wire.stats()
+            for _ in range(3):
+                part = src.poll()
+            later = wire.stats()
+        finally:
+            src.close()
+    assert part.curve is not None and not part.curve.endpoint_errors
+    # Each endpoint once (its /vars, /raft_stat and the MDS's two pages share it) ...
+    assert first["connections"] <= endpoints < first["requests"], first
+    # ... and not again: three more cycles, over a hundred requests, no new connection.
+    assert later["requests"] - first["requests"] >= 3 * endpoints
+    assert later["connections"] == first["connections"], (first, later)
+
+
+def test_connections_the_server_dropped_are_opened_again_without_an_error() -> None:
+    with CurveWire() as wire:
+        src = source_for(wire)
+        try:
+            src.poll()
+            before = wire.stats()["connections"]
+            wire.drop_connections()
+            time.sleep(0.1)
+            part = src.poll()
+        finally:
+            src.close()
+        assert part.curve is not None and part.curve.endpoint_errors == {}
+        assert wire.stats()["connections"] > before
+    assert all(d.leaders for d in part.daemons.values())
+
+
+def test_a_chunkserver_that_stops_after_a_poll_is_refused_for_it_alone() -> None:
+    with CurveWire() as wire:
+        src = source_for(wire)
+        try:
+            src.poll()
+            bad = wire.chunkservers[3]
+            wire.refuse(bad)  # its kept connection goes with it
+            part = src.poll()
+        finally:
+            src.close()
+    assert part.curve is not None
+    assert part.curve.endpoint_errors == {bad.addr: "connection refused"}
+    assert part.errors == ("1 of 6 chunkservers did not answer",)
