@@ -412,6 +412,35 @@ def parse_versions(d: Mapping[str, Any]) -> tuple[str | None, str | None, bool]:
     return oldest[1], ".".join(map(str, oldest[0])), len(found) > 1
 
 
+def parse_mgr_modules(d: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """`mgr dump`: (module, reason) for each module the cluster runs that the active mgr
+    cannot load: enabled or always-on modules listed in `available_modules` with can_run
+    false. A mgr whose Python cannot load them (Reef on Debian 13 / Ubuntu 24.04 with a
+    PyO3 bcrypt) keeps HEALTH_OK while prometheus, status, balancer ... are all missing.
+    Modules nobody enabled that lack a library (influx) are no news."""
+    wanted = {str(m) for m in d.get("modules") or []}
+    always = d.get("always_on_modules") or {}
+    for names in (always.values() if isinstance(always, Mapping) else [always]):
+        wanted.update(str(n) for n in names or [])
+    out = []
+    for m in d.get("available_modules") or []:
+        if isinstance(m, Mapping) and m.get("can_run") is False and m.get("name") in wanted:
+            lines = str(m.get("error_string") or "").strip().splitlines()
+            out.append((str(m["name"]), lines[-1] if lines else "no reason given"))
+    return tuple(sorted(out))
+
+
+def mgr_modules_problem(failed: Iterable[tuple[str, str]]) -> str | None:
+    """One sentence naming the modules the mgr cannot run, with the (first) reason."""
+    failed = list(failed)
+    if not failed:
+        return None
+    reasons = sorted({r for _, r in failed})
+    names = ", ".join(n for n, _ in failed)
+    why = reasons[0] + (f" (and {len(reasons) - 1} other reasons)" if len(reasons) > 1 else "")
+    return f"mgr modules cannot run: {names}: {why}"
+
+
 def parse_config_dump(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
     """`config dump`: option -> {who: value}, who being a section or section/mask."""
     out: dict[str, dict[str, str]] = {}
@@ -585,6 +614,11 @@ class CephSource:
         meta = r("osd metadata", self.RARE, now, lambda: parse_osd_metadata(mon("osd metadata")),
                  errors)
         versions = r("versions", self.RARE, now, lambda: parse_versions(mon("versions")), errors)
+        # A mgr that cannot load its modules leaves health OK: say so as the source's warning.
+        mgr_failed = r("mgr dump", self.SLOW, now, lambda: parse_mgr_modules(mon("mgr dump")),
+                       errors)
+        if problem := mgr_modules_problem(mgr_failed or ()):
+            errors.append(problem)
         helps = r("config help", self.RARE, now, self._config_help, errors)
         fresh = r("log last", self.FAST, now, lambda: parse_log_last(
             mon("log last", num=self.LOG_FETCH, level="debug", channel="cluster")), errors)

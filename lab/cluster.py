@@ -745,14 +745,7 @@ class Lab:
         assert root is not None
         with contextlib.suppress(FileNotFoundError):
             shutil.rmtree(root / "var/lib/ceph" / state.fsid)
-        # The lab directory's mount point, and the parents made for it, if empty.
-        point = root / self.dir.relative_to("/")
-        while point != root and point.is_relative_to(root):
-            try:
-                point.rmdir()
-            except OSError:
-                break
-            point = point.parent
+        roots.remove_mount_points(root, [self.dir])
         prefix = str(root) + "/"
         with open("/proc/mounts") as f:
             held = [ln.split()[1] for ln in f if ln.split()[1].startswith(prefix)]

@@ -90,6 +90,18 @@ def in_root(root: Path, argv: Sequence[str], binds: Sequence[Path | str] = ()) -
             "sh", str(root), *(str(b) for b in binds), "--", *argv]
 
 
+def remove_mount_points(root: Path, binds: Sequence[Path | str]) -> None:
+    """Remove the empty directories `in_root` made in `root` to bind `binds` onto."""
+    for bind in binds:
+        point = root / str(bind).lstrip("/")
+        while point != root and point.is_relative_to(root):
+            try:
+                point.rmdir()
+            except OSError:  # not empty (another lab's, or the root's own), or gone
+                break
+            point = point.parent
+
+
 def host_mirror(apt_dir: Path = Path("/etc/apt")) -> str | None:
     """The Debian archive the host's apt sources name (deb822 .sources or one-line .list)."""
     env = os.environ.get("STORMDECK_DEBIAN_MIRROR")

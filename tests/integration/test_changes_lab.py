@@ -63,8 +63,9 @@ def flags(lab: LabCluster) -> str:
         cluster.shutdown()
 
 
-def test_plan_apply_and_undo_a_scrub_change_through_the_cli(lab_cluster: LabCluster, env,
+def test_plan_apply_and_undo_a_scrub_change_through_the_cli(release_cluster: LabCluster, env,
                                                             tmp_path: Path) -> None:
+    lab_cluster = release_cluster
     assert lab_cluster.cli("lab", "load", "--threads", "8").rc == 0
     try:
         time.sleep(6)  # the mgr's client IO rates need a few seconds of load
@@ -126,8 +127,9 @@ def test_osd_specific_class_wide_and_flag_changes_and_their_undo(lab_cluster: La
     assert "noscrub" not in flags(lab_cluster)
 
 
-def test_a_plan_is_refused_when_someone_else_changed_the_value(lab_cluster: LabCluster, env,
+def test_a_plan_is_refused_when_someone_else_changed_the_value(release_cluster: LabCluster, env,
                                                                tmp_path: Path) -> None:
+    lab_cluster = release_cluster
     change = Change("ceph_config", "osd", "osd_scrub_sleep",
                     get(lab_cluster, "osd", "osd_scrub_sleep"), "0.1",
                     "ceph config set osd osd_scrub_sleep 0.1", runtime=True,
