@@ -165,16 +165,27 @@ def parse_health(d: Mapping[str, Any]) -> tuple[tuple[HealthCheck, ...], int, tu
 
 
 def parse_osd_perf(d: Mapping[str, Any]) -> dict[int, tuple[float | None, float | None]]:
-    """`osd perf`: osd id -> (commit latency, apply latency) in seconds."""
+    """`osd perf`: osd id -> (commit latency, apply latency) in seconds.
+
+    Pacific to Tentacle give commit/apply_latency_ns and _ms (the same number on
+    BlueStore). ceph/ceph#68492 (open) drops them for the mgr's op latencies
+    (op_latency_ms, op_r_latency_ms, op_w_latency_ms): then the write op latency
+    stands for commit and the op latency for apply, whichever is present.
+    """
     infos = d.get("osdstats", d).get("osd_perf_infos", [])
     out = {}
     for info in infos:
-        p = info.get("perf_stats", {})
+        p = info.get("perf_stats") or info
         commit = _float(p.get("commit_latency_ns"))
         apply = _float(p.get("apply_latency_ns"))
         commit = commit / 1e9 if commit is not None else _ms(p.get("commit_latency_ms"))
         apply = apply / 1e9 if apply is not None else _ms(p.get("apply_latency_ms"))
-        out[int(info["id"])] = (commit, apply)
+        op, op_w = _ms(p.get("op_latency_ms")), _ms(p.get("op_w_latency_ms"))
+        if commit is None:
+            commit = op_w if op_w is not None else op
+        if apply is None:
+            apply = op if op is not None else op_w
+        out[int(info["id"] if "id" in info else info["osd"])] = (commit, apply)
     return out
 
 
