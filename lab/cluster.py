@@ -609,13 +609,13 @@ class Lab:
         self._progress(f"{name} started as cephadm does{where}, "
                        f"limited to {state.osd_cpu_limit:g} cores")
 
-    def _make_cgroups(self, state: State, name: str) -> list[str]:
+    def _make_cgroups(self, state: State, name: str,
+                      base: Path = Path("/sys/fs/cgroup")) -> list[str]:
         """The OSD's own cgroup with its CPU limit, as a container runtime makes one.
 
         v1 (cpu and cpuset hierarchies) where the cpu controller is mounted on
         its own, else v2's cpu.max.
         """
-        base = Path("/sys/fs/cgroup")
         leaf = f"ceph-{state.fsid}@{name}.service"
         limit = state.osd_cpu_limit or 1.0
         quota = str(int(limit * CGROUP_PERIOD_US))

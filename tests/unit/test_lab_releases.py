@@ -132,3 +132,34 @@ def test_a_daemon_is_ours_by_its_environment_mark(tmp_path: Path) -> None:
         other.wait()
         if procs.cmdline(pid):
             os.kill(pid, 9)
+
+
+def test_a_cephadm_osds_cgroup_on_v1_and_v2(tmp_path: Path) -> None:
+    from stormdeck.lab.cluster import Lab, Ports, State
+
+    lab = Lab(tmp_path / "lab", progress=lambda m: None)
+    lab.dir.mkdir()
+    state = State(fsid="f", objectstore="memstore", ports=Ports(), created=0.0, cephadm=True,
+                  osd_cpu_limit=1.5)
+    v1 = tmp_path / "v1"
+    for ctrl in ("cpu,cpuacct", "cpuset"):
+        (v1 / ctrl).mkdir(parents=True)
+        (v1 / ctrl / "cgroup.procs").write_text("")
+    (v1 / "cpuset" / "cpuset.cpus").write_text("0-1\n")
+    (v1 / "cpuset" / "cpuset.mems").write_text("0\n")
+    made = lab._make_cgroups(state, "osd.3", v1)
+    cpu, cpuset = (Path(m) for m in made)
+    assert cpu == v1 / "cpu,cpuacct/stormdeck-lab/ceph-f@osd.3.service"
+    assert (cpu / "cpu.cfs_quota_us").read_text() == "150000"
+    assert (cpu / "cpu.cfs_period_us").read_text() == "100000"
+    assert (cpuset / "cpuset.cpus").read_text() == "0-1"  # every level needs cpus and mems
+    assert (cpuset.parent / "cpuset.mems").read_text() == "0"
+
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    state.cgroups = []
+    (cg,) = (Path(m) for m in lab._make_cgroups(state, "osd.3", v2))
+    assert (cg / "cpu.max").read_text() == "150000 100000"
+    assert (v2 / "cgroup.subtree_control").read_text() == "+cpu"
+    assert state.cgroups == [str(cg)]  # recorded, so `down` removes it
