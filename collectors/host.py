@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import stat
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -390,22 +391,36 @@ def whole_disk(dev_name: str, sys_class: Path = Path("/sys/class/block")) -> lis
 
 
 def open_block_devices(pid: int) -> tuple[str, ...]:
-    """Kernel names of the whole disks a process holds open (BlueStore keeps its device open)."""
+    """Kernel names of the whole disks a process holds open (BlueStore keeps its device open).
+
+    Found by the device number of each open file, not its path: a containerised
+    or chrooted daemon's fds read as paths inside its root
+    (/var/lib/containers/.../dev/sdb, ROOT/dev/loop0), which name no host device.
+    """
     fd_dir = Path(f"/proc/{pid}/fd")
     names: set[str] = set()
     try:
         entries = list(fd_dir.iterdir())
     except OSError:
         return ()
+    seen: set[int] = set()
     for fd in entries:
         try:
             target = os.readlink(fd)
+            if not target.startswith("/") or target.startswith(("/dev/pts", "/dev/null")):
+                continue  # sockets, pipes, anon inodes, terminals
+            st = os.stat(fd)
         except OSError:
             continue
-        if target.startswith("/dev/") and not target.startswith(("/dev/pts", "/dev/null")):
-            dev = Path(target).name
-            if (Path("/sys/class/block") / dev).exists():
-                names.update(whole_disk(dev))
+        if not stat.S_ISBLK(st.st_mode) or st.st_rdev in seen:
+            continue
+        seen.add(st.st_rdev)
+        try:
+            dev = Path(os.readlink(f"/sys/dev/block/{os.major(st.st_rdev)}:"
+                                   f"{os.minor(st.st_rdev)}")).name
+        except OSError:
+            continue
+        names.update(whole_disk(dev))
     return tuple(sorted(names))
 
 

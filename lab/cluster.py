@@ -520,6 +520,12 @@ class Lab:
             return True
 
         self._wait("the manager to accept prometheus options", configured, timeout, interval=1.0)
+        # From Reef the module leaves per-daemon perf counters (ceph_osd_numpg, the
+        # latencies) to ceph-exporter; the lab runs none, so the mgr serves them as
+        # Pacific's did. Pacific has no such option: nothing to do there.
+        with contextlib.suppress(LabError):
+            self._ceph_raw("config", "set", "mgr", "mgr/prometheus/exclude_perf_counters",
+                           "false")
         # The module reads its address once: restart it so it binds the lab's port.
         self._ceph_raw("mgr", "module", "disable", "prometheus")
         self._ceph_raw("mgr", "module", "enable", "prometheus")

@@ -91,7 +91,11 @@ def in_root(root: Path, argv: Sequence[str], binds: Sequence[Path | str] = ()) -
 
 
 def remove_mount_points(root: Path, binds: Sequence[Path | str]) -> None:
-    """Remove the empty directories `in_root` made in `root` to bind `binds` onto."""
+    """Remove the empty directories `in_root` made in `root` to bind `binds` onto.
+
+    Only once nothing that was started with those binds runs: removing a directory
+    that is a mount point in another mount namespace detaches that mount there.
+    """
     for bind in binds:
         point = root / str(bind).lstrip("/")
         while point != root and point.is_relative_to(root):
@@ -214,7 +218,7 @@ def _build(rel: Release, progress: Progress) -> Path:
     partial = final.with_name(final.name + ".partial")
     for stale in (partial, final):
         if stale.exists():
-            _refuse_if_mounted(stale)
+            _refuse_if_used(stale)
             shutil.rmtree(stale)
     started = time.monotonic()
     argv = [debootstrap, "--variant=minbase", rel.suite, str(partial), mirror]
@@ -289,13 +293,20 @@ def copy_host_trust(root: Path) -> None:
             shutil.copy2(conf, dest)
 
 
-def _refuse_if_mounted(path: Path) -> None:
-    prefix = str(path) + "/"
-    with open("/proc/mounts") as f:
-        held = [line.split()[1] for line in f if line.split()[1].startswith(prefix)]
-    if held:
-        raise RootError(f"{path} has mounts inside ({held[0]}); a lab may still use it: "
-                        "stop it with `stormdeck lab down` first")
+def _refuse_if_used(path: Path) -> None:
+    # Its binds live in the users' own mount namespaces, not in /proc/mounts: look
+    # for processes whose root is this one.
+    users = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if os.readlink(f"/proc/{pid}/root") == str(path):
+                    users.append(pid)
+            except OSError:
+                continue
+    if users:
+        raise RootError(f"{len(users)} processes run in {path} (pid {users[0]}): a lab still "
+                        "uses it; stop it with `stormdeck lab down` first")
 
 
 def _run(argv: Sequence[str], what: str, env: dict[str, str] | None = None,

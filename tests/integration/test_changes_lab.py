@@ -77,10 +77,16 @@ def test_plan_apply_and_undo_a_scrub_change_through_the_cli(release_cluster: Lab
         lab_cluster.cli("lab", "load", "--stop")
     res = cli(lab_cluster, env, "apply", str(plan), "--yes")
     assert res.rc == 0, res.err
-    assert "applied:" in res.out
-    assert float(get(lab_cluster, "osd.1", "osd_scrub_sleep")) == pytest.approx(0.1)
+    if lab_cluster.release == "pacific":
+        assert "applied:" in res.out
+        assert float(get(lab_cluster, "osd.1", "osd_scrub_sleep")) == pytest.approx(0.1)
+    else:
+        # From Quincy the mClock scheduler holds osd_scrub_sleep at 0 whatever is
+        # stored: apply stores it, reads the OSDs back and says they did not take it.
+        assert "osd.0, osd.1, osd.2 still run the old value" in res.out, res.out
+        assert float(stored(lab_cluster, "osd", "osd_scrub_sleep") or 0) == pytest.approx(0.1)
     (entry,) = journal(env).entries()
-    assert entry.status == "applied" and entry.before is None  # unset before
+    assert entry.before is None  # unset before
     assert "config log version" in entry.detail
     res = cli(lab_cluster, env, "undo", "--yes")
     assert res.rc == 0, res.err and "ceph config rm osd osd_scrub_sleep" in res.out
