@@ -90,6 +90,11 @@ def in_root(root: Path, argv: Sequence[str], binds: Sequence[Path | str] = ()) -
             "sh", str(root), *(str(b) for b in binds), "--", *argv]
 
 
+# The root's own directories (Debian's layout), which a lab's mount point may sit under.
+ROOT_LAYOUT = frozenset({"/tmp", "/var", "/var/tmp", "/var/lib", "/run", "/home", "/root",
+                         "/srv", "/opt", "/mnt", "/media", "/usr", "/etc"})
+
+
 def remove_mount_points(root: Path, binds: Sequence[Path | str]) -> None:
     """Remove the empty directories `in_root` made in `root` to bind `binds` onto.
 
@@ -98,7 +103,8 @@ def remove_mount_points(root: Path, binds: Sequence[Path | str]) -> None:
     """
     for bind in binds:
         point = root / str(bind).lstrip("/")
-        while point != root and point.is_relative_to(root):
+        while point != root and point.is_relative_to(root) and \
+                "/" + str(point.relative_to(root)) not in ROOT_LAYOUT:
             try:
                 point.rmdir()
             except OSError:  # not empty (another lab's, or the root's own), or gone

@@ -163,3 +163,14 @@ def test_a_cephadm_osds_cgroup_on_v1_and_v2(tmp_path: Path) -> None:
     assert (cg / "cpu.max").read_text() == "150000 100000"
     assert (v2 / "cgroup.subtree_control").read_text() == "+cpu"
     assert state.cgroups == [str(cg)]  # recorded, so `down` removes it
+
+
+def test_mount_points_go_but_the_roots_own_directories_stay(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "var/tmp/lab-a/cluster").mkdir(parents=True)
+    (root / "var/tmp/lab-b/cluster").mkdir(parents=True)
+    roots.remove_mount_points(root, [Path("/var/tmp/lab-a/cluster")])
+    assert not (root / "var/tmp/lab-a").exists()
+    assert (root / "var/tmp/lab-b/cluster").is_dir()
+    roots.remove_mount_points(root, [Path("/var/tmp/lab-b/cluster")])
+    assert (root / "var/tmp").is_dir() and not any((root / "var/tmp").iterdir())
