@@ -98,7 +98,9 @@ def test_a_quick_run_finds_the_planted_problems_and_leaves_nothing(
     assert report["format"] == 1 and not report["cancelled"], err
     hosts = verdicts(report, "hosts")
     assert hosts["cores allowed to osd.1"] == "fail"
-    assert hosts["cores allowed to osd.0"] == "pass"
+    # A cephadm-shaped OSD's cgroup (1.5 cores on Tentacle's lab) is below what validate
+    # asks of an OSD: that verdict is right too.
+    assert hosts["cores allowed to osd.0"] == ("pass" if lab.osd_cpu_limit is None else "fail")
     assert any(k.startswith("write cache of") and v in ("pass", "fail")
                for k, v in hosts.items()), hosts
     settings = verdicts(report, "settings")
