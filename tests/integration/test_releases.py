@@ -17,7 +17,7 @@ from stormdeck.collectors.exporter import HostCollector
 from stormdeck.collectors.host import HostSource, fsid_from_conf
 from stormdeck.lab import roots
 
-from tests.conftest import LabCluster, free_ports, lab_home, run_cli
+from tests.conftest import LabCluster, eventually, free_ports, lab_home, run_cli
 
 pytestmark = pytest.mark.integration
 ROOT_VENV = "/opt/stormdeck-venv"
@@ -84,6 +84,11 @@ def test_cephadm_shaped_osds_on_the_host_release(lab_dir: Path) -> None:
         assert run_cli("lab", "stop", "osd.1", "--dir", str(lab_dir)).rc == 0
         assert run_cli("lab", "start", "osd.1", "--dir", str(lab_dir)).rc == 0
         pid = lab_state(lab_dir)["procs"]["osd.1"]["pid"]
+        # Its starter joins the cgroup, then becomes ceph-osd (same pid): a moment.
+        eventually(lambda: "@osd.1.service" in Path(f"/proc/{pid}/cgroup").read_text(), 10,
+                   interval=0.1)
+        eventually(lambda: Path(f"/proc/{pid}/comm").read_text().strip() == "ceph-osd", 10,
+                   interval=0.1)
         assert "@osd.1.service" in Path(f"/proc/{pid}/cgroup").read_text()
     finally:
         down = run_cli("lab", "down", "--dir", str(lab_dir))
