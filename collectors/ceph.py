@@ -165,16 +165,27 @@ def parse_health(d: Mapping[str, Any]) -> tuple[tuple[HealthCheck, ...], int, tu
 
 
 def parse_osd_perf(d: Mapping[str, Any]) -> dict[int, tuple[float | None, float | None]]:
-    """`osd perf`: osd id -> (commit latency, apply latency) in seconds."""
+    """`osd perf`: osd id -> (commit latency, apply latency) in seconds.
+
+    Pacific to Tentacle give commit/apply_latency_ns and _ms (the same number on
+    BlueStore). ceph/ceph#68492 (open) drops them for the mgr's op latencies
+    (op_latency_ms, op_r_latency_ms, op_w_latency_ms): then the write op latency
+    stands for commit and the op latency for apply, whichever is present.
+    """
     infos = d.get("osdstats", d).get("osd_perf_infos", [])
     out = {}
     for info in infos:
-        p = info.get("perf_stats", {})
+        p = info.get("perf_stats") or info
         commit = _float(p.get("commit_latency_ns"))
         apply = _float(p.get("apply_latency_ns"))
         commit = commit / 1e9 if commit is not None else _ms(p.get("commit_latency_ms"))
         apply = apply / 1e9 if apply is not None else _ms(p.get("apply_latency_ms"))
-        out[int(info["id"])] = (commit, apply)
+        op, op_w = _ms(p.get("op_latency_ms")), _ms(p.get("op_w_latency_ms"))
+        if commit is None:
+            commit = op_w if op_w is not None else op
+        if apply is None:
+            apply = op if op is not None else op_w
+        out[int(info["id"] if "id" in info else info["osd"])] = (commit, apply)
     return out
 
 
@@ -412,6 +423,35 @@ def parse_versions(d: Mapping[str, Any]) -> tuple[str | None, str | None, bool]:
     return oldest[1], ".".join(map(str, oldest[0])), len(found) > 1
 
 
+def parse_mgr_modules(d: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """`mgr dump`: (module, reason) for each module the cluster runs that the active mgr
+    cannot load: enabled or always-on modules listed in `available_modules` with can_run
+    false. A mgr whose Python cannot load them (Reef on Debian 13 / Ubuntu 24.04 with a
+    PyO3 bcrypt) keeps HEALTH_OK while prometheus, status, balancer ... are all missing.
+    Modules nobody enabled that lack a library (influx) are no news."""
+    wanted = {str(m) for m in d.get("modules") or []}
+    always = d.get("always_on_modules") or {}
+    for names in (always.values() if isinstance(always, Mapping) else [always]):
+        wanted.update(str(n) for n in names or [])
+    out = []
+    for m in d.get("available_modules") or []:
+        if isinstance(m, Mapping) and m.get("can_run") is False and m.get("name") in wanted:
+            lines = str(m.get("error_string") or "").strip().splitlines()
+            out.append((str(m["name"]), lines[-1] if lines else "no reason given"))
+    return tuple(sorted(out))
+
+
+def mgr_modules_problem(failed: Iterable[tuple[str, str]]) -> str | None:
+    """One sentence naming the modules the mgr cannot run, with the (first) reason."""
+    failed = list(failed)
+    if not failed:
+        return None
+    reasons = sorted({r for _, r in failed})
+    names = ", ".join(n for n, _ in failed)
+    why = reasons[0] + (f" (and {len(reasons) - 1} other reasons)" if len(reasons) > 1 else "")
+    return f"mgr modules cannot run: {names}: {why}"
+
+
 def parse_config_dump(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
     """`config dump`: option -> {who: value}, who being a section or section/mask."""
     out: dict[str, dict[str, str]] = {}
@@ -588,6 +628,11 @@ class CephSource:
         meta = r("osd metadata", self.RARE, now, lambda: parse_osd_metadata(mon("osd metadata")),
                  errors)
         versions = r("versions", self.RARE, now, lambda: parse_versions(mon("versions")), errors)
+        # A mgr that cannot load its modules leaves health OK: say so as the source's warning.
+        mgr_failed = r("mgr dump", self.SLOW, now, lambda: parse_mgr_modules(mon("mgr dump")),
+                       errors)
+        if problem := mgr_modules_problem(mgr_failed or ()):
+            errors.append(problem)
         helps = r("config help", self.RARE, now, self._config_help, errors)
         fresh = r("log last", self.FAST, now, lambda: parse_log_last(
             mon("log last", num=self.LOG_FETCH, level="debug", channel="cluster")), errors)

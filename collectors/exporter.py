@@ -21,8 +21,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from stormdeck.collectors.host import (
     OSD_NAMES,
+    DaemonFsids,
     cgroup_cpu_throttled,
-    conf_from_argv,
     disk_info,
     fsid_from_conf,
     list_disks,
@@ -42,16 +42,11 @@ class HostCollector(Collector):
     def __init__(self, ceph_conf: str | None = None, hostname: str | None = None) -> None:
         self.hostname = hostname or short_hostname()
         self.fsid = fsid_from_conf(ceph_conf) if ceph_conf else None
-        self._fsids: dict[str, str | None] = {}
+        # Each OSD's own conf, read through its root: a container's is not the host's.
+        self._fsids = DaemonFsids()
 
-    def _fsid_of(self, argv: list[str]) -> str | None:
-        conf = conf_from_argv(argv)
-        if conf not in self._fsids:
-            self._fsids[conf] = fsid_from_conf(conf)
-        return self._fsids[conf]
-
-    def _belongs(self, argv: list[str]) -> bool:
-        return self.fsid is None or self._fsid_of(argv) == self.fsid
+    def _belongs(self, pid: int, argv: list[str]) -> bool:
+        return self.fsid is None or self._fsids.of(pid, argv) == self.fsid
 
     def collect(self) -> Iterator[Any]:
         started = time.perf_counter()
@@ -72,7 +67,7 @@ class HostCollector(Collector):
         for p in scan_processes(OSD_NAMES, self._belongs):
             osd = p.daemon_id if p.kind == "osd" else ""
             cs = p.daemon_id if p.kind == "chunkserver" else ""
-            fsid = (self._fsid_of(list(p.argv)) or "") if p.kind == "osd" else ""
+            fsid = (self._fsids.of(p.pid, list(p.argv)) or "") if p.kind == "osd" else ""
             # cluster: the OSD's own fsid, even without -c; a chunkserver is in no Ceph one.
             values = [osd, cs, self.hostname, fsid, fsid]
             cpu.add_metric(values, p.cpu_seconds)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import stat
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -34,34 +35,124 @@ def short_hostname() -> str:
 # ---- processes -------------------------------------------------------------------
 
 
-def osd_id_from_argv(argv: list[str]) -> int | None:
-    """The OSD id from a ceph-osd command line: -i N, --id N, --id=N."""
+def _flag_value(argv: list[str], short: str | None, long: str) -> str | None:
+    """The value of `-s V`, `--long V` or `--long=V` (the first given), as Ceph's argparse reads."""
     for i, arg in enumerate(argv):
+        if arg in (short, long) and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(long + "="):
+            return arg[len(long) + 1:]
+    return None
+
+
+def osd_id_from_argv(argv: list[str]) -> int | None:
+    """The OSD id from a ceph-osd command line, in every shape deployers use.
+
+    -i N, --id N, --id=N (bare processes, Rook, packages' units) and -n osd.N,
+    --name osd.N, --name=osd.N (cephadm's containers: `ceph-osd -n osd.N -f`).
+    """
+    for i, arg in enumerate(argv):
+        name = None
         if arg in ("-i", "--id") and i + 1 < len(argv):
             value = argv[i + 1]
         elif arg.startswith("--id="):
             value = arg[5:]
         elif arg.startswith("-i") and arg[2:].isdigit():
             value = arg[2:]
+        elif arg in ("-n", "--name") and i + 1 < len(argv):
+            name = argv[i + 1]
+        elif arg.startswith("--name="):
+            name = arg[7:]
         else:
             continue
+        if name is not None:
+            kind, _, value = name.partition(".")
+            if kind != "osd":
+                return None
         return int(value) if value.isdigit() else None
     return None
 
 
-def conf_from_argv(argv: list[str]) -> str:
-    for i, arg in enumerate(argv):
-        if arg in ("-c", "--conf") and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--conf="):
-            return arg[7:]
-    cluster = "ceph"
-    for i, arg in enumerate(argv):
-        if arg == "--cluster" and i + 1 < len(argv):
-            cluster = argv[i + 1]
-    return f"/etc/ceph/{cluster}.conf"
+def explicit_conf(argv: list[str]) -> str | None:
+    """The conf a command line names with -c, --conf or --conf=, if any."""
+    return _flag_value(argv, "-c", "--conf")
 
 
+def cluster_from_argv(argv: list[str]) -> str:
+    return _flag_value(argv, None, "--cluster") or "ceph"
+
+
+def conf_from_argv(argv: list[str], environ: Mapping[str, str] | None = None) -> str:
+    """Where a Ceph daemon reads its conf: argv, then CEPH_CONF, then /etc/ceph/$cluster.conf.
+
+    The path is the daemon's own: in a container or chroot it lies inside the
+    daemon's root (read it through /proc/PID/root: `daemon_fsid`).
+    """
+    return (explicit_conf(argv) or (environ or {}).get("CEPH_CONF")
+            or f"/etc/ceph/{cluster_from_argv(argv)}.conf")
+
+
+def fsid_from_argv(argv: list[str]) -> str | None:
+    """Rook passes the cluster's fsid on the command line (--fsid X)."""
+    value = _flag_value(argv, None, "--fsid")
+    return value.strip().lower() if value and _UUID.match(value.strip()) else None
+
+
+def process_environ(pid: int, proc: Path = Path("/proc")) -> dict[str, str]:
+    try:
+        raw = (proc / str(pid) / "environ").read_bytes()
+    except OSError:
+        return {}
+    out = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            out[key.decode(errors="replace")] = value.decode(errors="replace")
+    return out
+
+
+def in_process_root(pid: int, path: str, proc: Path = Path("/proc")) -> Path:
+    """`path` as the process sees it: through its root (container, chroot) or working dir.
+
+    Where the kernel will not let us follow /proc/PID/root (another user's
+    process, without root), the host's own path is the best guess left.
+    """
+    base = proc / str(pid) / ("root" if path.startswith("/") else "cwd")
+    try:
+        os.stat(base)
+    except PermissionError:
+        return Path(path)
+    except OSError:
+        return base / path.lstrip("/")
+    return base / path.lstrip("/")
+
+
+def daemon_fsid(pid: int, argv: list[str], proc: Path = Path("/proc")) -> str | None:
+    """The cluster a daemon belongs to: --fsid, else the fsid in its own conf."""
+    fsid = fsid_from_argv(argv)
+    if fsid:
+        return fsid
+    conf = conf_from_argv(argv, process_environ(pid, proc))
+    return fsid_from_conf(str(in_process_root(pid, conf, proc)))
+
+
+class DaemonFsids:
+    """Each daemon's fsid, looked up once per process: its conf does not move while it runs."""
+
+    def __init__(self, proc: Path = Path("/proc")) -> None:
+        self.proc = proc
+        self._known: dict[tuple[int, tuple[str, ...]], str | None] = {}
+
+    def of(self, pid: int, argv: list[str]) -> str | None:
+        key = (pid, tuple(argv))
+        if key not in self._known:
+            if len(self._known) > 4096:  # daemons come and go over months
+                self._known.clear()
+            self._known[key] = daemon_fsid(pid, argv, self.proc)
+        return self._known[key]
+
+
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _FSID = re.compile(r"^\s*fsid\s*=\s*([0-9a-fA-F-]{36})\s*$", re.MULTILINE)
 
 
@@ -330,22 +421,36 @@ def whole_disk(dev_name: str, sys_class: Path = Path("/sys/class/block")) -> lis
 
 
 def open_block_devices(pid: int) -> tuple[str, ...]:
-    """Kernel names of the whole disks a process holds open (BlueStore keeps its device open)."""
+    """Kernel names of the whole disks a process holds open (BlueStore keeps its device open).
+
+    Found by the device number of each open file, not its path: a containerised
+    or chrooted daemon's fds read as paths inside its root
+    (/var/lib/containers/.../dev/sdb, ROOT/dev/loop0), which name no host device.
+    """
     fd_dir = Path(f"/proc/{pid}/fd")
     names: set[str] = set()
     try:
         entries = list(fd_dir.iterdir())
     except OSError:
         return ()
+    seen: set[int] = set()
     for fd in entries:
         try:
             target = os.readlink(fd)
+            if not target.startswith("/") or target.startswith(("/dev/pts", "/dev/null")):
+                continue  # sockets, pipes, anon inodes, terminals
+            st = os.stat(fd)
         except OSError:
             continue
-        if target.startswith("/dev/") and not target.startswith(("/dev/pts", "/dev/null")):
-            dev = Path(target).name
-            if (Path("/sys/class/block") / dev).exists():
-                names.update(whole_disk(dev))
+        if not stat.S_ISBLK(st.st_mode) or st.st_rdev in seen:
+            continue
+        seen.add(st.st_rdev)
+        try:
+            dev = Path(os.readlink(f"/sys/dev/block/{os.major(st.st_rdev)}:"
+                                   f"{os.minor(st.st_rdev)}")).name
+        except OSError:
+            continue
+        names.update(whole_disk(dev))
     return tuple(sorted(names))
 
 
@@ -381,8 +486,9 @@ class ProcInfo:
 
 
 def scan_processes(proc_names: frozenset[str] = OSD_NAMES,
-                   belongs: Callable[[list[str]], bool] = lambda argv: True) -> list[ProcInfo]:
-    """This host's ceph-osd and chunkserver processes (those `belongs` accepts)."""
+                   belongs: Callable[[int, list[str]], bool] = lambda pid, argv: True
+                   ) -> list[ProcInfo]:
+    """This host's ceph-osd and chunkserver processes (those `belongs(pid, argv)` accepts)."""
     out = []
     for p in psutil.process_iter(["name", "cmdline", "create_time"]):
         try:
@@ -390,7 +496,7 @@ def scan_processes(proc_names: frozenset[str] = OSD_NAMES,
             argv = p.info["cmdline"] or []
             if name in proc_names:
                 osd = osd_id_from_argv(argv)
-                if osd is None or not belongs(argv):
+                if osd is None or not belongs(p.pid, argv):
                     continue
                 daemon_id, kind = f"osd.{osd}", "osd"
             elif "chunkserver" in name:
@@ -425,7 +531,7 @@ class HostSource:
         self.proc_names = frozenset(proc_names)
         # Only OSDs of the watched cluster: two clusters on one host both have an osd.0.
         self.fsid = fsid_from_conf(ceph_conf) if ceph_conf else None
-        self._fsids: dict[str, str | None] = {}
+        self._fsids = DaemonFsids()
         self._procs: dict[tuple[int, float], _ProcSample] = {}
         self._disks: tuple[float, dict[str, DiskCounters]] | None = None
         self._cpu: Any = None
@@ -454,13 +560,8 @@ class HostSource:
         return Host(name=self.hostname, cpus=psutil.cpu_count(), cpu_busy=busy, iowait=iowait,
                     load1=os.getloadavg()[0], tuned_profile=tuned_profile())
 
-    def _belongs(self, argv: list[str]) -> bool:
-        if self.fsid is None:
-            return True
-        conf = conf_from_argv(argv)
-        if conf not in self._fsids:
-            self._fsids[conf] = fsid_from_conf(conf)
-        return self._fsids[conf] == self.fsid
+    def _belongs(self, pid: int, argv: list[str]) -> bool:
+        return self.fsid is None or self._fsids.of(pid, argv) == self.fsid
 
     def _poll_daemons(self, now: float) -> dict[str, Daemon]:
         out: dict[str, Daemon] = {}

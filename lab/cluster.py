@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from stormdeck.base.errors import UserError
-from stormdeck.lab import procs
+from stormdeck.lab import procs, roots
 
 STATE_FILE = "lab.json"
 STATE_VERSION = 1
@@ -36,12 +37,21 @@ DEBIAN_PROMETHEUS = "prometheus prometheus-node-exporter"
 STORM_POOL = "lab-storm"
 BENCH_POOL = "lab-bench"
 GIB = 1 << 30
+HOST = "host"  # the release the host's own packages give
+RELEASE_NAMES = ("pacific", "quincy", "reef", "squid", "tentacle", "umbrella")
+# Where the lab's own cgroups go, one per cephadm-shaped OSD.
+CGROUP_PARENT = "stormdeck-lab"
+CGROUP_PERIOD_US = 100_000
 
 Progress = Callable[[str], None]
 
 
 class LabError(UserError):
     """A lab operation that cannot go on; the message says why and what to do."""
+
+
+class MgrModulesDown(LabError):
+    """The manager runs but cannot load the modules the lab needs: waiting will not help."""
 
 
 def default_dir() -> Path:
@@ -70,6 +80,7 @@ class Proc:
     pid: int = 0
     device: str | None = None  # the loop device under an OSD
     image: str | None = None  # the file behind that loop device
+    env: dict[str, str] | None = None  # added to the lab's environment (cephadm shape)
 
 
 @dataclass
@@ -80,6 +91,11 @@ class State:
     created: float
     procs: dict[str, Proc] = field(default_factory=dict)
     prometheus: bool = False
+    release: str = HOST  # "host", or a release whose root the daemons run in
+    root: str | None = None  # that root
+    cephadm: bool = False  # OSDs started as cephadm does, each in its own cgroup
+    osd_cpu_limit: float | None = None  # cores, per cephadm-shaped OSD
+    cgroups: list[str] = field(default_factory=list)  # cgroup directories made, to remove
     version: int = STATE_VERSION
 
     def to_json(self) -> str:
@@ -97,6 +113,11 @@ class State:
             created=raw["created"],
             procs={k: Proc(**v) for k, v in raw["procs"].items()},
             prometheus=raw.get("prometheus", False),
+            release=raw.get("release", HOST),
+            root=raw.get("root"),
+            cephadm=raw.get("cephadm", False),
+            osd_cpu_limit=raw.get("osd_cpu_limit"),
+            cgroups=raw.get("cgroups", []),
         )
 
 
@@ -201,6 +222,29 @@ def _http_ok(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
+_VERSION = re.compile(r"ceph version (\S+) \([0-9a-f]+\) (\w+)")
+
+
+def parse_version(text: str) -> tuple[str, str] | None:
+    """('20.2.4', 'tentacle') from `ceph --version` or a key of `ceph versions`."""
+    m = _VERSION.search(text)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def failed_mgr_modules(mgr_dump: dict[str, Any]) -> dict[str, str]:
+    """Modules the active mgr reports it cannot run, with its reason, from `ceph mgr dump`.
+
+    A module that fails to import (Reef's with a PyO3 bcrypt: "PyO3 modules do
+    not yet support subinterpreters") is listed in `available_modules` with
+    can_run false and an error_string.
+    """
+    out = {}
+    for mod in mgr_dump.get("available_modules") or []:
+        if isinstance(mod, dict) and mod.get("can_run") is False:
+            out[str(mod.get("name"))] = str(mod.get("error_string") or "cannot run")
+    return out
+
+
 def _pg_counts(pg_stat: dict[str, Any]) -> tuple[int, dict[str, int]]:
     """(total PGs, PGs by state) from `ceph pg stat -f json`, in Pacific's and later shapes."""
     summary = pg_stat.get("pg_summary", pg_stat)
@@ -216,6 +260,15 @@ class Lab:
         self.conf = self.dir / "ceph.conf"
         self.state_path = self.dir / STATE_FILE
         self._progress = progress or (lambda msg: print(f"lab: {msg}", file=sys.stderr))
+        self.root: Path | None = None  # the release root the daemons run in, if not the host
+
+    def argv(self, name: str, *args: str) -> list[str]:
+        """How the lab runs Ceph's `name`: the host's, or the release root's (chrooted)."""
+        if self.root is None:
+            return [_binary(name), *args]
+        if not (self.root / "usr/bin" / name).exists():
+            raise LabError(f"{name} is missing from {self.root}; rebuild it by removing it")
+        return roots.in_root(self.root, [f"/usr/bin/{name}", *args], binds=[self.dir])
 
     # ---- state -------------------------------------------------------------
 
@@ -228,10 +281,12 @@ class Lab:
             raise LabError(f"cannot read {self.state_path}: permission denied "
                            "(the lab was started by another user; use sudo)") from None
         try:
-            return State.from_json(text)
+            state = State.from_json(text)
         except (ValueError, KeyError, TypeError) as exc:
             raise LabError(f"{self.state_path} is not a lab state file this version "
                            f"understands ({exc})") from None
+        self.root = Path(state.root) if state.root else None
+        return state
 
     def _save(self, state: State) -> None:
         tmp = self.state_path.with_suffix(".tmp")
@@ -263,7 +318,7 @@ class Lab:
         return json.loads(out) if out.strip() else None
 
     def _ceph_raw(self, *args: str, timeout: float = 30.0) -> str:
-        argv = [_binary("ceph"), "-c", str(self.conf), "--connect-timeout", "10", *args]
+        argv = self.argv("ceph", "-c", str(self.conf), "--connect-timeout", "10", *args)
         try:
             res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -283,6 +338,8 @@ class Lab:
                 if check():
                     return time.monotonic() - start
                 last_error = None
+            except MgrModulesDown:
+                raise
             except LabError as exc:
                 last_error = str(exc)
             time.sleep(interval)
@@ -304,16 +361,31 @@ class Lab:
 
     # ---- up ------------------------------------------------------------------
 
-    def preflight(self, osds: int, memstore: bool, prometheus: bool, ports: Ports) -> None:
+    def preflight(self, osds: int, memstore: bool, prometheus: bool, ports: Ports,
+                  release: str | None = None, cephadm: bool = False) -> None:
         if osds < 1 or osds > 16:
             raise LabError(f"--osds {osds}: a lab has 1 to 16 OSDs")
         if not memstore and os.geteuid() != 0:
             raise LabError("`lab up` needs root for its loop devices (run it with sudo, "
                            "or use --memstore for OSDs in memory)")
+        if cephadm and os.geteuid() != 0:
+            raise LabError("--cephadm needs root to give each OSD its own cgroup")
+        if release is not None and release not in (*roots.HOST_RELEASES, *roots.RELEASES):
+            raise LabError(f"--release {release}: the lab runs "
+                           f"{', '.join((*roots.HOST_RELEASES, *roots.RELEASES))}")
+        if release in roots.RELEASES and os.geteuid() != 0:
+            raise LabError(f"--release {release} runs its daemons chrooted in a root of its "
+                           "own, which needs root (run it with sudo)")
         missing = [b for b in CEPH_BINARIES if shutil.which(b) is None]
-        if missing:
+        if missing and release not in roots.RELEASES:
             raise LabError(f"Ceph is not installed here (missing {', '.join(missing)}); "
                            f"install it with ./dev setup or apt-get install {DEBIAN_CEPH}")
+        if release in roots.HOST_RELEASES:
+            res = subprocess.run([_binary("ceph"), "--version"], capture_output=True, text=True)
+            found = parse_version(res.stdout)
+            if found is None or found[1] != release:
+                have = f"{found[1]} {found[0]}" if found else "an unknown release"
+                raise LabError(f"--release {release}: this host's Ceph is {have}")
         if prometheus:
             missing = [b for b in PROMETHEUS_BINARIES if shutil.which(b) is None]
             if missing:
@@ -321,6 +393,7 @@ class Lab:
                                f"install it with apt-get install {DEBIAN_PROMETHEUS}")
         state = self.read_state()
         if state is not None:
+            self.root = None  # the state read is someone else's; this lab has not begun
             mon = state.procs.get("mon.a")
             if mon is not None and self.alive(mon):
                 raise LabError(f"a lab is already running in {self.dir} (mon pid {mon.pid}); "
@@ -341,14 +414,26 @@ class Lab:
                            "stop what holds it or choose other ports (see lab up --help)")
 
     def up(self, osds: int = 3, memstore: bool = False, prometheus: bool = False,
-           ports: Ports | None = None, osd_size: int = 2 * GIB, timeout: float = 300.0) -> State:
+           ports: Ports | None = None, osd_size: int = 2 * GIB, timeout: float = 300.0,
+           release: str | None = None, cephadm: bool = False,
+           osd_cpu_limit: float | None = None) -> State:
         ports = ports or Ports()
-        self.preflight(osds, memstore, prometheus, ports)
+        self.preflight(osds, memstore, prometheus, ports, release, cephadm)
+        if osd_cpu_limit is not None and (not cephadm or osd_cpu_limit <= 0):
+            raise LabError("--osd-cpu-limit is a number of cores above zero, with --cephadm")
+        if release in roots.RELEASES:
+            try:
+                self.root = roots.ensure_root(release, self._progress)
+            except roots.RootError as exc:
+                raise LabError(str(exc)) from None
         t0 = time.monotonic()
         for sub in ("run", "log", "data", "crash"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         state = State(fsid=str(uuid.uuid4()), objectstore="memstore" if memstore else "bluestore",
-                      ports=ports, created=time.time(), prometheus=prometheus)
+                      ports=ports, created=time.time(), prometheus=prometheus,
+                      release=release if self.root else HOST,
+                      root=str(self.root) if self.root else None, cephadm=cephadm,
+                      osd_cpu_limit=(osd_cpu_limit or 1.0) if cephadm else None)
         self._save(state)
         try:
             self._bring_up(state, osds, osd_size, timeout)
@@ -361,7 +446,7 @@ class Lab:
         return state
 
     def _start(self, state: State, proc: Proc) -> None:
-        proc.pid = procs.spawn(proc.argv, self.dir / "log" / f"{proc.name}.out")
+        proc.pid = procs.spawn(proc.argv, self.dir / "log" / f"{proc.name}.out", proc.env)
         state.procs[proc.name] = proc
         self._save(state)
 
@@ -370,17 +455,19 @@ class Lab:
         self.conf.write_text(ceph_conf(d, state.fsid, ports, state.objectstore))
 
         monmap = d / "monmap"
-        self._run([_binary("monmaptool"), "--create", "--addv", "a",
-                   f"[v2:127.0.0.1:{ports.mon}]", "--fsid", state.fsid, str(monmap)])
-        self._run([_binary("ceph-mon"), "-c", conf, "--mkfs", "-i", "a", "--monmap", str(monmap)])
-        self._start(state, Proc("mon.a", [_binary("ceph-mon"), "-f", "-c", conf, "-i", "a"]))
+        self._run(self.argv("monmaptool", "--create", "--addv", "a",
+                            f"[v2:127.0.0.1:{ports.mon}]", "--fsid", state.fsid, str(monmap)))
+        self._run(self.argv("ceph-mon", "-c", conf, "--mkfs", "-i", "a", "--monmap",
+                            str(monmap)))
+        self._start(state, Proc("mon.a", self.argv("ceph-mon", "-f", "-c", conf, "-i", "a")))
         took = self._wait("the monitor", lambda: self._ceph_raw("mon", "stat", timeout=15) != "",
                           timeout)
         self._progress(f"mon.a answering on 127.0.0.1:{ports.mon} ({took:.1f} s)")
 
         (d / "data" / "mgr.x").mkdir()
-        self._start(state, Proc("mgr.x", [_binary("ceph-mgr"), "-f", "-c", conf, "-i", "x"]))
+        self._start(state, Proc("mgr.x", self.argv("ceph-mgr", "-f", "-c", conf, "-i", "x")))
         self._wait("the manager", lambda: bool(self.ceph("mgr", "stat").get("available")), timeout)
+        self._wait("the manager to report its modules", self._mgr_modules_loaded, timeout)
         self._configure_mgr_prometheus(ports, timeout)
         self._progress(f"mgr.x serving http://127.0.0.1:{ports.mgr_prometheus}/metrics")
 
@@ -396,9 +483,11 @@ class Lab:
         took = self._wait("every PG to be active+clean", self.all_clean, timeout)
         self._progress(f"all PGs active+clean ({took:.1f} s)")
 
-    def _run(self, argv: list[str], timeout: float = 120.0) -> str:
+    def _run(self, argv: list[str], timeout: float = 120.0,
+             env: dict[str, str] | None = None) -> str:
         try:
-            res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                                 env={**os.environ, **env} if env else None)
         except subprocess.TimeoutExpired:
             raise LabError(f"{Path(argv[0]).name} did not finish in {timeout:.0f} s") from None
         if res.returncode != 0:
@@ -406,6 +495,20 @@ class Lab:
             why = lines[-1] if lines else f"exit {res.returncode}"
             raise LabError(f"{Path(argv[0]).name} failed: {why}")
         return res.stdout
+
+    def _mgr_modules_loaded(self) -> bool:
+        """True once the mgr lists its modules; LabError at once if prometheus cannot run."""
+        dump = self.ceph("mgr", "dump")
+        if not dump.get("available_modules"):
+            return False
+        failed = failed_mgr_modules(dump)
+        if "prometheus" in failed:
+            first = failed["prometheus"].strip().splitlines()
+            raise MgrModulesDown(
+                f"the manager cannot run {len(failed)} of its "
+                f"{len(dump['available_modules'])} modules, prometheus among them "
+                f"({first[-1] if first else 'no reason given'}); see {self.dir / 'log'}/mgr.x.log")
+        return True
 
     def _configure_mgr_prometheus(self, ports: Ports, timeout: float) -> None:
         # The monitor refuses mgr/... options until the mgr has reported its
@@ -417,6 +520,12 @@ class Lab:
             return True
 
         self._wait("the manager to accept prometheus options", configured, timeout, interval=1.0)
+        # From Reef the module leaves per-daemon perf counters (ceph_osd_numpg, the
+        # latencies) to ceph-exporter; the lab runs none, so the mgr serves them as
+        # Pacific's did. Pacific has no such option: nothing to do there.
+        with contextlib.suppress(LabError):
+            self._ceph_raw("config", "set", "mgr", "mgr/prometheus/exclude_perf_counters",
+                           "false")
         # The module reads its address once: restart it so it binds the lab's port.
         self._ceph_raw("mgr", "module", "disable", "prometheus")
         self._ceph_raw("mgr", "module", "enable", "prometheus")
@@ -424,6 +533,9 @@ class Lab:
         self._wait(f"the mgr prometheus module at {url}", lambda: _http_ok(url), timeout)
 
     def _add_osd(self, state: State, osd_size: int) -> None:
+        if state.cephadm:
+            self._add_osd_cephadm(state, osd_size)
+            return
         conf = str(self.conf)
         osd_uuid = str(uuid.uuid4())
         osd_id = int(self._ceph_raw("osd", "new", osd_uuid).strip())
@@ -442,12 +554,122 @@ class Lab:
             proc.device = self._run([_binary("losetup"), "--find", "--show", str(image)]).strip()
             self._save(state)
             extra = ["--bluestore-block-path", proc.device]
-        self._run([_binary("ceph-osd"), "-c", conf, "-i", str(osd_id), "--mkfs",
-                   "--osd-uuid", osd_uuid, *extra])
-        proc.argv = [_binary("ceph-osd"), "-f", "-c", conf, "-i", str(osd_id), *extra]
+        self._run(self.argv("ceph-osd", "-c", conf, "-i", str(osd_id), "--mkfs",
+                            "--osd-uuid", osd_uuid, *extra))
+        proc.argv = self.argv("ceph-osd", "-f", "-c", conf, "-i", str(osd_id), *extra)
         self._start(state, proc)
         where = f" on {proc.device}" if proc.device else " in memory"
         self._progress(f"{name} started{where}")
+
+    # ---- OSDs as cephadm starts them -------------------------------------------
+
+    def daemon_dir(self, state: State, name: str) -> tuple[Path, Path]:
+        """(path the daemon sees, path on this host) of a cephadm-shaped daemon's directory.
+
+        cephadm keeps /var/lib/ceph/FSID/osd.N (data, `block` link, `config`) and
+        mounts it into the container; in a release root it is there, inside the
+        root only, so readers must go through /proc/PID/root as they must for a
+        container. On the host release it is the lab's data directory.
+        """
+        if self.root is None:
+            d = self.dir / "data" / name
+            return d, d
+        inside = Path("/var/lib/ceph") / state.fsid / name
+        return inside, self.root / inside.relative_to("/")
+
+    def _add_osd_cephadm(self, state: State, osd_size: int) -> None:
+        osd_uuid = str(uuid.uuid4())
+        osd_id = int(self._ceph_raw("osd", "new", osd_uuid).strip())
+        name = f"osd.{osd_id}"
+        inside, here = self.daemon_dir(state, name)
+        here.mkdir(parents=True)
+        config = inside / "config"
+        # cephadm's minimal conf plus what the lab's daemons need; the daemon
+        # reads it through CEPH_CONF, as a container reads its /etc/ceph/ceph.conf.
+        (here / "config").write_text(ceph_conf(self.dir, state.fsid, state.ports,
+                                               state.objectstore)
+                                     + f"\n[{name}]\nosd data = {inside}\n")
+        proc = Proc(name, [], env={"CEPH_CONF": str(config),
+                                   procs.MARK_VARIABLE: self._marker()})
+        state.procs[name] = proc
+        self._save(state)
+        if state.objectstore == "bluestore":
+            image = self.dir / f"{name}.img"
+            with open(image, "wb") as f:
+                f.truncate(osd_size)
+            proc.image = str(image)
+            self._save(state)
+            proc.device = self._run([_binary("losetup"), "--find", "--show", str(image)]).strip()
+            self._save(state)
+            # BlueStore's default block path is $osd_data/block, cephadm's layout.
+            (here / "block").symlink_to(proc.device)
+        self._run(self.argv("ceph-osd", "-n", name, "--mkfs", "--osd-uuid", osd_uuid),
+                  env={"CEPH_CONF": str(config)})
+        cgroups = self._make_cgroups(state, name)
+        join = [f"{c}/cgroup.procs" for c in cgroups]
+        proc.argv = ["/bin/sh", "-c", 'while [ "$1" != -- ]; do echo $$ > "$1"; shift; done; '
+                     'shift; exec "$@"', "sh", *join, "--",
+                     *self.argv("ceph-osd", "-n", name, "-f")]
+        self._start(state, proc)
+        where = f" on {proc.device}" if proc.device else " in memory"
+        self._progress(f"{name} started as cephadm does{where}, "
+                       f"limited to {state.osd_cpu_limit:g} cores")
+
+    def _make_cgroups(self, state: State, name: str,
+                      base: Path = Path("/sys/fs/cgroup")) -> list[str]:
+        """The OSD's own cgroup with its CPU limit, as a container runtime makes one.
+
+        v1 (cpu and cpuset hierarchies) where the cpu controller is mounted on
+        its own, else v2's cpu.max.
+        """
+        leaf = f"ceph-{state.fsid}@{name}.service"
+        limit = state.osd_cpu_limit or 1.0
+        quota = str(int(limit * CGROUP_PERIOD_US))
+        made: list[str] = []
+        v1_cpu = next((base / c for c in ("cpu,cpuacct", "cpu") if
+                       (base / c / "cgroup.procs").exists()), None)
+        try:
+            if v1_cpu is not None:
+                cpu = v1_cpu / CGROUP_PARENT / leaf
+                cpu.mkdir(parents=True, exist_ok=True)
+                made.append(str(cpu))
+                state.cgroups.append(str(cpu))
+                self._save(state)
+                (cpu / "cpu.cfs_period_us").write_text(str(CGROUP_PERIOD_US))
+                (cpu / "cpu.cfs_quota_us").write_text(quota)
+                cpuset_root = base / "cpuset"
+                if (cpuset_root / "cgroup.procs").exists():
+                    cpus = (cpuset_root / "cpuset.cpus").read_text().strip()
+                    mems = (cpuset_root / "cpuset.mems").read_text().strip()
+                    # A cpuset cgroup takes no task until its cpus and mems are set,
+                    # at every level.
+                    parent = cpuset_root / CGROUP_PARENT
+                    for d in (parent, parent / leaf):
+                        d.mkdir(exist_ok=True)
+                        if d.name == leaf:
+                            made.append(str(d))
+                            state.cgroups.append(str(d))
+                            self._save(state)
+                        (d / "cpuset.cpus").write_text(cpus)
+                        (d / "cpuset.mems").write_text(mems)
+            elif "cpu" in (base / "cgroup.controllers").read_text().split():
+                parent = base / CGROUP_PARENT
+                parent.mkdir(exist_ok=True)
+                (base / "cgroup.subtree_control").write_text("+cpu")
+                (parent / "cgroup.subtree_control").write_text("+cpu")
+                cg = parent / leaf
+                cg.mkdir(exist_ok=True)
+                made.append(str(cg))
+                state.cgroups.append(str(cg))
+                self._save(state)
+                (cg / "cpu.max").write_text(f"{quota} {CGROUP_PERIOD_US}")
+            else:
+                raise LabError("no cgroup cpu controller here (neither v1 nor v2) to limit "
+                               "cephadm-shaped OSDs with")
+        except OSError as exc:
+            raise LabError(f"cannot make {name}'s cgroup: {exc.strerror} "
+                           f"({exc.filename})") from None
+        return made
 
     def _start_prometheus(self, state: State, timeout: float) -> None:
         ports, d = state.ports, self.dir
@@ -508,9 +730,33 @@ class Lab:
         for proc in state.procs.values():
             if proc.image:
                 self._detach(Path(proc.image))
+        self._remove_cgroups(state)
         self._unmount_below()
+        if self.root is not None:
+            self._clean_root(state)
         shutil.rmtree(self.dir)
         return names
+
+    def _remove_cgroups(self, state: State) -> None:
+        # Leaves first; the shared parent goes only once no other lab has one in it.
+        for cg in sorted(set(state.cgroups), reverse=True):
+            for d in (Path(cg), Path(cg).parent):
+                if d.exists() and (d == Path(cg) or d.name == CGROUP_PARENT):
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
+
+    def _clean_root(self, state: State) -> None:
+        """Remove what the lab left in its release root: mount points and daemon directories."""
+        root = self.root
+        assert root is not None
+        with contextlib.suppress(FileNotFoundError):
+            shutil.rmtree(root / "var/lib/ceph" / state.fsid)
+        roots.remove_mount_points(root, [self.dir])
+        prefix = str(root) + "/"
+        with open("/proc/mounts") as f:
+            held = [ln.split()[1] for ln in f if ln.split()[1].startswith(prefix)]
+        if held:
+            raise LabError(f"{held[0]} is still mounted inside {root} after the lab stopped")
 
     def _detach(self, image: Path, timeout: float = 30.0) -> None:
         # Find every loop device backed by this image, not just the recorded
@@ -554,9 +800,16 @@ class Lab:
             "conf": str(self.conf), "fsid": state.fsid, "objectstore": state.objectstore,
             "ports": asdict(state.ports), "prometheus": state.prometheus,
             "daemons": daemons, "health": None, "pgs": None, "osds": None,
+            "release": state.release, "root": state.root, "cephadm": state.cephadm,
+            "osd_cpu_limit": state.osd_cpu_limit, "ceph": None,
         }
         if mon_alive:
             try:
+                versions = self.ceph("versions", timeout=15) or {}
+                found = {parse_version(k) for k in versions.get("overall", {})} - {None}
+                out["ceph"] = ", ".join(f"{v} {n}" for v, n in sorted(found))  # type: ignore[misc]
+                if state.release == HOST and len(found) == 1:
+                    out["release"] = next(iter(found))[1]  # type: ignore[index]
                 health = self.ceph("health", timeout=15)
                 total, by_state = self.pg_counts()
                 up, count = self.osd_up_count()

@@ -11,13 +11,19 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+MARK_VARIABLE = "STORMDECK_LAB"
 
-def spawn(argv: Sequence[str], log_path: Path) -> int:
-    """Start `argv` detached from our session (it outlives us), output to `log_path`."""
+
+def spawn(argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None) -> int:
+    """Start `argv` detached from our session (it outlives us), output to `log_path`.
+
+    `env` is added to ours (a cephadm-shaped daemon's CEPH_CONF and lab mark).
+    """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             list(argv),
+            env={**os.environ, **env} if env else None,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -41,8 +47,19 @@ def cmdline(pid: int) -> list[str] | None:
     return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
 
 
+def environ_has(pid: int, entry: str) -> bool:
+    """True if the process's environment holds exactly `entry` ("NAME=value")."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return entry.encode() in raw.split(b"\0")
+
+
 def is_ours(pid: int, marker: str) -> bool:
-    """True if `pid` is alive and its command line names `marker` (the lab's own path).
+    """True if `pid` is alive and its command line names `marker` (the lab's own path),
+    or, for a daemon started as cephadm does (whose argv names no path), its
+    environment carries STORMDECK_LAB=marker.
 
     A recorded PID may have been reused by an unrelated process after a crash
     or reboot; the marker is what makes it safe to signal.
@@ -57,7 +74,9 @@ def is_ours(pid: int, marker: str) -> bool:
             break
         time.sleep(0.005)
         argv = cmdline(pid)
-    return argv is not None and any(marker in arg for arg in argv)
+    if argv is None:
+        return False
+    return any(marker in arg for arg in argv) or environ_has(pid, f"{MARK_VARIABLE}={marker}")
 
 
 def _reap(pid: int) -> None:

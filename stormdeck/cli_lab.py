@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from stormdeck.lab import roots
 from stormdeck.lab.cluster import GIB, Lab, LabError, Ports, default_dir, parse_size
 from stormdeck.output import add_format_options, dump, is_json
 
@@ -27,6 +28,19 @@ def register(sub: Any) -> None:
                             description="Start one mon, one mgr (with its prometheus module) "
                                         "and N OSDs, and wait until every PG is active+clean.")
     up.add_argument("--osds", type=int, default=3, help="number of OSDs (default 3)")
+    releases = (*roots.HOST_RELEASES, *roots.RELEASES)
+    up.add_argument("--release", choices=releases, default=None,
+                    help="the Ceph release to run (default: the host's own Ceph); "
+                         + ", ".join(f"{n} from Debian {r.suite}" for n, r in
+                                     roots.RELEASES.items())
+                         + " run chrooted in a root built once with debootstrap under "
+                           f"{roots.roots_dir()} and reused")
+    up.add_argument("--cephadm", action="store_true",
+                    help="start OSDs as cephadm does: `ceph-osd -n osd.N -f`, their conf in "
+                         "the daemon's own directory (CEPH_CONF), each in its own cgroup "
+                         "with a CPU limit")
+    up.add_argument("--osd-cpu-limit", type=float, default=None, metavar="CORES",
+                    help="with --cephadm: each OSD's cgroup CPU quota in cores (default 1)")
     up.add_argument("--memstore", action="store_true",
                     help="OSDs in memory instead of BlueStore on loop devices (needs no root)")
     up.add_argument("--prometheus", action="store_true",
@@ -99,7 +113,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise LabError(f"--osd-size {args.osd_size}: BlueStore needs at least 1G per OSD")
     lab = Lab(args.dir)
     lab.up(osds=args.osds, memstore=args.memstore, prometheus=args.prometheus,
-           ports=ports, osd_size=osd_size, timeout=args.timeout)
+           ports=ports, osd_size=osd_size, timeout=args.timeout, release=args.release,
+           cephadm=args.cephadm, osd_cpu_limit=args.osd_cpu_limit)
     print_status(lab.status())
     return 0
 
@@ -134,8 +149,14 @@ def print_status(s: dict[str, Any]) -> None:
     health = s.get("health") or "unknown"
     checks = f" ({', '.join(s['checks'])})" if s.get("checks") else ""
     print(f"  health      {health}{checks}")
+    where = f", chrooted in {s['root']}" if s.get("root") else ", the host's own"
+    print(f"  release     {s.get('release') or 'unknown'} (ceph {s.get('ceph') or 'unknown'})"
+          f"{where}")
     if s.get("osds"):
-        print(f"  osds        {s['osds']['up']} of {s['osds']['total']} up, {s['objectstore']}")
+        shape = (f", as cephadm starts them ({s['osd_cpu_limit']:g} cores each)"
+                 if s.get("cephadm") else "")
+        print(f"  osds        {s['osds']['up']} of {s['osds']['total']} up, "
+              f"{s['objectstore']}{shape}")
     if s.get("pgs"):
         states = ", ".join(f"{n} {k}" for k, n in sorted(s["pgs"]["by_state"].items()))
         print(f"  pgs         {s['pgs']['total']}: {states or 'none'}")

@@ -52,6 +52,7 @@ def lab_outputs(load: bool = True) -> dict[str, bytes]:
         "versions": r("versions.json"),
         "log last": r("log_last.json"),
         "config log": r("config_log.json"),
+        "mgr dump": r("mgr_dump.json"),
     }
 
 

@@ -19,6 +19,35 @@ from typing import Any
 import pytest
 
 DATA = Path(__file__).parent / "data"
+RELEASES_ENV = "STORMDECK_RELEASES"
+KNOWN_RELEASES = ("pacific", "reef", "tentacle")
+# Tentacle's lab starts its OSDs as cephadm does, each in a cgroup of this many cores:
+# one lab per release covers both the release and the containerised shape.
+CEPHADM_RELEASES = {"tentacle": 1.5}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--releases", default=None,
+                     help="Ceph releases to run the release-parametrised integration tests on, "
+                          f"comma-separated from {', '.join(KNOWN_RELEASES)} (default "
+                          f"${RELEASES_ENV}, else pacific; pacific always runs)")
+
+
+def selected_releases(config: pytest.Config) -> list[str]:
+    """Pacific (the host's) always; others from --releases or $STORMDECK_RELEASES."""
+    raw = config.getoption("--releases") or os.environ.get(RELEASES_ENV) or "pacific"
+    wanted = [r.strip().lower() for r in raw.split(",") if r.strip()]
+    unknown = [r for r in wanted if r not in KNOWN_RELEASES]
+    if unknown:
+        raise pytest.UsageError(f"unknown release {', '.join(unknown)}; "
+                                f"choose from {', '.join(KNOWN_RELEASES)}")
+    return ["pacific", *[r for r in KNOWN_RELEASES[1:] if r in wanted]]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "release_cluster" in metafunc.fixturenames:
+        metafunc.parametrize("release_cluster", selected_releases(metafunc.config),
+                             indirect=True, scope="session")
 
 
 @dataclass
@@ -67,6 +96,8 @@ class LabCluster:
     mon_port: int
     mgr_port: int
     prometheus_port: int
+    release: str = "pacific"
+    osd_cpu_limit: float | None = None  # cephadm-shaped OSDs' cgroup quota, in cores
 
     def cli(self, *args: str, timeout: float = 600) -> Result:
         return run_cli(*args, "--dir", str(self.dir), timeout=timeout)
@@ -107,18 +138,51 @@ def lab_cluster() -> Iterator[LabCluster]:
         yield from _session_lab(home / "cluster")
 
 
-def _session_lab(directory: Path) -> Iterator[LabCluster]:
+@pytest.fixture(scope="session")
+def release_cluster(request: pytest.FixtureRequest) -> Iterator[LabCluster]:
+    """The lab of each selected release (parametrised by pytest_generate_tests): Pacific is
+    the session's lab_cluster; Reef and Tentacle get one of their own, built from their
+    root (Tentacle's OSDs in the cephadm shape), one at a time."""
+    release = request.param
+    if release == "pacific":
+        yield request.getfixturevalue("lab_cluster")
+        return
+    if os.geteuid() != 0:
+        pytest.fail("release labs run chrooted in a debootstrap root and need root")
+    with lab_home() as home:
+        yield from _session_lab(home / "cluster", release)
+
+
+def _session_lab(directory: Path, release: str | None = None) -> Iterator[LabCluster]:
     ports = free_ports(5)
-    res = run_cli("lab", "up", "--dir", str(directory), "--prometheus", *lab_port_args(ports))
+    limit = CEPHADM_RELEASES.get(release or "")
+    extra = ["--release", release] if release else []
+    if limit:
+        extra += ["--cephadm", "--osd-cpu-limit", str(limit)]
+    # A first run builds the release's root (about 70 s) before the lab starts.
+    res = run_cli("lab", "up", "--dir", str(directory), "--prometheus", *lab_port_args(ports),
+                  *extra, timeout=1800)
     if res.rc != 0:
         run_cli("lab", "down", "--dir", str(directory))
-        pytest.fail(f"lab up failed (rc {res.rc}): {res.err}")
-    cluster = LabCluster(directory, directory / "ceph.conf", ports[0], ports[1], ports[2])
+        pytest.fail(f"lab up {' '.join(extra)} failed (rc {res.rc}): {res.err}")
+    cluster = LabCluster(directory, directory / "ceph.conf", ports[0], ports[1], ports[2],
+                         release=release or "pacific", osd_cpu_limit=limit)
     try:
         yield cluster
     finally:
         down = run_cli("lab", "down", "--dir", str(directory))
         assert down.rc == 0, down.err
+        assert_nothing_left(directory)
+
+
+def assert_nothing_left(directory: Path) -> None:
+    """No mount, loop device or cgroup of the lab in `directory` outlives `lab down`."""
+    marker = str(directory) + "/"
+    with open("/proc/mounts") as f:
+        mounts = [ln.split()[1] for ln in f if marker in ln.split()[1]]
+    assert not mounts, mounts
+    loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    assert marker not in loops, loops
 
 
 def ceph_json(cluster, prefix: str, target: str = "mon", **args: object) -> object:

@@ -174,7 +174,14 @@ def leftover_pools(admin: Any) -> list[str]:
 
 def pool_clean(admin: Any, pool: str) -> tuple[int, int]:
     """(PGs of the pool active+clean, its PGs): others' PGs do not time our pool."""
-    out = admin.mgr_cmd("pg ls-by-pool", poolstr=pool)
+    try:
+        out = admin.mgr_cmd("pg ls-by-pool", poolstr=pool)
+    except UserError as exc:
+        # The mgr answers from its own osdmap, which on Reef and Tentacle lags the
+        # mon's by a moment after the pool is made: none of its PGs seen yet.
+        if "does not exist" in str(exc):
+            return 0, 0
+        raise
     stats = out.get("pg_stats", []) if isinstance(out, dict) else (out or [])
     clean = sum(1 for p in stats if p.get("state") == "active+clean")
     return clean, len(stats)

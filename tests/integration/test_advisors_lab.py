@@ -28,8 +28,9 @@ def check(lab: LabCluster, *args: str, env: dict[str, str] | None = None):
     return res.rc, json.loads(res.out)
 
 
-def test_a_healthy_idle_lab_raises_nothing_untrue(lab_cluster: LabCluster,
+def test_a_healthy_idle_lab_raises_nothing_untrue(release_cluster: LabCluster,
                                                   tmp_path: Path) -> None:
+    lab_cluster = release_cluster
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}  # no mutes from elsewhere
     eventually(lambda: check(lab_cluster, "--for", "2", env=env)[1]["sources"]["ceph"]["ok"], 30)
     rc, out = check(lab_cluster, "--for", "5", env=env)
@@ -66,7 +67,8 @@ def quick(rule: str, seconds: float) -> dict:
                                       params={**s.params, "window_seconds": seconds})}
 
 
-def test_a_storm_fires_while_it_lasts_and_clears_after(lab_cluster: LabCluster) -> None:
+def test_a_storm_fires_while_it_lasts_and_clears_after(release_cluster: LabCluster) -> None:
+    lab_cluster = release_cluster
     engine = Engine(quick("ceph.peering.storm", 1.0), mutes=None)
     hub = Hub([CephSource(conffile=str(lab_cluster.conf))], interval=0.25)
     hub.start()

@@ -63,8 +63,9 @@ def flags(lab: LabCluster) -> str:
         cluster.shutdown()
 
 
-def test_plan_apply_and_undo_a_scrub_change_through_the_cli(lab_cluster: LabCluster, env,
+def test_plan_apply_and_undo_a_scrub_change_through_the_cli(release_cluster: LabCluster, env,
                                                             tmp_path: Path) -> None:
+    lab_cluster = release_cluster
     assert lab_cluster.cli("lab", "load", "--threads", "8").rc == 0
     try:
         time.sleep(6)  # the mgr's client IO rates need a few seconds of load
@@ -76,10 +77,16 @@ def test_plan_apply_and_undo_a_scrub_change_through_the_cli(lab_cluster: LabClus
         lab_cluster.cli("lab", "load", "--stop")
     res = cli(lab_cluster, env, "apply", str(plan), "--yes")
     assert res.rc == 0, res.err
-    assert "applied:" in res.out
-    assert float(get(lab_cluster, "osd.1", "osd_scrub_sleep")) == pytest.approx(0.1)
+    if lab_cluster.release == "pacific":
+        assert "applied:" in res.out
+        assert float(get(lab_cluster, "osd.1", "osd_scrub_sleep")) == pytest.approx(0.1)
+    else:
+        # From Quincy the mClock scheduler holds osd_scrub_sleep at 0 whatever is
+        # stored: apply stores it, reads the OSDs back and says they did not take it.
+        assert "osd.0, osd.1, osd.2 still run the old value" in res.out, res.out
+        assert float(stored(lab_cluster, "osd", "osd_scrub_sleep") or 0) == pytest.approx(0.1)
     (entry,) = journal(env).entries()
-    assert entry.status == "applied" and entry.before is None  # unset before
+    assert entry.before is None  # unset before
     assert "config log version" in entry.detail
     res = cli(lab_cluster, env, "undo", "--yes")
     assert res.rc == 0, res.err
@@ -127,8 +134,9 @@ def test_osd_specific_class_wide_and_flag_changes_and_their_undo(lab_cluster: La
     assert "noscrub" not in flags(lab_cluster)
 
 
-def test_a_plan_is_refused_when_someone_else_changed_the_value(lab_cluster: LabCluster, env,
+def test_a_plan_is_refused_when_someone_else_changed_the_value(release_cluster: LabCluster, env,
                                                                tmp_path: Path) -> None:
+    lab_cluster = release_cluster
     change = Change("ceph_config", "osd", "osd_scrub_sleep",
                     get(lab_cluster, "osd", "osd_scrub_sleep"), "0.1",
                     "ceph config set osd osd_scrub_sleep 0.1", runtime=True,

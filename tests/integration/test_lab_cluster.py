@@ -75,7 +75,8 @@ def test_storm_of_new_pgs_leaves_active_clean_and_comes_back(lab_cluster: LabClu
         cluster.shutdown()
 
 
-def test_storm_restart_osd_takes_it_down_and_up(lab_cluster: LabCluster) -> None:
+def test_storm_restart_osd_takes_it_down_and_up(release_cluster: LabCluster) -> None:
+    lab_cluster = release_cluster
     cluster = lab_cluster.rados()
     try:
         def osd1() -> dict:
@@ -101,7 +102,8 @@ def test_storm_restart_unknown_osd_is_one_sentence(lab_cluster: LabCluster) -> N
     assert "no osd.99" in res.err and "Traceback" not in res.err
 
 
-def test_load_runs_real_writes_and_stops(lab_cluster: LabCluster) -> None:
+def test_load_runs_real_writes_and_stops(release_cluster: LabCluster) -> None:
+    lab_cluster = release_cluster
     cluster = lab_cluster.rados()
     try:
         res = lab_cluster.cli("lab", "load", "--threads", "8")
@@ -122,7 +124,8 @@ def test_load_runs_real_writes_and_stops(lab_cluster: LabCluster) -> None:
     assert "load" not in {d["name"] for d in status["daemons"]}
 
 
-def test_status_reports_every_daemon_and_health(lab_cluster: LabCluster) -> None:
+def test_status_reports_every_daemon_and_health(release_cluster: LabCluster) -> None:
+    lab_cluster = release_cluster
     res = lab_cluster.cli("lab", "status", "--json")
     assert res.rc == 0, res.err
     status = json.loads(res.out)
@@ -132,6 +135,11 @@ def test_status_reports_every_daemon_and_health(lab_cluster: LabCluster) -> None
     assert all(dev and dev.startswith("/dev/loop") for dev in devices)
     assert status["health"] in {"HEALTH_OK", "HEALTH_WARN"}
     assert status["osds"] == {"up": 3, "total": 3}
+    assert status["release"] == lab_cluster.release
+    assert status["ceph"].endswith(" " + lab_cluster.release)
+    assert status["cephadm"] is (lab_cluster.osd_cpu_limit is not None)
+    human = lab_cluster.cli("lab", "status")
+    assert f"release     {lab_cluster.release} (ceph " in human.out
 
 
 def test_prometheus_scrapes_the_lab_mgr(lab_cluster: LabCluster) -> None:

@@ -21,7 +21,8 @@ from tests.conftest import LabCluster, run_cli
 pytestmark = pytest.mark.integration
 
 
-def test_a_storm_replays_as_it_was_seen_live(lab_cluster: LabCluster, tmp_path: Path) -> None:
+def test_a_storm_replays_as_it_was_seen_live(release_cluster: LabCluster, tmp_path: Path) -> None:
+    lab_cluster = release_cluster
     lab = lab_cluster
     tape = Recorder(tmp_path / "storm.sdrec")
     session = Session(Engine(), recorder=tape)

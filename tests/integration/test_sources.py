@@ -33,7 +33,8 @@ def host_window(src: HostSource, seconds: float) -> Partial:
     return src.poll()
 
 
-def test_snapshot_command_on_the_lab(lab_cluster: LabCluster) -> None:
+def test_snapshot_command_on_the_lab(release_cluster: LabCluster) -> None:
+    lab_cluster = release_cluster
     res = run_cli("snapshot", "-c", str(lab_cluster.conf), "--json")
     assert res.rc == 0, res.err
     snap = json.loads(res.out)
@@ -49,13 +50,15 @@ def test_snapshot_command_on_the_lab(lab_cluster: LabCluster) -> None:
         assert name in disk["daemons"] and disk["virtual"] and disk["transport"] == "loop"
     cluster = snap["cluster"]
     assert sum(d["primary_pgs"] for d in osds.values()) == cluster["num_pgs"]
-    assert cluster["release"] == "pacific" and cluster["version"].startswith("16.2.")
+    major = {"pacific": "16.2.", "reef": "18.2.", "tentacle": "20.2."}[lab_cluster.release]
+    assert cluster["release"] == lab_cluster.release and cluster["version"].startswith(major)
     assert cluster["config"]["osd_scrub_sleep"]["exists"] is True
     human = run_cli("snapshot", "-c", str(lab_cluster.conf))
     assert human.rc == 0 and "osd.2" in human.out and "loop" in human.out
 
 
-def test_load_raises_cores_disk_and_latency_then_falls(lab_cluster: LabCluster) -> None:
+def test_load_raises_cores_disk_and_latency_then_falls(release_cluster: LabCluster) -> None:
+    lab_cluster = release_cluster
     host = HostSource(ceph_conf=str(lab_cluster.conf))
     ceph = CephSource(conffile=str(lab_cluster.conf))
     try:
@@ -166,7 +169,8 @@ def test_storm_seen_and_cleared_with_primaries_summing_up(lab_cluster: LabCluste
     assert sum(d.primary_pgs or 0 for d in p.daemons.values()) == p.cluster.num_pgs
 
 
-def test_prometheus_agrees_with_librados(lab_cluster: LabCluster) -> None:
+def test_prometheus_agrees_with_librados(release_cluster: LabCluster) -> None:
+    lab_cluster = release_cluster
     prom = PrometheusSource(f"http://127.0.0.1:{lab_cluster.prometheus_port}")
     ceph = CephSource(conffile=str(lab_cluster.conf))
     try:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -37,10 +38,9 @@ def pools(lab: LabCluster) -> list[str]:
         cluster.shutdown()
 
 
-@pytest.fixture
-def planted(lab_cluster: LabCluster) -> Iterator[LabCluster]:
+@contextmanager
+def plant(lab: LabCluster) -> Iterator[LabCluster]:
     """A pool with pg_num 100, osd.1 pinned to one core, osd_scrub_sleep 0."""
-    lab = lab_cluster
     cluster = lab.rados()
     pid = osd_pid(lab, "osd.1")
     before = affinity(pid)
@@ -57,6 +57,19 @@ def planted(lab_cluster: LabCluster) -> Iterator[LabCluster]:
         cluster.shutdown()
 
 
+@pytest.fixture
+def planted(lab_cluster: LabCluster) -> Iterator[LabCluster]:
+    with plant(lab_cluster) as lab:
+        yield lab
+
+
+@pytest.fixture
+def planted_release(release_cluster: LabCluster) -> Iterator[LabCluster]:
+    """The same, on the lab of every release the run covers."""
+    with plant(release_cluster) as lab:
+        yield lab
+
+
 def validate(lab: LabCluster, tmp: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "XDG_STATE_HOME": str(tmp / "state")}
     return subprocess.Popen([sys.executable, "-m", "stormdeck", "validate", "--headless",
@@ -71,8 +84,8 @@ def verdicts(report: dict, step: str) -> dict[str, str]:
 
 
 def test_a_quick_run_finds_the_planted_problems_and_leaves_nothing(
-        planted: LabCluster, tmp_path: Path) -> None:
-    lab = planted
+        planted_release: LabCluster, tmp_path: Path) -> None:
+    lab = planted_release
     sweep_pid = osd_pid(lab, "osd.0")
     sweep_before = affinity(sweep_pid)
     started = time.monotonic()
@@ -85,7 +98,9 @@ def test_a_quick_run_finds_the_planted_problems_and_leaves_nothing(
     assert report["format"] == 1 and not report["cancelled"], err
     hosts = verdicts(report, "hosts")
     assert hosts["cores allowed to osd.1"] == "fail"
-    assert hosts["cores allowed to osd.0"] == "pass"
+    # A cephadm-shaped OSD's cgroup (1.5 cores on Tentacle's lab) is below what validate
+    # asks of an OSD: that verdict is right too.
+    assert hosts["cores allowed to osd.0"] == ("pass" if lab.osd_cpu_limit is None else "fail")
     assert any(k.startswith("write cache of") and v in ("pass", "fail")
                for k, v in hosts.items()), hosts
     settings = verdicts(report, "settings")
