@@ -2,8 +2,9 @@
 
 A source that is slow or hangs delays nobody: its thread alone waits, and
 the hub keeps showing its last good values marked stale, with the error,
-until it answers again. Snapshots go into a bounded History from which
-windows and series (sparklines, rule windows) are read.
+until it answers again. The merge is pure: whoever runs the loop
+(advisors/loop.py) keeps snapshots in a bounded History, from which windows
+and series (sparklines, rule windows) are read.
 """
 
 from __future__ import annotations
@@ -71,6 +72,12 @@ class History:
     def __len__(self) -> int:
         return len(self._items)
 
+    def last(self, n: int) -> tuple[Snapshot, ...]:
+        """The newest `n` snapshots, oldest first."""
+        with self._lock:
+            k = len(self._items)
+            return tuple(self._items[i] for i in range(max(0, k - n), k))
+
     def __iter__(self) -> Iterator[Snapshot]:
         with self._lock:
             return iter(list(self._items))
@@ -104,13 +111,12 @@ class Hub:
     """Polls sources every `interval` seconds, each in its own thread."""
 
     def __init__(self, sources: Sequence[Source], interval: float = 1.0,
-                 timeout: float = 10.0, history: int = 600) -> None:
+                 timeout: float = 10.0) -> None:
         if not sources:
             raise ValueError("a hub needs at least one source")
         self.sources = list(sources)  # in merge priority order: first wins
         self.interval = interval
         self.timeout = timeout
-        self.history = History(history)
         self._states = {s.name: _State() for s in self.sources}
         # A source that fans out (Curve: MDS, then chunkservers, each with its own
         # timeout) may take longer than one request before it is hung.
@@ -217,13 +223,11 @@ class Hub:
         return out
 
     def snapshot(self) -> Snapshot:
-        """Merge the latest partial of every source into one Snapshot and keep it in History."""
+        """Merge the latest partial of every source into one Snapshot (nothing is kept)."""
         health = self.health()
         with self._lock:
             partials = [self._states[s.name].partial for s in self.sources]
-        snap = merge([p for p in partials if p is not None], health)
-        self.history.append(snap)
-        return snap
+        return merge([p for p in partials if p is not None], health)
 
 
 def merge(partials: Iterable[Partial], health: dict[str, SourceHealth] | None = None,

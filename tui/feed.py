@@ -17,13 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from stormdeck.advisors.loop import REPLAY_RUNUP
 from stormdeck.advisors.model import Finding
 from stormdeck.advisors.timeline import Event
 from stormdeck.collectors.model import Snapshot
-
-# A replay seeking backwards judges again this many snapshots before the target,
-# so that rules with windows and for-durations see what they saw live.
-REPLAY_RUNUP = 900
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,22 +114,23 @@ class Scrollback:
 
 
 class Feed(Scrollback):
-    """Live frames: a Hub and a Session (engine, timeline, recorder) in a thread of their own.
+    """Live frames: the data loop (advisors/loop.py) in a thread of its own.
 
-    The look-back keeps as many frames as the hub's History keeps snapshots (600, ten
+    The look-back keeps as many frames as the loop's History keeps snapshots (600, ten
     minutes at 1 s), so it holds no snapshot the History does not hold already.
     """
 
     def __init__(self, sources: Sequence[Any], engine: Any, interval: float = 1.0,
                  timeout: float = 10.0, keep: int = 120, recorder: Any = None,
                  journal: Any = None, scrollback: int = 600) -> None:
-        from stormdeck.advisors.session import Session
-        from stormdeck.collectors.hub import Hub
+        from stormdeck.advisors.loop import Loop
 
         super().__init__(scrollback)
-        self.hub = Hub(sources, interval=interval, timeout=timeout)
+        self.loop = Loop(sources, engine, interval=interval, timeout=timeout, keep=scrollback,
+                         recorder=recorder, journal=journal)
+        self.hub = self.loop.hub
         self.engine = engine
-        self.session = Session(engine, recorder=recorder, journal=journal)
+        self.session = self.loop.session
         self.interval = interval
         self.keep = keep
         self._stop = threading.Event()
@@ -140,32 +138,26 @@ class Feed(Scrollback):
 
     def start(self, on_frame: Callable[[Frame], None]) -> None:
         self._emit = on_frame
-        self.hub.start()
         self._thread = threading.Thread(target=self._run, name="feed", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        self.hub.wait_polls(1, timeout=self.hub.longest_poll + 1)
-        while not self._stop.is_set():
-            started = time.monotonic()
-            # Collection goes on while paused or looking back: the past stays whole.
-            snap = self.hub.snapshot()
-            history = tuple(self.hub.history)
-            step = self.session.step(snap, history)
-            self._arrive(Frame(snap, step.findings, history[-self.keep:], events=step.events))
-            self._stop.wait(max(0.05, self.interval - (time.monotonic() - started)))
+        self.loop.start()
+        # Collection goes on while paused or looking back: the past stays whole.
+        self.loop.run(lambda step: self._arrive(Frame(
+            step.snapshot, step.findings, self.loop.history.last(self.keep),
+            events=step.events)), stop=self._stop)
 
     def set_interval(self, seconds: float) -> float:
         self.interval = min(60.0, max(0.25, seconds))
-        self.hub.set_interval(self.interval)
+        self.loop.set_interval(self.interval)
         return self.interval
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
-        self.hub.stop()
-        self.session.close()
+        self.loop.stop()
 
 
 class ReplayFeed(Scrollback):

@@ -69,18 +69,12 @@ class Report:
 
 def take_snapshot(conf: str | None, timeout: float = 10.0) -> Snapshot:
     """What the cluster and this host look like now: two polls, so rates are real."""
+    from stormdeck.advisors.loop import collect_once
     from stormdeck.collectors.ceph import CephSource
     from stormdeck.collectors.host import HostSource
-    from stormdeck.collectors.hub import Hub
 
-    hub = Hub([CephSource(conf, timeout=timeout), HostSource(ceph_conf=conf)], interval=1.0,
-              timeout=timeout)
-    hub.start()
-    try:
-        hub.wait_polls(2, timeout=2 * timeout + 3)
-        snap = hub.snapshot()
-    finally:
-        hub.stop()
+    snap = collect_once([CephSource(conf, timeout=timeout), HostSource(ceph_conf=conf)],
+                        polls=2, timeout=timeout)
     ceph = snap.sources.get("ceph")
     if snap.cluster is None or (ceph is not None and not ceph.ok and ceph.last_success is None):
         raise UserError(f"cannot reach the Ceph cluster: {ceph.error if ceph else 'no source'}",
