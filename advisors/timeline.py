@@ -147,9 +147,11 @@ _TURNS = (
 
 
 def _daemons(a: Snapshot, b: Snapshot, t: float) -> Iterator[Event]:
+    if a.daemons is b.daemons:
+        return  # the source kept every daemon as it was
     for name, d in b.daemons.items():
         old = a.daemons.get(name)
-        if old is None:
+        if old is None or old is d:
             continue
         where = f" on {d.host}" if d.host else ""
         for attr, kind, off, level, back in _TURNS:

@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from stormdeck.collectors.model import (
     Cluster,
@@ -126,6 +126,7 @@ class Hub:
         self._changed = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._memo = MergeMemo()  # touched only by whoever calls snapshot(): the loop
 
     # -- workers --
 
@@ -227,47 +228,93 @@ class Hub:
         health = self.health()
         with self._lock:
             partials = [self._states[s.name].partial for s in self.sources]
-        return merge([p for p in partials if p is not None], health)
+        return merge([p for p in partials if p is not None], health, memo=self._memo)
+
+
+class MergeMemo:
+    """What the last merge made from which inputs. A source that keeps an unchanged
+    mapping (the same object) gets the same merged mapping back: snapshots in the
+    History then share it, instead of each holding a copy of what did not move."""
+
+    def __init__(self) -> None:
+        self.daemon_maps: tuple[Any, ...] = ()
+        self.daemons: dict[str, Daemon] = {}
+        self.keys: list[str] = []
+        self.order: list[str] = []
+        self.disk_maps: tuple[Any, ...] = ()
+        self.disks_for: Any = None
+        self.disks: dict[str, Disk] = {}
+        self.host_maps: tuple[Any, ...] = ()
+        self.hosts: dict[str, Host] = {}
+
+
+def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 def merge(partials: Iterable[Partial], health: dict[str, SourceHealth] | None = None,
-          now: float | None = None) -> Snapshot:
+          now: float | None = None, memo: MergeMemo | None = None) -> Snapshot:
     """Partials in priority order -> one Snapshot; disks learn which daemons sit on them."""
     parts = list(partials)
+    memo = memo if memo is not None else MergeMemo()
     clusters = [p.cluster for p in parts if p.cluster is not None]
     cluster: Cluster | None = merge_records(clusters) if clusters else None
 
-    by_id: dict[str, list[Daemon]] = {}
-    for p in parts:
-        for key, d in p.daemons.items():
-            by_id.setdefault(key, []).append(d)
-    daemons = {key: merge_records(ds) for key, ds in sorted(by_id.items(), key=_daemon_order)}
+    daemon_maps = tuple(p.daemons for p in parts if p.daemons)
+    if daemon_maps and _same(memo.daemon_maps, daemon_maps):
+        daemons = memo.daemons
+    elif len(daemon_maps) == 1:
+        only = daemon_maps[0]
+        keys = list(only)
+        order = memo.order if keys == memo.keys else sorted(keys, key=_id_order)
+        memo.keys, memo.order = keys, order
+        daemons = only if order == keys else {k: only[k] for k in order}  # type: ignore[assignment]
+    else:
+        by_id: dict[str, list[Daemon]] = {}
+        for m in daemon_maps:
+            for key, d in m.items():
+                by_id.setdefault(key, []).append(d)
+        daemons = {key: merge_records(ds)
+                   for key, ds in sorted(by_id.items(), key=_daemon_order)}
+    memo.daemon_maps, memo.daemons = daemon_maps, daemons
 
-    by_disk: dict[str, list[Disk]] = {}
-    for p in parts:
-        for key, disk in p.disks.items():
-            by_disk.setdefault(key, []).append(disk)
-    holders: dict[str, set[str]] = {}
-    for d in daemons.values():
-        if d.host:
-            for dev in d.devices or ():
-                holders.setdefault(f"{d.host}:/dev/{dev}", set()).add(d.id)
-    disks = {}
-    for key, ds in sorted(by_disk.items()):
-        disk = merge_records(ds)
-        on_it = holders.get(key, set()).union(*(x.daemons for x in ds))
-        if on_it != set(disk.daemons):
-            disk = replace(disk, daemons=tuple(sorted(on_it, key=_id_order)))
-        disks[key] = disk
+    disk_maps = tuple(p.disks for p in parts if p.disks)
+    if not disk_maps:
+        disks: dict[str, Disk] = {}
+    elif _same(memo.disk_maps, disk_maps) and memo.disks_for is daemons:
+        disks = memo.disks
+    else:
+        by_disk: dict[str, list[Disk]] = {}
+        for m in disk_maps:
+            for key, disk in m.items():
+                by_disk.setdefault(key, []).append(disk)
+        holders: dict[str, set[str]] = {}
+        for d in daemons.values():
+            if d.host:
+                for dev in d.devices or ():
+                    holders.setdefault(f"{d.host}:/dev/{dev}", set()).add(d.id)
+        disks = {}
+        for key, ds in sorted(by_disk.items()):
+            disk = merge_records(ds)
+            on_it = holders.get(key, set()).union(*(x.daemons for x in ds))
+            if on_it != set(disk.daemons):
+                disk = replace(disk, daemons=tuple(sorted(on_it, key=_id_order)))
+            disks[key] = disk
+    memo.disk_maps, memo.disks_for, memo.disks = disk_maps, daemons, disks
     curves = [p.curve for p in parts if p.curve is not None]
-    by_host: dict[str, list[Host]] = {}
-    for p in parts:
-        for name, h in p.hosts.items():
-            by_host.setdefault(name, []).append(h)
+    host_maps = tuple(p.hosts for p in parts if p.hosts)
+    if host_maps and _same(memo.host_maps, host_maps):
+        hosts = memo.hosts
+    else:
+        by_host: dict[str, list[Host]] = {}
+        for m in host_maps:
+            for name, h in m.items():
+                by_host.setdefault(name, []).append(h)
+        hosts = {n: merge_records(hs) for n, hs in sorted(by_host.items())}
+    memo.host_maps, memo.hosts = host_maps, hosts
     return Snapshot(time=now if now is not None else time.time(), cluster=cluster,
                     daemons=daemons, disks=disks, sources=health or {},
-                    curve=merge_records(curves) if curves else None,
-                    hosts={n: merge_records(hs) for n, hs in sorted(by_host.items())})
+                    curve=merge_records(curves) if curves else None, hosts=hosts)
 
 
 def _id_order(daemon_id: str) -> tuple[str, int, str]:
