@@ -117,6 +117,49 @@ def decode(tp: Any, value: Any) -> Any:
     return value
 
 
+class Encoder:
+    """encode(), remembering what it made for each object of the last snapshot: an
+    object still there (a Daemon, a pool, a mapping the source kept) is not encoded
+    again, and its encoding is the same object, which diff() skips at once."""
+
+    def __init__(self) -> None:
+        self._prev: dict[int, tuple[Any, Any]] = {}
+        self._cur: dict[int, tuple[Any, Any]] = {}
+
+    def snapshot(self, snap: Snapshot) -> dict[str, Any]:
+        self._cur = {}
+        try:
+            return self._encode(snap)
+        finally:
+            self._prev = self._cur
+
+    def _encode(self, value: Any) -> Any:
+        is_data = dataclasses.is_dataclass(value) and not isinstance(value, type)
+        if not (is_data or isinstance(value, Mapping) or
+                (isinstance(value, tuple | list) and len(value) > 4)):
+            return encode(value)
+        key = id(value)
+        hit = self._prev.get(key)
+        if hit is not None and hit[0] is value:
+            self._cur[key] = hit
+            return hit[1]
+        if is_data:
+            out: Any = {}
+            for f in dataclasses.fields(value):
+                v = getattr(value, f.name)
+                if f.default is not dataclasses.MISSING and v == f.default:
+                    continue
+                if f.default_factory is not dataclasses.MISSING and v == f.default_factory():
+                    continue
+                out[f.name] = self._encode(v)
+        elif isinstance(value, Mapping):
+            out = {str(k): self._encode(v) for k, v in value.items()}
+        else:
+            out = [self._encode(v) for v in value]
+        self._cur[key] = (value, out)
+        return out
+
+
 def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     """What turns `old` into `new`: keys set, mappings changed within, keys gone."""
     put: dict[str, Any] = {}
@@ -124,6 +167,8 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     for k, v in new.items():
         if k not in old:
             put[k] = v
+        elif old[k] is v:
+            continue
         elif old[k] != v:
             if isinstance(v, dict) and isinstance(old[k], dict):
                 sub[k] = diff(old[k], v)
@@ -190,6 +235,7 @@ class Recorder:
         self._zip: Any = None
         self._findings_sig: Any = None
         self._journal_seen: set[tuple[str, str]] = set()
+        self._encoder = Encoder()
 
     def _frame(self, kind: bytes, at: float, obj: Any) -> None:
         if kind == KEYFRAME:
@@ -207,7 +253,7 @@ class Recorder:
             raise ValueError("the recording is closed")
         if self.size > self.max_bytes:
             self._rotate()
-        state = encode(snap)
+        state = self._encoder.snapshot(snap)
         if self._last is None or self._since_key >= self.keyframe_every:
             self._frame(KEYFRAME, snap.time, {"s": state})
             self._since_key = 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -30,7 +30,9 @@ class _Column:
         self.start = start  # the first sequence number looked at
         self.filled = start  # the next one to look at
         self.seqs = array("q")
-        self.vals = array("d")
+        # A list, not an array: the floats are the snapshots' own objects, and summing
+        # a list makes no new ones.
+        self.vals: list[float] = []
         self.tick = -1  # `end` at the last request
         self.need = start  # the earliest sequence number asked for in that tick
 
@@ -47,6 +49,33 @@ class _Changes:
         self.changed_at: dict[str, int] = {}
 
 
+class _Matrix:
+    """One figure of every daemon, a row per snapshot, aligned to one order of daemons.
+
+    Rows of snapshots that share their daemons mapping are the same row; summing
+    the transposed rows gives every daemon's window sum in one pass of C, in the
+    order sum() over its own series would add them (a missing value is a 0.0 here,
+    and adding 0.0 changes no sum; daemons with one in the window are done apart).
+    """
+
+    __slots__ = ("filled", "index", "maps", "missing", "need", "order", "rows", "start",
+                 "tick")
+
+    def __init__(self, order: list[str], start: int) -> None:
+        self.order = order
+        self.index = {k: i for i, k in enumerate(order)}
+        self.start = start  # sequence number of rows[0]
+        self.filled = start
+        self.rows: list[list[float]] = []
+        self.missing: list[frozenset[str]] = []  # per row: daemons without a value
+        self.maps: list[Any] = []  # per row: the daemons mapping it was read from
+        self.tick = -1
+        self.need = start
+
+
+_NO_MISSING: frozenset[str] = frozenset()
+
+
 class Columns:
     """The snapshots the engine judges over, numbered, with per-daemon columns filled lazily."""
 
@@ -59,6 +88,7 @@ class Columns:
         self.base = 0  # sequence number of snaps[0]
         self._cols: dict[tuple[str, str], _Column] = {}
         self._changes: dict[str, _Changes] = {}
+        self._mats: dict[str, _Matrix] = {}
 
     @property
     def end(self) -> int:
@@ -124,10 +154,11 @@ class Columns:
                 v = getattr(d, attr, None)
                 if v is None:
                     continue
-                try:
-                    v = float(v)
-                except (TypeError, ValueError):
-                    continue
+                if type(v) is not float:
+                    try:
+                        v = float(v)
+                    except (TypeError, ValueError):
+                        continue
                 if v != v:  # NaN: unknown
                     continue
                 seqs.append(seq)
@@ -143,46 +174,89 @@ class Columns:
             col.tick, col.need = end, first
         elif first < col.need:
             col.need = first
-        return col.vals[bisect_left(col.seqs, first):].tolist()
+        return col.vals[bisect_left(col.seqs, first):]
+
+    def _row(self, daemons: Mapping[str, Any], order: list[str],
+             attr: str) -> tuple[list[float], frozenset[str]]:
+        if len(daemons) == len(order):
+            values = [getattr(d, attr, None) for d in daemons.values()]
+            if list(daemons) != order:
+                values = [getattr(daemons.get(k), attr, None) for k in order]
+        else:
+            values = [getattr(daemons.get(k), attr, None) for k in order]
+        missing = []
+        for i, v in enumerate(values):
+            if type(v) is not float:
+                try:
+                    v = values[i] = float(v)  # type: ignore[arg-type]
+                except (TypeError, ValueError):
+                    missing.append(order[i])
+                    values[i] = 0.0
+                    continue
+            if v != v:  # NaN: unknown
+                missing.append(order[i])
+                values[i] = 0.0
+        return values, frozenset(missing) if missing else _NO_MISSING
+
+    def _matrix(self, attr: str, first: int) -> _Matrix:
+        end, base = self.end, self.base
+        latest = self.snaps[-1].daemons
+        m = self._mats.get(attr)
+        if m is not None and (first < m.start or len(latest) != len(m.order) or (
+                latest is not (m.maps[-1] if m.maps else None)
+                and list(latest) != m.order)):
+            m = None  # daemons came or went (or a wider window): read the rows again
+        if m is None:
+            m = self._mats[attr] = _Matrix(list(latest), max(first, base))
+        prev_map = m.maps[-1] if m.maps else None
+        for seq in range(max(m.filled, base), end):
+            daemons = self.snaps[seq - base].daemons
+            if daemons is prev_map:
+                row, missing = m.rows[-1], m.missing[-1]
+            else:
+                row, missing = self._row(daemons, m.order, attr)
+                # Daemons absent from this snapshot have no value in it either.
+            m.rows.append(row)
+            m.missing.append(missing)
+            m.maps.append(daemons)
+            prev_map = daemons
+        m.filled = end
+        if m.tick != end:
+            cut = m.need - m.start
+            if cut > 0:
+                del m.rows[:cut]
+                del m.missing[:cut]
+                del m.maps[:cut]
+                m.start = m.need
+            m.tick, m.need = end, first
+        elif first < m.need:
+            m.need = first
+        return m
 
     def means(self, ids: Iterable[str], attr: str, first: int) -> dict[str, float]:
         """Each daemon's mean of `attr` from sequence number `first` on, where it has
-        values: what mean(series(...)) gives, in one pass without the lists."""
+        values: exactly what sum(series) / len(series) gives, for all in one pass."""
+        m = self._matrix(attr, first)
+        rows = m.rows[first - m.start:]
+        wanted = ids if isinstance(ids, list) else list(ids)
+        if not rows:
+            return {}
+        n = len(rows)
+        everyone = dict(zip(m.order, [x / n for x in map(sum, zip(*rows, strict=True))],
+                            strict=True))
+        apart: set[str] = set()
+        for missing in set(m.missing[first - m.start:]):
+            apart |= missing
+        if wanted == m.order and not apart:
+            return everyone
         out = {}
-        end = self.end
-        latest = self.snaps[-1].daemons if self.snaps else {}
-        cols = self._cols
-        for daemon_id in ids:
-            col = cols.get((daemon_id, attr))
-            if col is None or first < col.start or col.filled < end - 1:
+        for daemon_id in wanted:
+            if daemon_id in apart or daemon_id not in everyone:
                 vals = self.series(daemon_id, attr, first)
                 if vals:
                     out[daemon_id] = sum(vals) / len(vals)
-                continue
-            if col.filled < end:  # the one new snapshot: as series() would take it
-                d = latest.get(daemon_id)
-                v = getattr(d, attr, None) if d is not None else None
-                if v is not None:
-                    try:
-                        v = float(v)
-                    except (TypeError, ValueError):
-                        v = None
-                    if v is not None and v == v:
-                        col.seqs.append(end - 1)
-                        col.vals.append(v)
-                col.filled = end
-            if col.tick != end:
-                cut = bisect_left(col.seqs, col.need)
-                if cut:
-                    del col.seqs[:cut]
-                    del col.vals[:cut]
-                col.start = max(col.start, col.need)
-                col.tick, col.need = end, first
-            elif first < col.need:
-                col.need = first
-            window = col.vals[bisect_left(col.seqs, first):]
-            if window:
-                out[daemon_id] = sum(window) / len(window)
+            else:
+                out[daemon_id] = everyone[daemon_id]
         return out
 
     def changed(self, attr: str, first: int) -> set[str]:
