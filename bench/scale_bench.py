@@ -42,35 +42,52 @@ FILL = 600  # snapshots of History: ten minutes at 1 s
 VARIANTS = 8  # distinct answers cycled through by the moving commands
 
 
+def prepare(osds: int, directory: Path, seed: int = 5) -> Path:
+    """Write the canned outputs of `osds` OSDs, with VARIANTS answers of the moving
+    commands, to `directory` (made once, in the parent: the measured process only
+    reads them, as it would read librados' answers)."""
+    import zlib
+
+    directory.mkdir(parents=True, exist_ok=True)
+    base = synthesize(osds, osds * 100)
+    rnd = random.Random(seed)
+    perf = json.loads(base["osd perf"])
+    for k in range(VARIANTS):
+        for info in perf["osdstats"]["osd_perf_infos"]:
+            c = rnd.randint(1, 9)
+            info["perf_stats"].update(commit_latency_ms=c, apply_latency_ms=c,
+                                      commit_latency_ns=c * 1_000_000,
+                                      apply_latency_ns=c * 1_000_000)
+        (directory / f"perf.{k}").write_bytes(json.dumps(perf).encode())
+    rows = base["osd status"].decode().splitlines()
+    for k in range(VARIANTS):
+        out = [rows[0]]
+        for line in rows[1:]:
+            p = line.split()
+            out.append(f"{p[0]:>5}  {p[1]}  1.2T  2.3T  {rnd.randint(0, 9999)}  "
+                       f"{rnd.randint(1, 900)}M  {rnd.randint(0, 9999)}  "
+                       f"{rnd.randint(1, 900)}M  exists,up")
+        (directory / f"table.{k}").write_bytes("\n".join(out).encode())
+    # The PG dump is kept compressed and inflated on each fetch: a new 100 MB answer
+    # each time, as librados would hand over, not one held for the whole run.
+    (directory / "pgdump.z").write_bytes(zlib.compress(base.pop("pg dump"), 1))
+    for name, body in base.items():
+        (directory / ("cmd." + name.replace(" ", "_"))).write_bytes(body)
+    return directory
+
+
 class MovingCeph(CannedCeph):
     """The real CephSource; its canned cluster's figures move with the source's clock."""
 
-    def __init__(self, osds: int, seed: int = 5) -> None:
-        base = synthesize(osds, osds * 100)
-        super().__init__(base)
-        rnd = random.Random(seed)
-        perf = json.loads(base["osd perf"])
-        self.perf = []
-        for _ in range(VARIANTS):
-            for info in perf["osdstats"]["osd_perf_infos"]:
-                c = rnd.randint(1, 9)
-                info["perf_stats"].update(commit_latency_ms=c, apply_latency_ms=c,
-                                          commit_latency_ns=c * 1_000_000,
-                                          apply_latency_ns=c * 1_000_000)
-            self.perf.append(json.dumps(perf).encode())
-        rows = base["osd status"].decode().splitlines()
-        self.table = []
-        for _ in range(VARIANTS):
-            out = [rows[0]]
-            for line in rows[1:]:
-                p = line.split()
-                out.append(f"{p[0]:>5}  {p[1]}  1.2T  2.3T  {rnd.randint(0, 9999)}  "
-                           f"{rnd.randint(1, 900)}M  {rnd.randint(0, 9999)}  "
-                           f"{rnd.randint(1, 900)}M  exists,up")
-            self.table.append("\n".join(out).encode())
-        self.status = json.loads(base["status"])
+    def __init__(self, directory: Path) -> None:
+        super().__init__({f.name[4:].replace("_", " "): f.read_bytes()
+                          for f in directory.glob("cmd.*")})
+        self.pgdump = (directory / "pgdump.z").read_bytes()
+        self.perf = [(directory / f"perf.{k}").read_bytes() for k in range(VARIANTS)]
+        self.table = [(directory / f"table.{k}").read_bytes() for k in range(VARIANTS)]
+        self.status = json.loads(self.outputs["status"])
         self.epoch0 = int(self.status["osdmap"].get("epoch") or 100)
-        self.dump = json.loads(base["osd dump"])
+        self.dump = json.loads(self.outputs["osd dump"])
         self._made: dict[str, tuple[int, bytes]] = {}
 
     def _moving(self, what: str, key: int, make: Any) -> bytes:
@@ -97,6 +114,10 @@ class MovingCeph(CannedCeph):
                                   write_bytes_sec=(1 << 20) * (sec % 11 + 1))
                 return json.dumps(s).encode()
             return self._moving("status", sec, status)
+        if prefix == "pg dump":
+            import zlib
+
+            return zlib.decompress(self.pgdump)
         if prefix == "osd dump":
             def dump() -> bytes:
                 self.dump["epoch"] = epoch
@@ -162,11 +183,11 @@ def stats_writer(path: str, timed: Timed, loop: Any) -> Any:
 # ---- the console, in a child on a pty ----------------------------------------------------
 
 
-def console_child(osds: int, fill: int, stats: str) -> None:
+def console_child(canned: Path, fill: int, stats: str) -> None:
     from stormdeck.tui.app import StormdeckApp
     from stormdeck.tui.feed import Feed
 
-    src = MovingCeph(osds)
+    src = MovingCeph(canned)
     engine = engine_all_rules()
     timed = Timed(engine)
     feed = Feed([src], engine)
@@ -252,10 +273,10 @@ def on_pty(argv: list[str], seconds: float, cols: int, rows: int, start: bytes |
             "bytes_per_s": total / span, "peak_rss_mib": peak / (1 << 20)}
 
 
-def console(osds: int, seconds: float, fill: int) -> dict[str, Any]:
+def console(canned: Path, seconds: float, fill: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         stats = str(Path(tmp) / "stats.json")
-        argv = [sys.executable, __file__, "--child", "console", "--osds", str(osds),
+        argv = [sys.executable, __file__, "--child", "console", "--dir", str(canned),
                 "--fill", str(fill), "--stats", stats]
         r = on_pty(argv, seconds, 200, 50, b"FILLED", b"osd.")
         r.update(json.loads(Path(stats).read_text()))
@@ -265,11 +286,11 @@ def console(osds: int, seconds: float, fill: int) -> dict[str, Any]:
 # ---- the record loop, in a child ----------------------------------------------------------
 
 
-def record_child(osds: int, fill: int, stats: str, seconds: float, path: str) -> None:
+def record_child(canned: Path, fill: int, stats: str, seconds: float, path: str) -> None:
     from stormdeck.advisors.loop import Loop
     from stormdeck.collectors.recording import Recorder
 
-    src = MovingCeph(osds)
+    src = MovingCeph(canned)
     engine = engine_all_rules()
     timed = Timed(engine)
     loop = Loop([src], engine)
@@ -285,13 +306,13 @@ def record_child(osds: int, fill: int, stats: str, seconds: float, path: str) ->
         loop.stop()
 
 
-def record(osds: int, seconds: float, fill: int) -> dict[str, Any]:
+def record(canned: Path, seconds: float, fill: int) -> dict[str, Any]:
     import psutil
 
     with tempfile.TemporaryDirectory() as tmp:
         stats, rec = str(Path(tmp) / "stats.json"), str(Path(tmp) / "bench.sdrec")
         child = subprocess.Popen(
-            [sys.executable, __file__, "--child", "record", "--osds", str(osds), "--fill",
+            [sys.executable, __file__, "--child", "record", "--dir", str(canned), "--fill",
              str(fill), "--stats", stats, "--seconds", str(seconds), "--file", rec],
             stdout=subprocess.PIPE)
         proc = psutil.Process(child.pid)
@@ -319,7 +340,7 @@ def record(osds: int, seconds: float, fill: int) -> dict[str, Any]:
 # ---- seek back in a replay ------------------------------------------------------------------
 
 
-def seek(osds: int, minutes: float, back: float) -> dict[str, Any]:
+def seek(canned: Path, minutes: float, back: float) -> dict[str, Any]:
     """A replay of a `minutes`-long recording of `osds` OSDs: open it at its end (what
     `replay --start` does), then seek `back` seconds back, and further back than the
     look-back holds."""
@@ -330,7 +351,7 @@ def seek(osds: int, minutes: float, back: float) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "seek.sdrec"
-        src = MovingCeph(osds)
+        src = MovingCeph(canned)
         tape = Recorder(path)
 
         class Tape:
@@ -364,13 +385,13 @@ def seek(osds: int, minutes: float, back: float) -> dict[str, Any]:
 # ---- check --json ----------------------------------------------------------------------------
 
 
-def check_child(osds: int) -> None:
+def check_child(canned: Path) -> None:
     from stormdeck.advisors.engine import worst
 
     from stormdeck.cli_check import report
     from stormdeck.watching import watch
 
-    src = MovingCeph(osds)
+    src = MovingCeph(canned)
     polled: list[float] = []
     real = src.poll
 
@@ -389,8 +410,8 @@ def check_child(osds: int) -> None:
                       "first_poll_s": polled[0] - started, "bytes": len(text)}))
 
 
-def check(osds: int) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--child", "check", "--osds", str(osds)],
+def check(canned: Path) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, __file__, "--child", "check", "--dir", str(canned)],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -418,15 +439,16 @@ def main() -> int:
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--stats", help=argparse.SUPPRESS)
     ap.add_argument("--file", help=argparse.SUPPRESS)
+    ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child == "console":
-        console_child(args.osds, args.fill, args.stats)
+        console_child(args.dir, args.fill, args.stats)
         return 0
     if args.child == "record":
-        record_child(args.osds, args.fill, args.stats, args.seconds, args.file)
+        record_child(args.dir, args.fill, args.stats, args.seconds, args.file)
         return 0
     if args.child == "check":
-        check_child(args.osds)
+        check_child(args.dir)
         return 0
     minutes, back = 20.0, 600.0
     if args.smoke:
@@ -438,8 +460,12 @@ def main() -> int:
     say = (lambda *a: None) if args.json else print
     say(f"scale: {args.osds:,} OSDs, {args.osds * 100:,} PGs, 64 pools; History filled with "
         f"{args.fill} snapshots, then {args.seconds:g} s at 1 Hz")
+    tmp = tempfile.TemporaryDirectory(prefix="stormdeck-scale-")
+    canned = prepare(args.osds, Path(tmp.name) / "n")
+    seek_canned = canned if args.seek_osds == args.osds else \
+        prepare(args.seek_osds, Path(tmp.name) / "seek") if "seek" in parts else canned
     if "console" in parts:
-        r = out["console"] = console(args.osds, args.seconds, args.fill)
+        r = out["console"] = console(canned, args.seconds, args.fill)
         say(f"  console 200x50 daemons view: CPU {r['cpu_pct']:.1f}% of a core")
         say(f"  console peak RSS: {r['peak_rss_mib']:.0f} MiB")
         say(f"  console engine: {r['engine_ms']:.1f} ms per tick (max {r['engine_ms_max']:.1f})")
@@ -447,21 +473,21 @@ def main() -> int:
         say(f"  console first paint: {r['first_paint_s']:.2f} s")
         say(f"  console terminal: {r['bytes_per_s'] / 1024:.2f} KiB/s")
     if "record" in parts:
-        r = out["record"] = record(args.osds, args.seconds, args.fill)
+        r = out["record"] = record(canned, args.seconds, args.fill)
         say(f"  record CPU: {r['cpu_pct']:.1f}% of a core")
         say(f"  record peak RSS: {r['peak_rss_mib']:.0f} MiB")
         say(f"  record engine: {r['engine_ms']:.1f} ms per tick (max {r['engine_ms_max']:.1f})")
         say(f"  record ticks missed: {r['missed']} of {r['ticks']}")
         say(f"  record file: {r['file_kib_per_min']:.0f} KiB per minute")
     if "seek" in parts:
-        r = out["seek"] = seek(args.seek_osds, minutes, back)
+        r = out["seek"] = seek(seek_canned, minutes, back)
         say(f"  replay of {args.seek_osds:,} OSDs, {r['snapshots']} snapshots: open at the end "
             f"{r['open_at_end_s']:.2f} s (judges {r['runup']} before)")
         say(f"  replay seek back {back / 60:g} min: {r['seek_back_s']:.3f} s")
         say(f"  replay seek back {back / 60 + 2:g} min (beyond the look-back): "
             f"{r['seek_beyond_s']:.2f} s")
     if "check" in parts:
-        r = out["check"] = check(args.osds)
+        r = out["check"] = check(canned)
         say(f"  check --json: {r['after_second_poll_s']:.2f} s after its second poll "
             f"({r['total_s']:.2f} s in all)")
     if "htop" in parts:
@@ -472,6 +498,7 @@ def main() -> int:
         else:
             say(f"  htop 200x50 beside it: CPU {r['cpu_pct']:.1f}% of a core, "
                 f"{r['bytes_per_s'] / 1024:.2f} KiB/s")
+    tmp.cleanup()
     subprocess.run(["stty", "sane"], stderr=subprocess.DEVNULL, check=False)
     if args.json:
         print(json.dumps(out, indent=1))

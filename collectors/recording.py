@@ -160,6 +160,48 @@ class Encoder:
         return out
 
 
+class Decoder:
+    """decode(), remembering what it made from each JSON object of the last snapshot.
+
+    patch() keeps the objects of what a delta did not touch, so a snapshot decoded
+    after the one before it builds only what changed, and shares the rest with it
+    (the live History's sharing, kept through a replay)."""
+
+    def __init__(self) -> None:
+        self._prev: dict[int, tuple[Any, Any, Any]] = {}
+        self._cur: dict[int, tuple[Any, Any, Any]] = {}
+
+    def snapshot(self, data: Mapping[str, Any]) -> Snapshot:
+        self._cur = {}
+        try:
+            return self._decode(Snapshot, data)
+        finally:
+            self._prev = self._cur
+
+    def _decode(self, tp: Any, value: Any) -> Any:
+        if not isinstance(value, dict | list):
+            return decode(tp, value)
+        key = id(value)
+        hit = self._prev.get(key)
+        if hit is not None and hit[0] is value and hit[1] is tp:
+            self._cur[key] = hit
+            return hit[2]
+        origin = typing.get_origin(tp)
+        if origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            return self._decode(args[0], value) if len(args) == 1 else value
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            hints = _hints(tp)
+            out = tp(**{k: self._decode(hints[k], v) for k, v in value.items() if k in hints})
+        elif origin in (dict, collections.abc.Mapping):
+            vt = typing.get_args(tp)[1]
+            out = {k: self._decode(vt, v) for k, v in value.items()}
+        else:
+            out = decode(tp, value)
+        self._cur[key] = (value, tp, out)
+        return out
+
+
 def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     """What turns `old` into `new`: keys set, mappings changed within, keys gone."""
     put: dict[str, Any] = {}
@@ -436,10 +478,11 @@ class Recording:
         """Snapshots from the `start`th on."""
         first = self.snapshot_frames[start] if start < len(self.snapshot_frames) else \
             len(self.frames)
+        decoder = Decoder()
         for r in self.records(first):
             if r.kind == "snapshot":
                 try:
-                    snap = decode(Snapshot, r.data)
+                    snap = decoder.snapshot(r.data)
                 except (ValueError, KeyError, TypeError, AttributeError):
                     self.torn = f"undecodable snapshot in frame {r.index}"
                     return
