@@ -43,7 +43,11 @@ def main() -> int:
     ap.add_argument("--interval", type=float, default=5.0,
                     help="the poll interval a cycle must fit in (default 5 s)")
     ap.add_argument("--concurrency", default="16,32,64")
+    ap.add_argument("--smoke", action="store_true",
+                    help="a few seconds on a small cluster, to see that it runs (CI)")
     args = ap.parse_args()
+    if args.smoke:
+        args.chunkservers, args.cycles, args.concurrency = 30, 2, "8"
     n = args.chunkservers
     code = SERVER.format(root=str(ROOT), n=n, copysets=n * 33)
     server = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
