@@ -27,6 +27,7 @@ from stormdeck.collectors.model import (
     SourceHealth,
     merge_records,
 )
+from stormdeck.collectors.packing import PackedDaemons, Packer
 
 
 class Source(Protocol):
@@ -59,15 +60,31 @@ class _State:
 
 
 class History:
-    """The last N snapshots, oldest first."""
+    """The last N snapshots, oldest first.
 
-    def __init__(self, maxlen: int = 600) -> None:
+    All but the newest `whole` keep their daemons packed (collectors/packing.py):
+    the snapshot object stays the one everybody holds (frames, the engine's window),
+    its daemons mapping is swapped for an equal, packed one. Memory then grows with
+    what changed, not with snapshots x daemons.
+    """
+
+    def __init__(self, maxlen: int = 600, whole: int = 130) -> None:
         self._items: deque[Snapshot] = deque(maxlen=maxlen)
         self._lock = threading.Lock()
+        self.whole = whole  # the console's sparklines read the newest 120 at every frame
+        self._packer = Packer()
 
     def append(self, snap: Snapshot) -> None:
         with self._lock:
             self._items.append(snap)
+            n = len(self._items)
+            if n <= self.whole:
+                return
+            old = self._items[n - 1 - self.whole]
+        if not isinstance(old.daemons, PackedDaemons):
+            # Equal content, another representation: a reader holding the old mapping
+            # keeps reading it; the Snapshot stays frozen in what it says.
+            object.__setattr__(old, "daemons", self._packer.pack(old.daemons))
 
     def __len__(self) -> int:
         return len(self._items)

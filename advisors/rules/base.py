@@ -58,7 +58,7 @@ class _Matrix:
     and adding 0.0 changes no sum; daemons with one in the window are done apart).
     """
 
-    __slots__ = ("filled", "index", "maps", "missing", "need", "order", "rows", "start",
+    __slots__ = ("filled", "index", "last_map", "missing", "need", "order", "rows", "start",
                  "tick")
 
     def __init__(self, order: list[str], start: int) -> None:
@@ -68,7 +68,7 @@ class _Matrix:
         self.filled = start
         self.rows: list[list[float]] = []
         self.missing: list[frozenset[str]] = []  # per row: daemons without a value
-        self.maps: list[Any] = []  # per row: the daemons mapping it was read from
+        self.last_map: Any = None  # the daemons mapping the last row was read from
         self.tick = -1
         self.need = start
 
@@ -203,12 +203,11 @@ class Columns:
         latest = self.snaps[-1].daemons
         m = self._mats.get(attr)
         if m is not None and (first < m.start or len(latest) != len(m.order) or (
-                latest is not (m.maps[-1] if m.maps else None)
-                and list(latest) != m.order)):
+                latest is not m.last_map and list(latest) != m.order)):
             m = None  # daemons came or went (or a wider window): read the rows again
         if m is None:
             m = self._mats[attr] = _Matrix(list(latest), max(first, base))
-        prev_map = m.maps[-1] if m.maps else None
+        prev_map = m.last_map
         for seq in range(max(m.filled, base), end):
             daemons = self.snaps[seq - base].daemons
             if daemons is prev_map:
@@ -218,15 +217,14 @@ class Columns:
                 # Daemons absent from this snapshot have no value in it either.
             m.rows.append(row)
             m.missing.append(missing)
-            m.maps.append(daemons)
             prev_map = daemons
         m.filled = end
+        m.last_map = prev_map
         if m.tick != end:
             cut = m.need - m.start
             if cut > 0:
                 del m.rows[:cut]
                 del m.missing[:cut]
-                del m.maps[:cut]
                 m.start = m.need
             m.tick, m.need = end, first
         elif first < m.need:
