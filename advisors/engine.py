@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from stormdeck.advisors.model import Change, Check, Finding, RuleSettings
 from stormdeck.advisors.mutes import MuteStore
@@ -52,6 +53,19 @@ class Engine:
         # False: every rule walks its whole window each tick (the reference the
         # columns are tested against).
         self.incremental = incremental
+
+    def checkpoint(self) -> Any:
+        """The judging state (tracks, what resolved, errors), to resume from later."""
+        return ({k: replace(t) for k, t in self._tracks.items()}, tuple(self.resolved),
+                dict(self.errors))
+
+    def restore(self, state: Any) -> None:
+        """Resume from a checkpoint(); the columns refill from the history given next."""
+        tracks, resolved, errors = state
+        self._tracks = {k: replace(t) for k, t in tracks.items()}
+        self.resolved = deque(resolved, maxlen=self.resolved.maxlen)
+        self.errors = dict(errors)
+        self.columns = Columns()
 
     def _span(self, rule_id: str) -> float:
         s = self.settings[rule_id]

@@ -66,6 +66,14 @@ class Timeline:
         self._prev = snap
         return new
 
+    def checkpoint(self) -> tuple:
+        return (tuple(self.events), self._prev, frozenset(self._config_seen), self._began)
+
+    def restore(self, state: tuple) -> None:
+        events, self._prev, seen, self._began = state
+        self.events = deque(events, maxlen=self.events.maxlen)
+        self._config_seen = set(seen)
+
     def since(self, start: float, end: float | None = None) -> list[Event]:
         return [e for e in self.events if e.time >= start and (end is None or e.time <= end)]
 

@@ -161,7 +161,16 @@ class Feed(Scrollback):
 
 
 class ReplayFeed(Scrollback):
-    """Frames from a recording, judged afresh by the engine, at a chosen speed."""
+    """Frames from a recording, judged afresh by the engine, at a chosen speed.
+
+    Every CHECKPOINT_EVERY snapshots judged, the judging state (engine, timeline and
+    the history behind it) is kept: seeking back to a time judged before resumes from
+    the checkpoint before it and judges at most that many snapshots, instead of the
+    whole run-up. Only a time never judged costs the run-up.
+    """
+
+    CHECKPOINT_EVERY = 60
+    CHECKPOINTS = 16  # kept, the newest made: a quarter of an hour at 1 s
 
     def __init__(self, recording: Any, engine_factory: Callable[[], Any], speed: float = 1.0,
                  keep: int = 120, scrollback: int = 600, start: float | None = None) -> None:
@@ -176,6 +185,9 @@ class ReplayFeed(Scrollback):
         self.ended = False
         self._start_at = recording.snapshot_at(start) if start is not None else 0
         self._steps: Any = None
+        self.session: Any = None
+        self._checkpoints: dict[int, tuple[tuple[Snapshot, ...], Any]] = {}
+        self._run_from = 0  # where the current run began judging
         self._play = threading.Lock()  # one judge at a time: the player or a key
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -188,16 +200,35 @@ class ReplayFeed(Scrollback):
         self._thread = threading.Thread(target=self._run, name="replay", daemon=True)
         self._thread.start()
 
-    def _restart(self, index: int) -> None:
-        from stormdeck.advisors.session import replay
+    def _restart(self, index: int, resume: int | None = None) -> None:
+        """Judge afresh from snapshot `index`, or go on from the checkpoint at `resume`."""
+        from stormdeck.advisors.session import Session, replay
 
         with self._play, self._lock:
             self.past.clear()
             self.offset = 0
             self.engine = self.engine_factory()
-            self._steps = replay(self.recording, self.engine, index)
+            self.session = Session(self.engine)
+            history: tuple[Snapshot, ...] = ()
+            self._run_from = index
+            if resume is not None:
+                history, state = self._checkpoints[resume]
+                self.session.restore(state)
+                index = resume + 1
+                self._run_from = 0  # what follows a whole checkpoint is whole too
+            self._steps = replay(self.recording, self.engine, index, session=self.session,
+                                 history=history)
             self.next_index = index
             self.ended = False
+
+    def _checkpoint(self, i: int, history: tuple[Snapshot, ...]) -> None:
+        # Only a state judged with its whole run-up behind it stands for a restart.
+        if i % self.CHECKPOINT_EVERY or i in self._checkpoints or \
+                (self._run_from and i - self._run_from < REPLAY_RUNUP):
+            return
+        self._checkpoints[i] = (history, self.session.checkpoint())
+        while len(self._checkpoints) > self.CHECKPOINTS:
+            del self._checkpoints[next(iter(self._checkpoints))]  # the oldest made
 
     def _produce(self, emit: bool) -> bool:
         with self._play:
@@ -206,6 +237,7 @@ class ReplayFeed(Scrollback):
             except StopIteration:
                 self.ended = True
                 return False
+            self._checkpoint(i, history)
             self.next_index = i + 1
             frame = Frame(step.snapshot, step.findings, history[-self.keep:],
                           events=step.events)
@@ -273,7 +305,13 @@ class ReplayFeed(Scrollback):
         elif target > newest:
             self._advance_to(target)
         else:
-            self._restart(max(0, target - REPLAY_RUNUP))
+            # From the nearest checkpoint before the target when that is shorter
+            # than the run-up; else judge the whole run-up again.
+            at = [k for k in self._checkpoints if target - REPLAY_RUNUP < k <= target]
+            if at:
+                self._restart(0, resume=max(at))
+            else:
+                self._restart(max(0, target - REPLAY_RUNUP))
             self._advance_to(target)
         self._wake.set()
 
