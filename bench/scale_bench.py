@@ -46,8 +46,6 @@ def prepare(osds: int, directory: Path, seed: int = 5) -> Path:
     """Write the canned outputs of `osds` OSDs, with VARIANTS answers of the moving
     commands, to `directory` (made once, in the parent: the measured process only
     reads them, as it would read librados' answers)."""
-    import zlib
-
     directory.mkdir(parents=True, exist_ok=True)
     base = synthesize(osds, osds * 100)
     rnd = random.Random(seed)
@@ -68,9 +66,9 @@ def prepare(osds: int, directory: Path, seed: int = 5) -> Path:
                        f"{rnd.randint(1, 900)}M  {rnd.randint(0, 9999)}  "
                        f"{rnd.randint(1, 900)}M  exists,up")
         (directory / f"table.{k}").write_bytes("\n".join(out).encode())
-    # The PG dump is kept compressed and inflated on each fetch: a new 100 MB answer
-    # each time, as librados would hand over, not one held for the whole run.
-    (directory / "pgdump.z").write_bytes(zlib.compress(base.pop("pg dump"), 1))
+    # The PG dump is read from its file on each fetch: a new 100 MB answer each time,
+    # as librados would hand over, not one held for the whole run.
+    (directory / "pgdump").write_bytes(base.pop("pg dump"))
     for name, body in base.items():
         (directory / ("cmd." + name.replace(" ", "_"))).write_bytes(body)
     return directory
@@ -82,7 +80,7 @@ class MovingCeph(CannedCeph):
     def __init__(self, directory: Path) -> None:
         super().__init__({f.name[4:].replace("_", " "): f.read_bytes()
                           for f in directory.glob("cmd.*")})
-        self.pgdump = (directory / "pgdump.z").read_bytes()
+        self.pgdump = directory / "pgdump"
         self.perf = [(directory / f"perf.{k}").read_bytes() for k in range(VARIANTS)]
         self.table = [(directory / f"table.{k}").read_bytes() for k in range(VARIANTS)]
         self.status = json.loads(self.outputs["status"])
@@ -115,9 +113,7 @@ class MovingCeph(CannedCeph):
                 return json.dumps(s).encode()
             return self._moving("status", sec, status)
         if prefix == "pg dump":
-            import zlib
-
-            return zlib.decompress(self.pgdump)
+            return self.pgdump.read_bytes()
         if prefix == "osd dump":
             def dump() -> bytes:
                 self.dump["epoch"] = epoch
@@ -382,6 +378,57 @@ def seek(canned: Path, minutes: float, back: float) -> dict[str, Any]:
                 "runup": REPLAY_RUNUP, "snapshots": len(rec)}
 
 
+# ---- what ten minutes of History hold, by idea ---------------------------------------------
+
+IDEAS = {"copies": "every poll's Daemons new (as before)",
+         "shared": "structural sharing: unchanged records reused by identity",
+         "shared+columns": "sharing, and older snapshots' figures packed in columns"}
+
+
+def history_child(canned: Path, fill: int, idea: str) -> None:
+    import gc
+    from dataclasses import replace
+
+    from stormdeck.collectors.hub import History
+
+    src = MovingCeph(canned)
+
+    class Copying(History):
+        def append(self, snap: Any) -> None:
+            c = snap.cluster
+            pools = tuple(replace(p, primaries=dict(p.primaries)) for p in c.pools) if c \
+                else ()
+            super().append(replace(snap, daemons={k: replace(d)
+                                                  for k, d in snap.daemons.items()},
+                                   cluster=replace(c, pools=pools) if c else None))
+
+    history = Copying(fill, whole=10**9) if idea == "copies" else \
+        History(fill, whole=10**9 if idea == "shared" else 130)
+    src.poll()
+    gc.collect()
+    before = rss_now()
+    fast_forward(src, history, None, fill)
+    gc.collect()
+    print(json.dumps({"mib": (rss_now() - before) / (1 << 20)}))
+
+
+def rss_now() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def history_memory(canned: Path, fill: int) -> dict[str, float]:
+    out = {}
+    for idea in IDEAS:
+        res = subprocess.run([sys.executable, __file__, "--child", "history", "--dir",
+                              str(canned), "--fill", str(fill), "--idea", idea],
+                             capture_output=True, text=True, check=True)
+        out[idea] = json.loads(res.stdout.strip().splitlines()[-1])["mib"]
+    return out
+
+
 # ---- check --json ----------------------------------------------------------------------------
 
 
@@ -434,12 +481,14 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="the figures as one JSON object")
     ap.add_argument("--smoke", action="store_true",
                     help="a few seconds on a small cluster, to see that it runs (CI)")
-    ap.add_argument("--only", choices=("console", "record", "seek", "check", "htop"),
+    ap.add_argument("--only", choices=("console", "record", "seek", "check", "htop",
+                                       "history"),
                     action="append", help="run only these parts")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--stats", help=argparse.SUPPRESS)
     ap.add_argument("--file", help=argparse.SUPPRESS)
     ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--idea", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child == "console":
         console_child(args.dir, args.fill, args.stats)
@@ -450,11 +499,14 @@ def main() -> int:
     if args.child == "check":
         check_child(args.dir)
         return 0
+    if args.child == "history":
+        history_child(args.dir, args.fill, args.idea)
+        return 0
     minutes, back = 20.0, 600.0
     if args.smoke:
         args.osds, args.seconds, args.fill, args.seek_osds = 60, 3.0, 30, 60
         minutes, back = 3.0, 60.0
-    parts = args.only or ["console", "record", "seek", "check", "htop"]
+    parts = args.only or ["history", "console", "record", "seek", "check", "htop"]
     out: dict[str, Any] = {"osds": args.osds, "pgs": args.osds * 100, "seconds": args.seconds,
                            "history": args.fill}
     say = (lambda *a: None) if args.json else print
@@ -464,6 +516,10 @@ def main() -> int:
     canned = prepare(args.osds, Path(tmp.name) / "n")
     seek_canned = canned if args.seek_osds == args.osds else \
         prepare(args.seek_osds, Path(tmp.name) / "seek") if "seek" in parts else canned
+    if "history" in parts:
+        r = out["history_mib"] = history_memory(canned, args.fill)
+        for idea, what in IDEAS.items():
+            say(f"  History of {args.fill} snapshots, {idea}: {r[idea]:.0f} MiB  [{what}]")
     if "console" in parts:
         r = out["console"] = console(canned, args.seconds, args.fill)
         say(f"  console 200x50 daemons view: CPU {r['cpu_pct']:.1f}% of a core")

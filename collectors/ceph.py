@@ -319,13 +319,15 @@ def count_primaries(raw: bytes, per_pool: bool = True) -> Primaries:
     body = raw.strip()
     if not body or body[:1] not in b"[{" or body[-1:] not in b"]}":
         raise ValueError("pg dump pgs_brief: not JSON")
-    primaries = _PRIMARY.findall(body)
-    if not primaries and b'"pgid"' in body:
+    if _PRIMARY.search(body) is None and b'"pgid"' in body:
         raise ValueError("pg dump pgs_brief: PGs without acting_primary")
     if not per_pool:
-        counts = Counter(primaries)
+        # One match at a time: a million PGs' primaries as a list would be 40 MB more
+        # at the peak, and fragment the heap that the History then lives in.
+        counts = Counter(m.group(1) for m in _PRIMARY.finditer(body))
         return Primaries({int(k): v for k, v in counts.items() if k != b"-1"}, {},
-                         len(primaries))
+                         sum(counts.values()))
+    primaries = _PRIMARY.findall(body)
     pools = _POOL_OF_PG.findall(body)
     if len(pools) != len(primaries):
         raise ValueError(f"pg dump pgs_brief: {len(pools)} PGs but {len(primaries)} primaries")
