@@ -163,7 +163,9 @@ class Feed(Scrollback):
 class ReplayFeed(Scrollback):
     """Frames from a recording, judged afresh by the engine, at a chosen speed.
 
-    Every CHECKPOINT_EVERY snapshots judged, the judging state (engine, timeline and
+    Its look-back keeps every frame of the run-up it judged (REPLAY_RUNUP + 1: a
+    quarter of an hour at 1 s), so seeking back within that is only showing. Every
+    CHECKPOINT_EVERY snapshots judged, the judging state (engine, timeline and
     the history behind it) is kept: seeking back to a time judged before resumes from
     the checkpoint before it and judges at most that many snapshots, instead of the
     whole run-up. Only a time never judged costs the run-up.
@@ -173,7 +175,8 @@ class ReplayFeed(Scrollback):
     CHECKPOINTS = 16  # kept, the newest made: a quarter of an hour at 1 s
 
     def __init__(self, recording: Any, engine_factory: Callable[[], Any], speed: float = 1.0,
-                 keep: int = 120, scrollback: int = 600, start: float | None = None) -> None:
+                 keep: int = 120, scrollback: int = REPLAY_RUNUP + 1,
+                 start: float | None = None) -> None:
         super().__init__(scrollback)
         self.recording = recording
         self.engine_factory = engine_factory
