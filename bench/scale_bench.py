@@ -148,8 +148,10 @@ class Timed:
         engine.evaluate = evaluate
 
 
-def fast_forward(src: MovingCeph, history: Any, session: Any, n: int) -> None:
-    """`n` polls a second apart on a simulated clock that ends now: the History fills."""
+def fast_forward(src: MovingCeph, history: Any, session: Any, n: int, hub: Any = None) -> None:
+    """`n` polls a second apart on a simulated clock: the History fills. The clocks of
+    the source (and `hub`) then run on from where the fill ended, so the live part
+    continues the History without a gap and the source's cadences without a jump."""
     from stormdeck.collectors.hub import MergeMemo, merge
 
     memo = MergeMemo()
@@ -163,7 +165,12 @@ def fast_forward(src: MovingCeph, history: Any, session: Any, n: int) -> None:
         history.append(snap)
         if session is not None:
             session.step(snap, history)
-    src.wall, src.clock = time.time, time.monotonic
+    wall_off = time.time() - (wall0 + n)
+    mono_off = time.monotonic() - (mono0 + n)
+    src.wall = lambda: time.time() - wall_off
+    src.clock = lambda: time.monotonic() - mono_off
+    if hub is not None:
+        hub.wall = src.wall
 
 
 def stats_writer(path: str, timed: Timed, loop: Any) -> Any:
@@ -187,7 +194,7 @@ def console_child(canned: Path, fill: int, stats: str) -> None:
     engine = engine_all_rules()
     timed = Timed(engine)
     feed = Feed([src], engine)
-    fast_forward(src, feed.loop.history, feed.session, fill)
+    fast_forward(src, feed.loop.history, feed.session, fill, feed.loop.hub)
     write = stats_writer(stats, timed, feed.loop)
     arrive = feed._arrive
 
@@ -290,7 +297,7 @@ def record_child(canned: Path, fill: int, stats: str, seconds: float, path: str)
     engine = engine_all_rules()
     timed = Timed(engine)
     loop = Loop([src], engine)
-    fast_forward(src, loop.history, loop.session, fill)
+    fast_forward(src, loop.history, loop.session, fill, loop.hub)
     loop.session.recorder = Recorder(Path(path))  # type: ignore[union-attr]
     write = stats_writer(stats, timed, loop)
     timed.on = True

@@ -144,6 +144,7 @@ class Hub:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._memo = MergeMemo()  # touched only by whoever calls snapshot(): the loop
+        self.wall: Callable[[], float] = time.time  # snapshot times (a benchmark shifts it)
 
     # -- workers --
 
@@ -245,7 +246,8 @@ class Hub:
         health = self.health()
         with self._lock:
             partials = [self._states[s.name].partial for s in self.sources]
-        return merge([p for p in partials if p is not None], health, memo=self._memo)
+        return merge([p for p in partials if p is not None], health, now=self.wall(),
+                     memo=self._memo)
 
 
 class MergeMemo:
