@@ -422,13 +422,23 @@ def history_child(canned: Path, fill: int, idea: str) -> None:
         History(fill, whole=10**9 if idea == "shared" else 130)
     import tracemalloc
 
-    src.poll()
-    gc.collect()
+    class Probe:
+        """After the first poll (every command's caches filled), the count starts."""
+
+        base: int | None = None
+
+        def step(self, snap: Any, history: Any) -> None:
+            if self.base is None:
+                gc.collect()
+                self.base = tracemalloc.get_traced_memory()[0]
+
     # What the fill leaves allocated (the heap reuses freed space, so RSS would not say).
     tracemalloc.start()
-    fast_forward(src, history, None, fill)
+    probe = Probe()
+    fast_forward(src, history, probe, fill)
     gc.collect()
-    print(json.dumps({"mib": tracemalloc.get_traced_memory()[0] / (1 << 20)}))
+    grown = tracemalloc.get_traced_memory()[0] - (probe.base or 0)
+    print(json.dumps({"mib": grown / (1 << 20)}))
 
 
 def rss_now() -> int:
