@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from stormdeck.advisors.model import Change, Check, Finding, RuleSettings
 from stormdeck.advisors.mutes import MuteStore
 from stormdeck.advisors.rules import ALL, Context, Rule
+from stormdeck.advisors.rules.base import Columns
 from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.model import Snapshot
 
@@ -37,30 +39,62 @@ class Engine:
     """Evaluate every enabled rule on each new snapshot; keeps the state between calls."""
 
     def __init__(self, settings: dict[str, RuleSettings] | None = None,
-                 mutes: MuteStore | None = None, rules: Iterable[type[Rule]] = ALL) -> None:
+                 mutes: MuteStore | None = None, rules: Iterable[type[Rule]] = ALL,
+                 incremental: bool = True) -> None:
         self.settings = settings if settings is not None else load_settings()
         self.rules = [r() for r in rules if self.settings[r.id].enabled]
         self.mutes = mutes
         self.errors: dict[str, str] = {}  # rule id -> why it could not judge
         self.resolved: deque[Resolved] = deque(maxlen=500)
         self._tracks: dict[tuple[str, str], _Track] = {}
+        self._spans = {r.id: self._span(r.id) for r in self.rules}
+        # The snapshots of the longest window, numbered, with the columns rules read.
+        self.columns = Columns()
+        # False: every rule walks its whole window each tick (the reference the
+        # columns are tested against).
+        self.incremental = incremental
+
+    def checkpoint(self) -> Any:
+        """The judging state (tracks, what resolved, errors), to resume from later."""
+        return ({k: replace(t) for k, t in self._tracks.items()}, tuple(self.resolved),
+                dict(self.errors))
+
+    def restore(self, state: Any) -> None:
+        """Resume from a checkpoint(); the columns refill from the history given next."""
+        tracks, resolved, errors = state
+        self._tracks = {k: replace(t) for k, t in tracks.items()}
+        self.resolved = deque(resolved, maxlen=self.resolved.maxlen)
+        self.errors = dict(errors)
+        self.columns = Columns()
+
+    def _span(self, rule_id: str) -> float:
+        s = self.settings[rule_id]
+        return float(s.params.get("window_seconds", max(s.for_seconds, 60.0)))
 
     def evaluate(self, history: Sequence[Snapshot] | Iterable[Snapshot]) -> list[Finding]:
-        snaps = list(history)
+        snaps = history if isinstance(history, list | tuple) else list(history)
         if not snaps:
             return []
         latest = snaps[-1]
         now = latest.time
+        cols = self.columns
+        cols.sync(snaps, max(self._spans.values(), default=60.0))
         judged: set[tuple[str, str]] = set()
         by_rule = {r.id: r for r in self.rules}
+        tracked: dict[str, set[str]] = {}
+        for rid, target in self._tracks:
+            tracked.setdefault(rid, set()).add(target)
         for rule in self.rules:
             s = self.settings[rule.id]
             if len(snaps) < s.warmup_samples:
                 continue
-            span = float(s.params.get("window_seconds", max(s.for_seconds, 60.0)))
-            window = [x for x in snaps if now - x.time <= span] or [latest]
+            first = cols.first_seq(now, self._spans[rule.id])
+            window = cols.snaps[first - cols.base:]
             try:
-                checks = list(rule.check(Context(latest, window, s.params)))
+                ctx = Context(latest, window, s.params, cols, first,
+                              frozenset(tracked.get(rule.id, ()))) if self.incremental \
+                    else Context(latest, window, s.params)
+                checks = list(rule.check(ctx))
             except Exception as exc:  # one broken rule must not silence the others
                 self.errors[rule.id] = f"{type(exc).__name__}: {exc}"
                 continue

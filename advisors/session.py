@@ -4,8 +4,7 @@ judge the new snapshot, read its events, and put all of it on tape."""
 from __future__ import annotations
 
 import time
-from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +45,15 @@ class Session:
             self._tape_journal(snap.time)
         return Step(snap, findings, events)
 
+    def checkpoint(self) -> tuple:
+        """What judging has built up (engine and timeline), to resume from later."""
+        return (self.engine.checkpoint(), self.timeline.checkpoint())
+
+    def restore(self, state: tuple) -> None:
+        engine, timeline = state
+        self.engine.restore(engine)
+        self.timeline.restore(timeline)
+
     def _tape_journal(self, at: float) -> None:
         """Changes made during the session go on tape as they start and as they end."""
         if self.journal is None or self.recorder is None:
@@ -69,14 +77,20 @@ class Session:
 
 
 def replay(rec: Recording, engine: Any, start: int = 0, keep: int = 600,
-           session: Session | None = None) -> Iterator[tuple[int, Step, tuple[Snapshot, ...]]]:
+           session: Session | None = None, history: Iterable[Snapshot] = ()
+           ) -> Iterator[tuple[int, Step, tuple[Snapshot, ...]]]:
     """The recording's snapshots from the `start`th on, judged afresh by `engine`:
-    (ordinal, step, the history the step was judged on)."""
-    history: deque[Snapshot] = deque(maxlen=keep)
+    (ordinal, step, the history the step was judged on). `history` and a `session`
+    restored from a checkpoint resume a replay where it was."""
+    from stormdeck.collectors.hub import History
+
+    kept = History(keep)  # packs its older snapshots, as the live one does
+    for snap in history:
+        kept.append(snap)
     session = session or Session(engine)
     for i, snap in enumerate(rec.snapshots(start), start):
-        history.append(snap)
-        yield i, session.step(snap, history), tuple(history)
+        kept.append(snap)
+        yield i, session.step(snap, kept), tuple(kept)
 
 
 def recorded_findings(rec: Recording) -> list[tuple[float, tuple[Finding, ...]]]:

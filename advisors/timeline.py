@@ -66,6 +66,14 @@ class Timeline:
         self._prev = snap
         return new
 
+    def checkpoint(self) -> tuple:
+        return (tuple(self.events), self._prev, frozenset(self._config_seen), self._began)
+
+    def restore(self, state: tuple) -> None:
+        events, self._prev, seen, self._began = state
+        self.events = deque(events, maxlen=self.events.maxlen)
+        self._config_seen = set(seen)
+
     def since(self, start: float, end: float | None = None) -> list[Event]:
         return [e for e in self.events if e.time >= start and (end is None or e.time <= end)]
 
@@ -147,9 +155,11 @@ _TURNS = (
 
 
 def _daemons(a: Snapshot, b: Snapshot, t: float) -> Iterator[Event]:
+    if a.daemons is b.daemons:
+        return  # the source kept every daemon as it was
     for name, d in b.daemons.items():
         old = a.daemons.get(name)
-        if old is None:
+        if old is None or old is d:
             continue
         where = f" on {d.host}" if d.host else ""
         for attr, kind, off, level, back in _TURNS:

@@ -55,10 +55,10 @@ def main() -> int:
                     help="the poll interval a cycle must fit in (default 5 s)")
     ap.add_argument("--concurrency", default="16,32,64")
     ap.add_argument("--smoke", action="store_true",
-                    help="20 chunkservers, 2 cycles, one concurrency: that it runs, quickly")
+                    help="a few seconds on a small cluster, to see that it runs (CI)")
     args = ap.parse_args()
     if args.smoke:
-        args.chunkservers, args.cycles, args.concurrency = 20, 2, "8"
+        args.chunkservers, args.cycles, args.concurrency = 30, 2, "8"
     n = args.chunkservers
     code = SERVER.format(root=str(ROOT), n=n, copysets=n * 33)
     server = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,

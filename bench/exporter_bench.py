@@ -40,12 +40,17 @@ def main() -> None:
     ap.add_argument("--scrapes", type=int, default=60)
     ap.add_argument("--idle", type=float, default=30.0)
     ap.add_argument("--interval", type=float, default=15.0)
+    ap.add_argument("--smoke", action="store_true",
+                    help="a few seconds, every OSD of this host (no cluster needed), for CI")
     args = ap.parse_args()
+    if args.smoke:
+        args.scrapes, args.idle = 3, 1.0
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    conf = [] if args.smoke else ["-c", args.conf]
     proc = subprocess.Popen([sys.executable, "-m", "stormdeck", "exporter", "--listen",
-                             f"127.0.0.1:{port}", "-c", args.conf], cwd=ROOT,
+                             f"127.0.0.1:{port}", *conf], cwd=ROOT,
                             stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/metrics"
     try:

@@ -86,10 +86,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--osds", type=int, default=1000)
     ap.add_argument("--recording", default=str(ROOT / "assets" / "demo.sdrec"))
+    ap.add_argument("--smoke", action="store_true",
+                    help="a few seconds on a small cluster, to see that it runs (CI)")
     args = ap.parse_args()
+    if args.smoke:
+        args.osds = 30
 
     demo = Recording(Path(args.recording))
     snaps = list(demo.snapshots())
+    if args.smoke:
+        snaps = snaps[:40]
     minutes = (snaps[-1].time - snaps[0].time) / 60
     n_osd = sum(1 for d in snaps[-1].daemons.values() if d.kind == "osd")
     size = Path(args.recording).stat().st_size

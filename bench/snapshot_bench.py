@@ -7,7 +7,7 @@ cover JSON decoding, parsing, the primaries count and assembly, then the
 merge with a host partial. Each measurement runs in a fresh process so its
 peak RSS is its own.
 
-    .venv/bin/python bench/snapshot_bench.py [--osds 10000] [--pgs 1000000]
+    .venv/bin/python bench/snapshot_bench.py [--osds 10000] [--pgs 1000000] [--smoke]
 """
 
 from __future__ import annotations
@@ -105,6 +105,9 @@ def synthesize(osds: int, pgs: int) -> dict[str, bytes]:
         "osd metadata": json.dumps(metadata).encode(),
         "versions": (CAPTURES / "versions.json").read_bytes(),
         "config help": help0,
+        "log last": (CAPTURES / "log_last.json").read_bytes(),
+        "config log": (CAPTURES / "config_log.json").read_bytes(),
+        "mgr dump": (CAPTURES / "mgr_dump.json").read_bytes(),
     }
 
 
@@ -178,12 +181,16 @@ def main() -> int:
     ap.add_argument("--osds", type=int, default=10_000)
     ap.add_argument("--pgs", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3, help="runs per case (default 3)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="a few seconds on a small cluster, to see that it runs (CI)")
     ap.add_argument("--one", choices=[k for k, _ in CASES], help=argparse.SUPPRESS)
     ap.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(measure(args.one, args.dir)))
         return 0
+    if args.smoke:
+        args.osds, args.pgs, args.repeat = 120, 12_000, 1
     with tempfile.TemporaryDirectory(prefix="stormdeck-bench-") as tmp:
         write_outputs(Path(tmp), args.osds, args.pgs)
         print(f"snapshot build, {args.osds:,} OSDs, {args.pgs:,} PGs, through CephSource.poll() "

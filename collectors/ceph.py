@@ -9,6 +9,7 @@ dump, OSD metadata) less often, and keeps the last good result of each.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -329,13 +330,15 @@ def count_primaries(raw: bytes, per_pool: bool = True) -> Primaries:
     body = raw.strip()
     if not body or body[:1] not in b"[{" or body[-1:] not in b"]}":
         raise ValueError("pg dump pgs_brief: not JSON")
-    primaries = _PRIMARY.findall(body)
-    if not primaries and b'"pgid"' in body:
+    if _PRIMARY.search(body) is None and b'"pgid"' in body:
         raise ValueError("pg dump pgs_brief: PGs without acting_primary")
     if not per_pool:
-        counts = Counter(primaries)
+        # One match at a time: a million PGs' primaries as a list would be 40 MB more
+        # at the peak, and fragment the heap that the History then lives in.
+        counts = Counter(m.group(1) for m in _PRIMARY.finditer(body))
         return Primaries({int(k): v for k, v in counts.items() if k != b"-1"}, {},
-                         len(primaries))
+                         sum(counts.values()))
+    primaries = _PRIMARY.findall(body)
     pools = _POOL_OF_PG.findall(body)
     if len(pools) != len(primaries):
         raise ValueError(f"pg dump pgs_brief: {len(pools)} PGs but {len(primaries)} primaries")
@@ -485,6 +488,11 @@ class _Cached:
     at: float | None = None  # monotonic time of the last success; None: never
     error: str | None = None
     epoch: int | None = None  # the osdmap epoch it was fetched at
+    digest: bytes | None = None  # of the raw output last parsed
+
+
+def _digest(raw: bytes) -> bytes:
+    return hashlib.blake2b(raw, digest_size=16).digest()
 
 
 class CephSource:
@@ -494,6 +502,10 @@ class CephSource:
 
     # Seconds between runs of each command group; 0 = every poll.
     FAST, SLOW, RARE = 0.0, 10.0, 300.0
+    # The mgr recomputes `osd perf` and `osd status` once per mgr_stats_period (5 s
+    # by default; the config database's value is used when set): asking more often
+    # returns the same figures, and parsing 10,000 rows of them again costs ~40 ms.
+    MGR_STATS_PERIOD = 5.0
     LOG_LINES = 30  # of the cluster log, as `ceph -w` would have shown them
     # The monitors keep only the newest 50 entries per channel, whatever their level,
     # before `log last` filters by level; the mgr's pgmap [DBG] lines (every 2 s) push
@@ -519,6 +531,16 @@ class CephSource:
         self._rados: Any = None
         self._cache: dict[str, _Cached] = {}
         self._log: tuple[LogEntry, ...] = ()
+        # Clocks, replaceable so a benchmark can fast-forward a session.
+        self.clock: Callable[[], float] = time.monotonic
+        self.wall: Callable[[], float] = time.time
+        # What the last poll assembled, reused by identity while its inputs are unchanged:
+        # a History of ten minutes then holds one copy of what did not move.
+        self._daemons: dict[int, tuple[tuple[Any, ...], Daemon]] = {}
+        self._daemon_map: dict[str, Daemon] = {}
+        self._inputs: tuple[Any, ...] = ()
+        self._pools: tuple[tuple[Any, ...], tuple[Pool, ...]] | None = None
+        self._options: tuple[tuple[Any, ...], dict[str, ConfigOption]] | None = None
 
     # -- connection --
 
@@ -577,78 +599,114 @@ class CephSource:
         return floor is not None and epoch != c.epoch and now - c.at >= floor
 
     def _run(self, key: str, every: float, now: float, fetch: Callable[[], Any],
-             errors: list[str], epoch: int | None = None) -> Any:
-        """The command's parsed value: fetched when due, else the last good one."""
+             errors: list[str], epoch: int | None = None,
+             parse: Callable[[bytes], Any] | None = None) -> Any:
+        """The command's parsed value: fetched when due, else the last good one.
+
+        With `parse`, `fetch` gives the raw output, and output identical to the last
+        one parsed is not parsed again: its value (and every object in it) stays.
+        """
         c = self._cache.setdefault(key, _Cached())
         if self._due(key, every, now, epoch):
             try:
-                c.value, c.at, c.error, c.epoch = fetch(), now, None, epoch
+                if parse is None:
+                    c.value = fetch()
+                else:
+                    raw = fetch()
+                    digest = _digest(raw)
+                    if digest != c.digest or c.error is not None or c.at is None:
+                        c.value, c.digest = parse(raw), digest
+                c.at, c.error, c.epoch = now, None, epoch
             except (CommandError, *BAD_OUTPUT) as exc:
                 c.error = str(exc) if isinstance(exc, CommandError) else \
                     f"{key}: unexpected output ({type(exc).__name__}: {exc})"
+                c.digest = None
                 errors.append(c.error)
         return c.value
 
+    def _stats_period(self) -> float:
+        """mgr_stats_period as the config database sets it, else Ceph's default."""
+        config = self._cache.get("config dump")
+        values = (config.value or {}).get("mgr_stats_period", {}) if config else {}
+        for who in ("mgr", "global"):
+            try:
+                period = float(values[who])
+            except (KeyError, ValueError):
+                continue
+            if 0 < period <= 60:
+                return period
+        return self.MGR_STATS_PERIOD
+
     def poll(self) -> Partial:
         """One poll. Raises CommandError if the cluster cannot be reached at all."""
-        now = time.monotonic()
+        now = self.clock()
         errors: list[str] = []
         t = self.timeout
 
-        def mon(prefix: str, **kw: Any) -> Any:
-            return json.loads(self._send("mon", {"prefix": prefix, **kw}, t))
+        def mon(prefix: str, **kw: Any) -> bytes:
+            return self._send("mon", {"prefix": prefix, **kw}, t)
 
-        def mgr(prefix: str, **kw: Any) -> Any:
-            return json.loads(self._send("mgr", {"prefix": prefix, **kw}, t))
+        def mgr(prefix: str, **kw: Any) -> bytes:
+            return self._send("mgr", {"prefix": prefix, **kw}, t)
 
         # Status first and unguarded: if it fails, the cluster is unreachable.
         try:
-            status = parse_status(mon("status"))
+            status = parse_status(json.loads(mon("status")))
         except BAD_OUTPUT as exc:
             raise CommandError(f"status: unexpected output ({exc})") from None
         self._cache["status"] = _Cached(status, now)
         r = self._run
-        health = r("health", self.FAST, now, lambda: parse_health(mon("health", detail="detail")),
-                   errors)
-        perf = r("osd perf", self.FAST, now, lambda: parse_osd_perf(mgr("osd perf")), errors)
-        io = r("osd status", self.FAST, now,
-               lambda: parse_osd_status(self._send("mgr", {"prefix": "osd status"}, t)), errors)
+        health = r("health", self.FAST, now, lambda: mon("health", detail="detail"), errors,
+                   parse=lambda raw: parse_health(json.loads(raw)))
+        stats = self._stats_period()
+        perf = r("osd perf", stats, now, lambda: mgr("osd perf"), errors,
+                 parse=lambda raw: parse_osd_perf(json.loads(raw)))
+        io = r("osd status", stats, now, lambda: mgr("osd status"), errors,
+               parse=parse_osd_status)
         epoch = status["osdmap_epoch"]
-        df = r("osd df", self.SLOW, now, lambda: parse_osd_df(mgr("osd df")), errors)
-        dump = r("osd dump", self.RARE, now, lambda: parse_osd_dump(mon("osd dump")), errors,
-                 epoch)
+        df = r("osd df", self.SLOW, now, lambda: mgr("osd df"), errors,
+               parse=lambda raw: parse_osd_df(json.loads(raw)))
+        dump = r("osd dump", self.RARE, now, lambda: mon("osd dump"), errors, epoch,
+                 parse=lambda raw: parse_osd_dump(json.loads(raw)))
         per_pool = (status["num_pgs"] or 0) <= PER_POOL_MAX_PGS
-        primaries = r("pgs_brief", self.RARE, now, lambda: count_primaries(
-            self._send("mgr", {"prefix": "pg dump", "dumpcontents": ["pgs_brief"]}, t * 3),
-            per_pool), errors, epoch)
+        primaries = r("pgs_brief", self.RARE, now, lambda: self._send(
+            "mgr", {"prefix": "pg dump", "dumpcontents": ["pgs_brief"]}, t * 3), errors, epoch,
+            parse=lambda raw: count_primaries(raw, per_pool))
         pools_raw = r("pools", self.RARE, now, lambda: mon("osd pool ls", detail="detail"),
-                      errors, epoch)
-        config = r("config dump", self.SLOW, now, lambda: parse_config_dump(mon("config dump")),
-                   errors)
-        meta = r("osd metadata", self.RARE, now, lambda: parse_osd_metadata(mon("osd metadata")),
-                 errors)
-        versions = r("versions", self.RARE, now, lambda: parse_versions(mon("versions")), errors)
+                      errors, epoch, parse=json.loads)
+        config = r("config dump", self.SLOW, now, lambda: mon("config dump"), errors,
+                   parse=lambda raw: parse_config_dump(json.loads(raw)))
+        meta = r("osd metadata", self.RARE, now, lambda: mon("osd metadata"), errors,
+                 parse=lambda raw: parse_osd_metadata(json.loads(raw)))
+        versions = r("versions", self.RARE, now, lambda: mon("versions"), errors,
+                     parse=lambda raw: parse_versions(json.loads(raw)))
         # A mgr that cannot load its modules leaves health OK: say so as the source's warning.
-        mgr_failed = r("mgr dump", self.SLOW, now, lambda: parse_mgr_modules(mon("mgr dump")),
-                       errors)
+        mgr_failed = r("mgr dump", self.SLOW, now, lambda: mon("mgr dump"), errors,
+                       parse=lambda raw: parse_mgr_modules(json.loads(raw)))
         if problem := mgr_modules_problem(mgr_failed or ()):
             errors.append(problem)
         helps = r("config help", self.RARE, now, self._config_help, errors)
-        fresh = r("log last", self.FAST, now, lambda: parse_log_last(
-            mon("log last", num=self.LOG_FETCH, level="debug", channel="cluster")), errors)
+        fresh = r("log last", self.FAST, now, lambda: mon(
+            "log last", num=self.LOG_FETCH, level="debug", channel="cluster"), errors,
+            parse=lambda raw: parse_log_last(json.loads(raw)))
         log = self._log_tail(fresh or ())
-        config_log = r("config log", 2.0, now, lambda: parse_config_log(
-            mon("config log", num=self.CONFIG_LOG)), errors)
+        config_log = r("config log", 2.0, now, lambda: mon("config log", num=self.CONFIG_LOG),
+                       errors, parse=lambda raw: parse_config_log(json.loads(raw)))
         status = {**status, "log": log, "config_log": config_log or ()}
         return self._assemble(status, health, perf, io, df, dump, primaries, pools_raw,
                               config, meta, versions, helps, errors)
 
-    def _log_tail(self, fresh: Iterable[LogEntry]) -> tuple[LogEntry, ...]:
+    def _log_tail(self, fresh: tuple[LogEntry, ...]) -> tuple[LogEntry, ...]:
+        if fresh is getattr(self, "_log_fresh", None):
+            return self._log  # the same answer as last poll: nothing new to keep
+        self._log_fresh = fresh
         kept = {(e.who, e.seq, e.stamp): e for e in self._log}
         for e in fresh:
             if e.priority != "[DBG]":
                 kept[(e.who, e.seq, e.stamp)] = e
-        self._log = tuple(sorted(kept.values(), key=lambda e: (e.stamp, e.seq))[-self.LOG_LINES:])
+        log = tuple(sorted(kept.values(), key=lambda e: (e.stamp, e.seq))[-self.LOG_LINES:])
+        if log != self._log:
+            self._log = log
         return self._log
 
     def _config_help(self) -> dict[str, ConfigOption]:
@@ -664,47 +722,98 @@ class CephSource:
         checks, slow, slow_daemons = health or ((), None, ())
         release, version, mixed = versions or (None, None, False)
         dump = dump or {"epoch": None, "flags": (), "osds": {}, "ec_profiles": {}}
-        pools: tuple[Pool, ...] = ()
-        if pools_raw is not None:
-            try:
-                pools = parse_pools(pools_raw, dump["ec_profiles"])
-            except BAD_OUTPUT as exc:
-                errors.append(f"osd pool ls: unexpected output ({type(exc).__name__}: {exc})")
-        options = {}
-        for name, opt in (helps or {}).items():
-            options[name] = replace(opt, values=dict((config or {}).get(name, {})))
+        # Pools and options are rebuilt only when what they come from was fetched anew.
+        pools_key = (pools_raw, dump["ec_profiles"], primaries)
+        if self._pools is not None and _same_objects(self._pools[0], pools_key):
+            pools = self._pools[1]
+        else:
+            pools = ()
+            if pools_raw is not None:
+                try:
+                    pools = parse_pools(pools_raw, dump["ec_profiles"])
+                except BAD_OUTPUT as exc:
+                    errors.append(f"osd pool ls: unexpected output ({type(exc).__name__}: "
+                                  f"{exc})")
+            if primaries:
+                pools = tuple(
+                    replace(p, primaries={f"osd.{o}": n for o, n in
+                                          sorted(primaries.by_pool.get(p.id, {}).items())})
+                    for p in pools)
+            if not errors or not errors[-1].startswith("osd pool ls"):
+                self._pools = (pools_key, pools)
+        options_key = (helps, config)
+        if self._options is not None and _same_objects(self._options[0], options_key):
+            options = self._options[1]
+        else:
+            options = {}
+            for name, opt in (helps or {}).items():
+                options[name] = replace(opt, values=dict((config or {}).get(name, {})))
+            self._options = (options_key, options)
         cluster = Cluster(
             **status, checks=checks, slow_ops=slow, slow_ops_daemons=slow_daemons,
             osd_flags=tuple(f for f in dump["flags"] if f not in ROUTINE_FLAGS),
             pools=pools,
             config=options, release=release, version=version, versions_mixed=mixed)
-        ids: set[int] = set(dump["osds"]) | set(df or {}) | set(perf or {}) | set(meta or {})
         prim_counts = primaries.by_osd if primaries else None
-        if primaries:
-            cluster = replace(cluster, pools=tuple(
-                replace(p, primaries={f"osd.{o}": n for o, n in
-                                      sorted(primaries.by_pool.get(p.id, {}).items())})
-                for p in cluster.pools))
+        inputs = (meta, df, perf, io, dump["osds"], prim_counts, health)
+        if self._daemon_map and _same_objects(self._inputs, inputs):
+            # Not one input was parsed anew: every OSD is as it was (most polls do this).
+            return Partial(source=self.name, time=self.wall(), cluster=cluster,
+                           daemons=self._daemon_map, errors=tuple(errors))
+        self._inputs = inputs
+        ids: set[int] = set(dump["osds"]) | set(df or {}) | set(perf or {}) | set(meta or {})
         slow_set = set(slow_daemons)
-        daemons = {}
+        daemons: dict[str, Daemon] = {}
+        built: dict[int, tuple[tuple[Any, ...], Daemon]] = {}
+        same = len(ids) == len(self._daemons)
+        last = self._daemons
+        meta, df, perf, io = meta or {}, df or {}, perf or {}, io or {}
+        osds = dump["osds"]
         for i in sorted(ids):
-            m = (meta or {}).get(i)
-            u = (df or {}).get(i)
-            p = (perf or {}).get(i, (None, None))
-            o = (io or {}).get(i)
-            up, in_ = dump["osds"].get(i, (u.up if u else None, u.in_ if u else None))
             name = f"osd.{i}"
-            daemons[name] = Daemon(
-                id=name, kind="osd", host=(m.host if m else None) or (o.host if o else None),
-                devices=m.devices if m else None, up=up, in_=in_,
-                objectstore=m.objectstore if m else None,
-                device_class=u.device_class if u else None,
-                read_iops=o.read_iops if o else None, write_iops=o.write_iops if o else None,
-                read_bps=o.read_bps if o else None, write_bps=o.write_bps if o else None,
-                commit_latency=p[0], apply_latency=p[1],
-                pgs=u.pgs if u else None,
-                primary_pgs=prim_counts.get(i, 0) if prim_counts is not None else None,
-                utilization=u.utilization if u else None,
-                has_slow_ops=None if health is None else name in slow_set)
-        return Partial(source=self.name, time=time.time(), cluster=cluster, daemons=daemons,
+            m, u, o = meta.get(i), df.get(i), io.get(i)
+            p = perf.get(i, (None, None))
+            updown = osds.get(i)
+            key = (m, u, p, o, updown,
+                   prim_counts.get(i, 0) if prim_counts is not None else None,
+                   None if health is None else name in slow_set)
+            old = last.get(i)
+            if old is not None and _same_objects(old[0], key):
+                d = old[1]
+            else:
+                same = False
+                up, in_ = updown if updown is not None else \
+                    (u.up if u else None, u.in_ if u else None)
+                d = Daemon(
+                    id=name, kind="osd", host=(m.host if m else None) or (o.host if o else None),
+                    devices=m.devices if m else None, up=up, in_=in_,
+                    objectstore=m.objectstore if m else None,
+                    device_class=u.device_class if u else None,
+                    read_iops=o.read_iops if o else None, write_iops=o.write_iops if o else None,
+                    read_bps=o.read_bps if o else None, write_bps=o.write_bps if o else None,
+                    commit_latency=p[0], apply_latency=p[1],
+                    pgs=u.pgs if u else None, primary_pgs=key[5],
+                    utilization=u.utilization if u else None, has_slow_ops=key[6])
+            built[i] = (key, d)
+            daemons[name] = d
+        self._daemons = built
+        if same:
+            daemons = self._daemon_map  # every OSD as it was: the same mapping, shared
+        else:
+            self._daemon_map = daemons
+        return Partial(source=self.name, time=self.wall(), cluster=cluster, daemons=daemons,
                        errors=tuple(errors))
+
+
+def _same_objects(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Equal element by element, each the very same object or an equal plain value.
+
+    The inputs are values parsed from one command output: unchanged output keeps them
+    the same objects, so identity says "unchanged" without comparing their insides.
+    """
+    return all(x is y or (type(x) in _BY_VALUE and x == y) for x, y in zip(a, b, strict=True))
+
+
+# Small values compared by value: an OSD's row parsed anew from output where other
+# rows moved is equal to the last one, and the Daemon made from it is kept.
+_BY_VALUE = frozenset({int, float, bool, str, tuple, type(None), OsdIO, OsdUsage, OsdMeta})

@@ -2,8 +2,9 @@
 
 A source that is slow or hangs delays nobody: its thread alone waits, and
 the hub keeps showing its last good values marked stale, with the error,
-until it answers again. Snapshots go into a bounded History from which
-windows and series (sparklines, rule windows) are read.
+until it answers again. The merge is pure: whoever runs the loop
+(advisors/loop.py) keeps snapshots in a bounded History, from which windows
+and series (sparklines, rule windows) are read.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from stormdeck.collectors.model import (
     Cluster,
@@ -27,6 +28,7 @@ from stormdeck.collectors.model import (
     disk_key,
     merge_records,
 )
+from stormdeck.collectors.packing import PackedDaemons, Packer
 
 
 class Source(Protocol):
@@ -59,18 +61,40 @@ class _State:
 
 
 class History:
-    """The last N snapshots, oldest first."""
+    """The last N snapshots, oldest first.
 
-    def __init__(self, maxlen: int = 600) -> None:
+    All but the newest `whole` keep their daemons packed (collectors/packing.py):
+    the snapshot object stays the one everybody holds (frames, the engine's window),
+    its daemons mapping is swapped for an equal, packed one. Memory then grows with
+    what changed, not with snapshots x daemons.
+    """
+
+    def __init__(self, maxlen: int = 600, whole: int = 130) -> None:
         self._items: deque[Snapshot] = deque(maxlen=maxlen)
         self._lock = threading.Lock()
+        self.whole = whole  # the console's sparklines read the newest 120 at every frame
+        self._packer = Packer()
 
     def append(self, snap: Snapshot) -> None:
         with self._lock:
             self._items.append(snap)
+            n = len(self._items)
+            if n <= self.whole:
+                return
+            old = self._items[n - 1 - self.whole]
+        if not isinstance(old.daemons, PackedDaemons):
+            # Equal content, another representation: a reader holding the old mapping
+            # keeps reading it; the Snapshot stays frozen in what it says.
+            object.__setattr__(old, "daemons", self._packer.pack(old.daemons))
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def last(self, n: int) -> tuple[Snapshot, ...]:
+        """The newest `n` snapshots, oldest first."""
+        with self._lock:
+            k = len(self._items)
+            return tuple(self._items[i] for i in range(max(0, k - n), k))
 
     def __iter__(self) -> Iterator[Snapshot]:
         with self._lock:
@@ -105,13 +129,12 @@ class Hub:
     """Polls sources every `interval` seconds, each in its own thread."""
 
     def __init__(self, sources: Sequence[Source], interval: float = 1.0,
-                 timeout: float = 10.0, history: int = 600) -> None:
+                 timeout: float = 10.0) -> None:
         if not sources:
             raise ValueError("a hub needs at least one source")
         self.sources = list(sources)  # in merge priority order: first wins
         self.interval = interval
         self.timeout = timeout
-        self.history = History(history)
         self._states = {s.name: _State() for s in self.sources}
         # A source that fans out (Curve: MDS, then chunkservers, each with its own
         # timeout) may take longer than one request before it is hung.
@@ -121,6 +144,8 @@ class Hub:
         self._changed = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._memo = MergeMemo()  # touched only by whoever calls snapshot(): the loop
+        self.wall: Callable[[], float] = time.time  # snapshot times (a benchmark shifts it)
 
     # -- workers --
 
@@ -218,53 +243,98 @@ class Hub:
         return out
 
     def snapshot(self) -> Snapshot:
-        """Merge the latest partial of every source into one Snapshot and keep it in History."""
+        """Merge the latest partial of every source into one Snapshot (nothing is kept)."""
         health = self.health()
         with self._lock:
             partials = [self._states[s.name].partial for s in self.sources]
-        snap = merge([p for p in partials if p is not None], health)
-        self.history.append(snap)
-        return snap
+        return merge([p for p in partials if p is not None], health, now=self.wall(),
+                     memo=self._memo)
+
+
+class MergeMemo:
+    """What the last merge made from which inputs. A source that keeps an unchanged
+    mapping (the same object) gets the same merged mapping back: snapshots in the
+    History then share it, instead of each holding a copy of what did not move."""
+
+    def __init__(self) -> None:
+        self.daemon_maps: tuple[Any, ...] = ()
+        self.daemons: dict[str, Daemon] = {}
+        self.keys: list[str] = []
+        self.order: list[str] = []
+        self.disk_maps: tuple[Any, ...] = ()
+        self.disks_for: Any = None
+        self.disks: dict[str, Disk] = {}
+        self.host_maps: tuple[Any, ...] = ()
+        self.hosts: dict[str, Host] = {}
+
+
+def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 def merge(partials: Iterable[Partial], health: dict[str, SourceHealth] | None = None,
-          now: float | None = None) -> Snapshot:
+          now: float | None = None, memo: MergeMemo | None = None) -> Snapshot:
     """Partials in priority order -> one Snapshot; disks learn which daemons sit on them."""
     parts = list(partials)
+    memo = memo if memo is not None else MergeMemo()
     clusters = [p.cluster for p in parts if p.cluster is not None]
     cluster: Cluster | None = merge_records(clusters) if clusters else None
 
-    by_id: dict[str, list[Daemon]] = {}
-    for p in parts:
-        for key, d in p.daemons.items():
-            by_id.setdefault(key, []).append(d)
-    daemons = {key: merge_records(ds) for key, ds in sorted(by_id.items(), key=_daemon_order)}
+    daemon_maps = tuple(p.daemons for p in parts if p.daemons)
+    if daemon_maps and _same(memo.daemon_maps, daemon_maps):
+        daemons = memo.daemons
+    elif len(daemon_maps) == 1:
+        only = daemon_maps[0]
+        keys = list(only)
+        order = memo.order if keys == memo.keys else sorted(keys, key=_id_order)
+        memo.keys, memo.order = keys, order
+        daemons = only if order == keys else {k: only[k] for k in order}  # type: ignore[assignment]
+    else:
+        by_id: dict[str, list[Daemon]] = {}
+        for m in daemon_maps:
+            for key, d in m.items():
+                by_id.setdefault(key, []).append(d)
+        daemons = {key: merge_records(ds)
+                   for key, ds in sorted(by_id.items(), key=_daemon_order)}
+    memo.daemon_maps, memo.daemons = daemon_maps, daemons
 
-    by_disk: dict[str, list[Disk]] = {}
-    for p in parts:
-        for key, disk in p.disks.items():
-            by_disk.setdefault(key, []).append(disk)
-    holders: dict[str, set[str]] = {}
-    for d in daemons.values():
-        if d.host:
-            for dev in d.devices or ():
-                holders.setdefault(disk_key(d.host, dev), set()).add(d.id)
-    disks = {}
-    for key, ds in sorted(by_disk.items()):
-        disk = merge_records(ds)
-        on_it = holders.get(key, set()).union(*(x.daemons for x in ds))
-        if on_it != set(disk.daemons):
-            disk = replace(disk, daemons=tuple(sorted(on_it, key=_id_order)))
-        disks[key] = disk
+    disk_maps = tuple(p.disks for p in parts if p.disks)
+    if not disk_maps:
+        disks: dict[str, Disk] = {}
+    elif _same(memo.disk_maps, disk_maps) and memo.disks_for is daemons:
+        disks = memo.disks
+    else:
+        by_disk: dict[str, list[Disk]] = {}
+        for m in disk_maps:
+            for key, disk in m.items():
+                by_disk.setdefault(key, []).append(disk)
+        holders: dict[str, set[str]] = {}
+        for d in daemons.values():
+            if d.host:
+                for dev in d.devices or ():
+                    holders.setdefault(disk_key(d.host, dev), set()).add(d.id)
+        disks = {}
+        for key, ds in sorted(by_disk.items()):
+            disk = merge_records(ds)
+            on_it = holders.get(key, set()).union(*(x.daemons for x in ds))
+            if on_it != set(disk.daemons):
+                disk = replace(disk, daemons=tuple(sorted(on_it, key=_id_order)))
+            disks[key] = disk
+    memo.disk_maps, memo.disks_for, memo.disks = disk_maps, daemons, disks
     curves = [p.curve for p in parts if p.curve is not None]
-    by_host: dict[str, list[Host]] = {}
-    for p in parts:
-        for name, h in p.hosts.items():
-            by_host.setdefault(name, []).append(h)
+    host_maps = tuple(p.hosts for p in parts if p.hosts)
+    if host_maps and _same(memo.host_maps, host_maps):
+        hosts = memo.hosts
+    else:
+        by_host: dict[str, list[Host]] = {}
+        for m in host_maps:
+            for name, h in m.items():
+                by_host.setdefault(name, []).append(h)
+        hosts = {n: merge_records(hs) for n, hs in sorted(by_host.items())}
+    memo.host_maps, memo.hosts = host_maps, hosts
     return Snapshot(time=now if now is not None else time.time(), cluster=cluster,
                     daemons=daemons, disks=disks, sources=health or {},
-                    curve=merge_records(curves) if curves else None,
-                    hosts={n: merge_records(hs) for n, hs in sorted(by_host.items())})
+                    curve=merge_records(curves) if curves else None, hosts=hosts)
 
 
 def _id_order(daemon_id: str) -> tuple[str, int, str]:

@@ -117,6 +117,91 @@ def decode(tp: Any, value: Any) -> Any:
     return value
 
 
+class Encoder:
+    """encode(), remembering what it made for each object of the last snapshot: an
+    object still there (a Daemon, a pool, a mapping the source kept) is not encoded
+    again, and its encoding is the same object, which diff() skips at once."""
+
+    def __init__(self) -> None:
+        self._prev: dict[int, tuple[Any, Any]] = {}
+        self._cur: dict[int, tuple[Any, Any]] = {}
+
+    def snapshot(self, snap: Snapshot) -> dict[str, Any]:
+        self._cur = {}
+        try:
+            return self._encode(snap)
+        finally:
+            self._prev = self._cur
+
+    def _encode(self, value: Any) -> Any:
+        is_data = dataclasses.is_dataclass(value) and not isinstance(value, type)
+        if not (is_data or isinstance(value, Mapping) or
+                (isinstance(value, tuple | list) and len(value) > 4)):
+            return encode(value)
+        key = id(value)
+        hit = self._prev.get(key)
+        if hit is not None and hit[0] is value:
+            self._cur[key] = hit
+            return hit[1]
+        if is_data:
+            out: Any = {}
+            for f in dataclasses.fields(value):
+                v = getattr(value, f.name)
+                if f.default is not dataclasses.MISSING and v == f.default:
+                    continue
+                if f.default_factory is not dataclasses.MISSING and v == f.default_factory():
+                    continue
+                out[f.name] = self._encode(v)
+        elif isinstance(value, Mapping):
+            out = {str(k): self._encode(v) for k, v in value.items()}
+        else:
+            out = [self._encode(v) for v in value]
+        self._cur[key] = (value, out)
+        return out
+
+
+class Decoder:
+    """decode(), remembering what it made from each JSON object of the last snapshot.
+
+    patch() keeps the objects of what a delta did not touch, so a snapshot decoded
+    after the one before it builds only what changed, and shares the rest with it
+    (the live History's sharing, kept through a replay)."""
+
+    def __init__(self) -> None:
+        self._prev: dict[int, tuple[Any, Any, Any]] = {}
+        self._cur: dict[int, tuple[Any, Any, Any]] = {}
+
+    def snapshot(self, data: Mapping[str, Any]) -> Snapshot:
+        self._cur = {}
+        try:
+            return self._decode(Snapshot, data)
+        finally:
+            self._prev = self._cur
+
+    def _decode(self, tp: Any, value: Any) -> Any:
+        if not isinstance(value, dict | list):
+            return decode(tp, value)
+        key = id(value)
+        hit = self._prev.get(key)
+        if hit is not None and hit[0] is value and hit[1] is tp:
+            self._cur[key] = hit
+            return hit[2]
+        origin = typing.get_origin(tp)
+        if origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            return self._decode(args[0], value) if len(args) == 1 else value
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            hints = _hints(tp)
+            out = tp(**{k: self._decode(hints[k], v) for k, v in value.items() if k in hints})
+        elif origin in (dict, collections.abc.Mapping):
+            vt = typing.get_args(tp)[1]
+            out = {k: self._decode(vt, v) for k, v in value.items()}
+        else:
+            out = decode(tp, value)
+        self._cur[key] = (value, tp, out)
+        return out
+
+
 def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     """What turns `old` into `new`: keys set, mappings changed within, keys gone."""
     put: dict[str, Any] = {}
@@ -124,6 +209,8 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     for k, v in new.items():
         if k not in old:
             put[k] = v
+        elif old[k] is v:
+            continue
         elif old[k] != v:
             if isinstance(v, dict) and isinstance(old[k], dict):
                 sub[k] = diff(old[k], v)
@@ -190,6 +277,7 @@ class Recorder:
         self._zip: Any = None
         self._findings_sig: Any = None
         self._journal_seen: set[tuple[str, str]] = set()
+        self._encoder = Encoder()
 
     def _frame(self, kind: bytes, at: float, obj: Any) -> None:
         if kind == KEYFRAME:
@@ -207,7 +295,7 @@ class Recorder:
             raise ValueError("the recording is closed")
         if self.size > self.max_bytes:
             self._rotate()
-        state = encode(snap)
+        state = self._encoder.snapshot(snap)
         if self._last is None or self._since_key >= self.keyframe_every:
             self._frame(KEYFRAME, snap.time, {"s": state})
             self._since_key = 0
@@ -390,10 +478,11 @@ class Recording:
         """Snapshots from the `start`th on."""
         first = self.snapshot_frames[start] if start < len(self.snapshot_frames) else \
             len(self.frames)
+        decoder = Decoder()
         for r in self.records(first):
             if r.kind == "snapshot":
                 try:
-                    snap = decode(Snapshot, r.data)
+                    snap = decoder.snapshot(r.data)
                 except (ValueError, KeyError, TypeError, AttributeError):
                     self.torn = f"undecodable snapshot in frame {r.index}"
                     return

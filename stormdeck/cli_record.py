@@ -84,8 +84,7 @@ def _engine(args: argparse.Namespace, mutes: Any = None) -> Any:
 def cmd_record(args: argparse.Namespace) -> int:
     from stormdeck.advisors.apply import journal_path
     from stormdeck.advisors.journal import Journal
-    from stormdeck.advisors.session import Session
-    from stormdeck.collectors.hub import Hub
+    from stormdeck.advisors.loop import Loop
 
     if args.duration is not None and args.duration <= 0:
         raise UserError("--for takes a number of seconds above 0")
@@ -95,8 +94,8 @@ def cmd_record(args: argparse.Namespace) -> int:
         raise UserError(f"{args.file} already exists: record to a new file, or remove it first")
     sources = build_sources(args)
     tape = recorder(args.file, args)
-    session = Session(_engine(args), recorder=tape, journal=Journal(journal_path()))
-    hub = Hub(sources, interval=args.interval, timeout=args.timeout)
+    loop = Loop(sources, _engine(args), interval=args.interval, timeout=args.timeout,
+                recorder=tape, journal=Journal(journal_path()))
     stop = {"now": False}
 
     def stopping(signum: int, frame: Any) -> None:
@@ -105,23 +104,15 @@ def cmd_record(args: argparse.Namespace) -> int:
     # Ctrl-C and SIGTERM end the recording between frames, never inside one.
     old = {sig: signal.signal(sig, stopping) for sig in (signal.SIGTERM, signal.SIGINT)}
     started = time.monotonic()
-    snaps = 0
-    hub.start()
     try:
-        hub.wait_polls(1, timeout=hub.longest_poll + 1)
-        while not stop["now"]:
-            tick = time.monotonic()
-            snap = hub.snapshot()
-            session.step(snap, tuple(hub.history))
-            snaps += 1
-            if args.duration is not None and tick - started >= args.duration:
-                break
-            time.sleep(max(0.0, args.interval - (time.monotonic() - tick)))
+        loop.start()
+        loop.run(stop=lambda: stop["now"], duration=None if args.duration is None else
+                 max(0.0, args.duration - (time.monotonic() - started)))
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
-        hub.stop()
-        session.close()
+        loop.stop()
+    snaps = loop.ticks
     size = Path(args.file).stat().st_size
     print(f"recorded {snaps} snapshots over {time.monotonic() - started:.0f} s to "
           f"{args.file} ({size / 1024:.0f} KiB"
@@ -169,6 +160,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from stormdeck.advisors import report
+    from stormdeck.advisors.loop import REPLAY_RUNUP
     from stormdeck.advisors.session import Session, recorded_changes, replay
 
     rec = open_recording(args.file)
@@ -176,7 +168,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     end = _when(args.end, rec.end, "--to")
     if start is not None and end is not None and end < start:
         raise UserError("--to is before --from")
-    first = max(0, rec.snapshot_at(start) - 900) if start is not None else 0
+    first = max(0, rec.snapshot_at(start) - REPLAY_RUNUP) if start is not None else 0
     engine = _engine(args)
     session = Session(engine, timeline_keep=1_000_000)
     steps: list[tuple[Any, Any]] = []

@@ -1,8 +1,7 @@
-"""Watching a cluster for a while without a screen: the hub polls, the engine judges."""
+"""Watching a cluster for a while without a screen: the data loop, judging every snapshot."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,18 +13,18 @@ def watch(sources: Sequence[Any], engine: Any, duration: float, interval: float 
     Returns the last findings and the last Snapshot. `first_polls` polls of every
     source come first (2 when rates must be real from the start).
     """
-    from stormdeck.collectors.hub import Hub
+    import time
 
-    hub = Hub(sources, interval=interval, timeout=timeout)
+    from stormdeck.advisors.loop import Loop
+
     started = time.monotonic()
-    hub.start()
+    loop = Loop(sources, engine, interval=interval, timeout=timeout)
+    last: list[Any] = []
     try:
-        hub.wait_polls(first_polls, timeout=hub.longest_poll * first_polls + interval + 1)
-        findings = engine.evaluate([hub.snapshot()])
-        while time.monotonic() - started < duration:
-            time.sleep(interval)
-            hub.snapshot()
-            findings = engine.evaluate(hub.history)
-        return findings, hub.history.latest
+        loop.start(first_polls)
+        loop.run(lambda step: last.__setitem__(slice(None), [step]),
+                 duration=max(0.0, duration - (time.monotonic() - started)))
+        step = last[0]
+        return list(step.findings), step.snapshot
     finally:
-        hub.stop()
+        loop.stop()

@@ -17,13 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from stormdeck.advisors.loop import REPLAY_RUNUP
 from stormdeck.advisors.model import Finding
 from stormdeck.advisors.timeline import Event
 from stormdeck.collectors.model import Snapshot
-
-# A replay seeking backwards judges again this many snapshots before the target,
-# so that rules with windows and for-durations see what they saw live.
-REPLAY_RUNUP = 900
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,22 +114,23 @@ class Scrollback:
 
 
 class Feed(Scrollback):
-    """Live frames: a Hub and a Session (engine, timeline, recorder) in a thread of their own.
+    """Live frames: the data loop (advisors/loop.py) in a thread of its own.
 
-    The look-back keeps as many frames as the hub's History keeps snapshots (600, ten
+    The look-back keeps as many frames as the loop's History keeps snapshots (600, ten
     minutes at 1 s), so it holds no snapshot the History does not hold already.
     """
 
     def __init__(self, sources: Sequence[Any], engine: Any, interval: float = 1.0,
                  timeout: float = 10.0, keep: int = 120, recorder: Any = None,
                  journal: Any = None, scrollback: int = 600) -> None:
-        from stormdeck.advisors.session import Session
-        from stormdeck.collectors.hub import Hub
+        from stormdeck.advisors.loop import Loop
 
         super().__init__(scrollback)
-        self.hub = Hub(sources, interval=interval, timeout=timeout)
+        self.loop = Loop(sources, engine, interval=interval, timeout=timeout, keep=scrollback,
+                         recorder=recorder, journal=journal)
+        self.hub = self.loop.hub
         self.engine = engine
-        self.session = Session(engine, recorder=recorder, journal=journal)
+        self.session = self.loop.session
         self.interval = interval
         self.keep = keep
         self._stop = threading.Event()
@@ -140,39 +138,48 @@ class Feed(Scrollback):
 
     def start(self, on_frame: Callable[[Frame], None]) -> None:
         self._emit = on_frame
-        self.hub.start()
         self._thread = threading.Thread(target=self._run, name="feed", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        self.hub.wait_polls(1, timeout=self.hub.longest_poll + 1)
-        while not self._stop.is_set():
-            started = time.monotonic()
-            # Collection goes on while paused or looking back: the past stays whole.
-            snap = self.hub.snapshot()
-            history = tuple(self.hub.history)
-            step = self.session.step(snap, history)
-            self._arrive(Frame(snap, step.findings, history[-self.keep:], events=step.events))
-            self._stop.wait(max(0.05, self.interval - (time.monotonic() - started)))
+        self.loop.start()
+        # Collection goes on while paused or looking back: the past stays whole.
+        self.loop.run(lambda step: self._arrive(Frame(
+            step.snapshot, step.findings, self.loop.history.last(self.keep),
+            events=step.events)), stop=self._stop)
 
     def set_interval(self, seconds: float) -> float:
         self.interval = min(60.0, max(0.25, seconds))
-        self.hub.set_interval(self.interval)
+        self.loop.set_interval(self.interval)
         return self.interval
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
-        self.hub.stop()
-        self.session.close()
+        self.loop.stop()
 
 
 class ReplayFeed(Scrollback):
-    """Frames from a recording, judged afresh by the engine, at a chosen speed."""
+    """Frames from a recording, judged afresh by the engine, at a chosen speed.
+
+    Its look-back keeps every frame of the run-up it judged (REPLAY_RUNUP + 1: a
+    quarter of an hour at 1 s), so seeking back within that is only showing. Every
+    CHECKPOINT_EVERY snapshots judged, the judging state (engine, timeline and
+    the history behind it) is kept: seeking back to a time judged before resumes from
+    the checkpoint before it and judges at most that many snapshots, instead of the
+    whole run-up. Only a time never judged costs the run-up.
+    """
+
+    CHECKPOINT_EVERY = 60
+    # Kept, the newest made: an hour at 1 s. They hold the snapshots behind them, which
+    # share what did not change and are packed past the newest 130 (~50 KB a move at
+    # 1,000 OSDs).
+    CHECKPOINTS = 60
 
     def __init__(self, recording: Any, engine_factory: Callable[[], Any], speed: float = 1.0,
-                 keep: int = 120, scrollback: int = 600, start: float | None = None) -> None:
+                 keep: int = 120, scrollback: int = REPLAY_RUNUP + 1,
+                 start: float | None = None) -> None:
         super().__init__(scrollback)
         self.recording = recording
         self.engine_factory = engine_factory
@@ -184,6 +191,9 @@ class ReplayFeed(Scrollback):
         self.ended = False
         self._start_at = recording.snapshot_at(start) if start is not None else 0
         self._steps: Any = None
+        self.session: Any = None
+        self._checkpoints: dict[int, tuple[tuple[Snapshot, ...], Any]] = {}
+        self._run_from = 0  # where the current run began judging
         self._play = threading.Lock()  # one judge at a time: the player or a key
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -196,16 +206,35 @@ class ReplayFeed(Scrollback):
         self._thread = threading.Thread(target=self._run, name="replay", daemon=True)
         self._thread.start()
 
-    def _restart(self, index: int) -> None:
-        from stormdeck.advisors.session import replay
+    def _restart(self, index: int, resume: int | None = None) -> None:
+        """Judge afresh from snapshot `index`, or go on from the checkpoint at `resume`."""
+        from stormdeck.advisors.session import Session, replay
 
         with self._play, self._lock:
             self.past.clear()
             self.offset = 0
             self.engine = self.engine_factory()
-            self._steps = replay(self.recording, self.engine, index)
+            self.session = Session(self.engine)
+            history: tuple[Snapshot, ...] = ()
+            self._run_from = index
+            if resume is not None:
+                history, state = self._checkpoints[resume]
+                self.session.restore(state)
+                index = resume + 1
+                self._run_from = 0  # what follows a whole checkpoint is whole too
+            self._steps = replay(self.recording, self.engine, index, session=self.session,
+                                 history=history)
             self.next_index = index
             self.ended = False
+
+    def _checkpoint(self, i: int, history: tuple[Snapshot, ...]) -> None:
+        # Only a state judged with its whole run-up behind it stands for a restart.
+        if i % self.CHECKPOINT_EVERY or i in self._checkpoints or \
+                (self._run_from and i - self._run_from < REPLAY_RUNUP):
+            return
+        self._checkpoints[i] = (history, self.session.checkpoint())
+        while len(self._checkpoints) > self.CHECKPOINTS:
+            del self._checkpoints[next(iter(self._checkpoints))]  # the oldest made
 
     def _produce(self, emit: bool) -> bool:
         with self._play:
@@ -214,6 +243,7 @@ class ReplayFeed(Scrollback):
             except StopIteration:
                 self.ended = True
                 return False
+            self._checkpoint(i, history)
             self.next_index = i + 1
             frame = Frame(step.snapshot, step.findings, history[-self.keep:],
                           events=step.events)
@@ -281,7 +311,13 @@ class ReplayFeed(Scrollback):
         elif target > newest:
             self._advance_to(target)
         else:
-            self._restart(max(0, target - REPLAY_RUNUP))
+            # From the nearest checkpoint before the target when that is shorter
+            # than the run-up; else judge the whole run-up again.
+            at = [k for k in self._checkpoints if target - REPLAY_RUNUP < k <= target]
+            if at:
+                self._restart(0, resume=max(at))
+            else:
+                self._restart(max(0, target - REPLAY_RUNUP))
             self._advance_to(target)
         self._wake.set()
 

@@ -1,14 +1,289 @@
-"""The shape of a rule, and the context it judges: the latest snapshot, a window of history."""
+"""The shape of a rule, and the context it judges: the latest snapshot, a window of history.
+
+A rule asks for a daemon's figure over its window (`daemon_values`) once per
+daemon per tick; walking every snapshot of the window for each would cost
+history x daemons. So the engine keeps Columns: each (daemon, figure) asked
+for is a column appended with the new snapshots only, and a window is a slice
+of it. Which daemons' figure changed in a window (`changed`) is kept the same
+way, so rules about rare changes (an OSD going down) look only at those.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from array import array
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from stormdeck.advisors.model import Change, Check, Evidence, Thresholds
 from stormdeck.collectors.model import Cluster, ConfigOption, Daemon, Snapshot
+
+
+class _Column:
+    """One daemon's figure: the sequence numbers of the snapshots that had it, and its values."""
+
+    __slots__ = ("filled", "need", "seqs", "start", "tick", "vals")
+
+    def __init__(self, start: int) -> None:
+        self.start = start  # the first sequence number looked at
+        self.filled = start  # the next one to look at
+        self.seqs = array("q")
+        # A list, not an array: the floats are the snapshots' own objects, and summing
+        # a list makes no new ones.
+        self.vals: list[float] = []
+        self.tick = -1  # `end` at the last request
+        self.need = start  # the earliest sequence number asked for in that tick
+
+
+class _Changes:
+    """For one figure: each daemon's last value and the sequence number where it last changed."""
+
+    __slots__ = ("changed_at", "filled", "last", "start")
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.filled = start
+        self.last: dict[str, Any] = {}
+        self.changed_at: dict[str, int] = {}
+
+
+class _Matrix:
+    """One figure of every daemon, a row per snapshot, aligned to one order of daemons.
+
+    Rows of snapshots that share their daemons mapping are the same row; summing
+    the transposed rows gives every daemon's window sum in one pass of C, in the
+    order sum() over its own series would add them (a missing value is a 0.0 here,
+    and adding 0.0 changes no sum; daemons with one in the window are done apart).
+    """
+
+    __slots__ = ("filled", "index", "last_map", "missing", "need", "order", "rows", "start",
+                 "tick")
+
+    def __init__(self, order: list[str], start: int) -> None:
+        self.order = order
+        self.index = {k: i for i, k in enumerate(order)}
+        self.start = start  # sequence number of rows[0]
+        self.filled = start
+        self.rows: list[list[float]] = []
+        self.missing: list[frozenset[str]] = []  # per row: daemons without a value
+        self.last_map: Any = None  # the daemons mapping the last row was read from
+        self.tick = -1
+        self.need = start
+
+
+_NO_MISSING: frozenset[str] = frozenset()
+
+
+class Columns:
+    """The snapshots the engine judges over, numbered, with per-daemon columns filled lazily."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.snaps: list[Snapshot] = []
+        self.times: list[float] = []
+        self.base = 0  # sequence number of snaps[0]
+        self._cols: dict[tuple[str, str], _Column] = {}
+        self._changes: dict[str, _Changes] = {}
+        self._mats: dict[str, _Matrix] = {}
+
+    @property
+    def end(self) -> int:
+        """The sequence number the next snapshot will get."""
+        return self.base + len(self.snaps)
+
+    def sync(self, history: Sequence[Snapshot], keep: float) -> None:
+        """Learn the snapshots `history` has that were not seen yet; forget those older
+        than its first one or than `keep` seconds before its latest."""
+        latest = history[-1]
+        if not self.snaps or self.snaps[-1] is not latest:
+            known = self.snaps[-1] if self.snaps else None
+            at = None
+            if known is not None:
+                for i in range(len(history) - 1, -1, -1):
+                    if history[i] is known:
+                        at = i
+                        break
+                    if history[i].time < known.time:
+                        break
+            if at is None:
+                base = self.end  # a history not continuing ours: start over, numbers go on
+                self.reset()
+                self.base = base
+                at = -1
+            for snap in history[at + 1:]:
+                self.snaps.append(snap)
+                self.times.append(snap.time)
+        first = history[0]
+        cut = 0
+        limit = latest.time - keep
+        while cut < len(self.snaps) - 1 and (self.times[cut] < limit or (
+                self.snaps[cut] is not first and self.times[cut] <= first.time)):
+            cut += 1
+        if cut:
+            del self.snaps[:cut]
+            del self.times[:cut]
+            self.base += cut
+        if len(self._cols) > 4 * max(1, len(latest.daemons)) * 8:
+            self._cols = {k: c for k, c in self._cols.items() if c.tick >= self.end - 2}
+
+    def first_seq(self, now: float, span: float) -> int:
+        """The sequence number of the oldest snapshot within `span` seconds of `now`."""
+        lo = len(self.times)
+        while lo > 0 and now - self.times[lo - 1] <= span:
+            lo -= 1
+        return self.base + min(lo, len(self.times) - 1)
+
+    def series(self, daemon_id: str, attr: str, first: int) -> list[float]:
+        """The daemon's known, finite-or-inf values of `attr` from sequence number `first` on."""
+        end = self.end
+        key = (daemon_id, attr)
+        col = self._cols.get(key)
+        if col is None or first < col.start:
+            col = self._cols[key] = _Column(max(first, self.base))
+        if col.filled < end:
+            seqs, vals = col.seqs, col.vals
+            base = self.base
+            for seq in range(max(col.filled, base), end):
+                d = self.snaps[seq - base].daemons.get(daemon_id)
+                if d is None:
+                    continue
+                v = getattr(d, attr, None)
+                if v is None:
+                    continue
+                if type(v) is not float:
+                    try:
+                        v = float(v)
+                    except (TypeError, ValueError):
+                        continue
+                if v != v:  # NaN: unknown
+                    continue
+                seqs.append(seq)
+                vals.append(v)
+            col.filled = end
+        if col.tick != end:
+            # A new tick: what the last one needed is all any window may need again.
+            cut = bisect_left(col.seqs, col.need)
+            if cut:
+                del col.seqs[:cut]
+                del col.vals[:cut]
+            col.start = max(col.start, col.need)
+            col.tick, col.need = end, first
+        elif first < col.need:
+            col.need = first
+        return col.vals[bisect_left(col.seqs, first):]
+
+    def _row(self, daemons: Mapping[str, Any], order: list[str],
+             attr: str) -> tuple[list[float], frozenset[str]]:
+        if len(daemons) == len(order):
+            values = [getattr(d, attr, None) for d in daemons.values()]
+            if list(daemons) != order:
+                values = [getattr(daemons.get(k), attr, None) for k in order]
+        else:
+            values = [getattr(daemons.get(k), attr, None) for k in order]
+        missing = []
+        for i, v in enumerate(values):
+            if type(v) is not float:
+                try:
+                    v = values[i] = float(v)  # type: ignore[arg-type]
+                except (TypeError, ValueError):
+                    missing.append(order[i])
+                    values[i] = 0.0
+                    continue
+            if v != v:  # NaN: unknown
+                missing.append(order[i])
+                values[i] = 0.0
+        return values, frozenset(missing) if missing else _NO_MISSING
+
+    def _matrix(self, attr: str, first: int) -> _Matrix:
+        end, base = self.end, self.base
+        latest = self.snaps[-1].daemons
+        m = self._mats.get(attr)
+        if m is not None and (first < m.start or len(latest) != len(m.order) or (
+                latest is not m.last_map and list(latest) != m.order)):
+            m = None  # daemons came or went (or a wider window): read the rows again
+        if m is None:
+            m = self._mats[attr] = _Matrix(list(latest), max(first, base))
+        prev_map = m.last_map
+        for seq in range(max(m.filled, base), end):
+            daemons = self.snaps[seq - base].daemons
+            if daemons is prev_map:
+                row, missing = m.rows[-1], m.missing[-1]
+            else:
+                row, missing = self._row(daemons, m.order, attr)
+                # Daemons absent from this snapshot have no value in it either.
+            m.rows.append(row)
+            m.missing.append(missing)
+            prev_map = daemons
+        m.filled = end
+        m.last_map = prev_map
+        if m.tick != end:
+            cut = m.need - m.start
+            if cut > 0:
+                del m.rows[:cut]
+                del m.missing[:cut]
+                m.start = m.need
+            m.tick, m.need = end, first
+        elif first < m.need:
+            m.need = first
+        return m
+
+    def means(self, ids: Iterable[str], attr: str, first: int) -> dict[str, float]:
+        """Each daemon's mean of `attr` from sequence number `first` on, where it has
+        values: exactly what sum(series) / len(series) gives, for all in one pass."""
+        m = self._matrix(attr, first)
+        rows = m.rows[first - m.start:]
+        wanted = ids if isinstance(ids, list) else list(ids)
+        if not rows:
+            return {}
+        n = len(rows)
+        everyone = dict(zip(m.order, [x / n for x in map(sum, zip(*rows, strict=True))],
+                            strict=True))
+        apart: set[str] = set()
+        for missing in set(m.missing[first - m.start:]):
+            apart |= missing
+        if wanted == m.order and not apart:
+            return everyone
+        out = {}
+        for daemon_id in wanted:
+            if daemon_id in apart or daemon_id not in everyone:
+                vals = self.series(daemon_id, attr, first)
+                if vals:
+                    out[daemon_id] = sum(vals) / len(vals)
+            else:
+                out[daemon_id] = everyone[daemon_id]
+        return out
+
+    def changed(self, attr: str, first: int) -> set[str]:
+        """Daemons whose `attr` may have differed between snapshots from `first` on: a
+        superset (a change to and from None counts), never missing one that did."""
+        end = self.end
+        ch = self._changes.get(attr)
+        if ch is None or first < ch.start:
+            ch = self._changes[attr] = _Changes(max(first, self.base))
+            # Values before the window do not count: start knowing each daemon's
+            # value in the snapshot before it, when we have it.
+            if ch.start > self.base:
+                before = self.snaps[ch.start - 1 - self.base]
+                ch.last = {k: getattr(d, attr, None) for k, d in before.daemons.items()}
+        base = self.base
+        prev_map: Any = None
+        for seq in range(max(ch.filled, base), end):
+            daemons = self.snaps[seq - base].daemons
+            if daemons is prev_map:
+                continue
+            prev_map = daemons
+            last, at = ch.last, ch.changed_at
+            for k, d in daemons.items():
+                v = getattr(d, attr, None)
+                if k in last and last[k] != v:
+                    at[k] = seq
+                last[k] = v
+        ch.filled = end
+        return {k for k, seq in ch.changed_at.items() if seq > first}
 
 
 @dataclass(frozen=True)
@@ -16,6 +291,10 @@ class Context:
     latest: Snapshot
     window: Sequence[Snapshot]  # oldest first, ends with latest
     params: Thresholds
+    columns: Columns | None = None  # the engine's; None: walk the window
+    first_seq: int = 0  # the window's first snapshot, in the columns' numbering
+    tracked: frozenset[str] = field(default_factory=frozenset)  # targets this rule is
+    # pending or firing on: a check on any other target that does not fire changes nothing
 
     def p(self, name: str) -> Any:
         return self.params[name]
@@ -36,7 +315,32 @@ class Context:
         return out
 
     def daemon_values(self, daemon_id: str, attr: str) -> list[float]:
+        if self.columns is not None:
+            return self.columns.series(daemon_id, attr, self.first_seq)
         return self.values(lambda s: getattr(s.daemons[daemon_id], attr))
+
+    def daemon_means(self, ids: Iterable[str], attr: str) -> dict[str, float]:
+        """Each daemon's mean of `attr` over the window, where it has values (one pass)."""
+        if self.columns is not None:
+            return self.columns.means(ids, attr, self.first_seq)
+        out = {}
+        for daemon_id in ids:
+            vals = self.daemon_values(daemon_id, attr)
+            if vals:
+                out[daemon_id] = sum(vals) / len(vals)
+        return out
+
+    def changed(self, attr: str) -> set[str] | None:
+        """Daemons whose `attr` may have changed within the window (a superset); None
+        when the engine keeps no columns and every daemon must be looked at."""
+        if self.columns is None:
+            return None
+        return self.columns.changed(attr, self.first_seq)
+
+    def matters(self, target: str, fire: bool) -> bool:
+        """Whether a check on `target` can change anything: it fires, or the rule is
+        pending or firing there. Rules over thousands of daemons skip the rest."""
+        return fire or target in self.tracked or self.columns is None
 
     def evidence(self, metric: str, values: Sequence[float], unit: str = "",
                  now: float | str | None = None) -> Evidence:

@@ -40,8 +40,10 @@ class CoresBeyondKnee(Rule):
 
     def check(self, ctx: Context) -> Iterable[Check]:
         for d in ctx.osds():
+            if d.cores_allowed is None:
+                continue
             used = ctx.daemon_values(d.id, "cores_used")
-            if d.cores_allowed is None or not used:
+            if not used:
                 continue
             reads = mean(ctx.daemon_values(d.id, "read_iops")) or 0.0
             writes = mean(ctx.daemon_values(d.id, "write_iops")) or 0.0
@@ -76,8 +78,10 @@ class CoresStarved(Rule):
 
     def check(self, ctx: Context) -> Iterable[Check]:
         for d in ctx.osds():
+            if d.cores_allowed is None:
+                continue
             used = ctx.daemon_values(d.id, "cores_used")
-            if d.cores_allowed is None or not used:
+            if not used:
                 continue
             busy = (sum(used) / len(used)) / d.cores_allowed
             iops, size = _io_size(ctx, d.id)

@@ -20,16 +20,16 @@ class SlowestOsd(Rule):
         "median; its disk and CPU are shown beside it to tell which one holds it back.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
-        averages = {}
-        for d in ctx.osds():
-            lat = ctx.daemon_values(d.id, "commit_latency")
-            if lat:
-                averages[d.id] = (sum(lat) / len(lat), lat)
+        averages = ctx.daemon_means((d.id for d in ctx.osds()), "commit_latency")
         if len(averages) < 3:
             return
-        median = statistics.median(v for v, _ in averages.values())
+        median = statistics.median(averages.values())
         factor, floor = float(ctx.p("factor")), float(ctx.p("min_latency"))
-        for osd_id, (avg, series) in averages.items():
+        for osd_id, avg in averages.items():
+            fire = avg > factor * median and avg > floor
+            if not ctx.matters(osd_id, fire):
+                continue  # neither firing nor tracked: the check would change nothing
+            series = ctx.daemon_values(osd_id, "commit_latency")
             d = ctx.latest.daemons[osd_id]
             disks = [ctx.latest.disks.get(disk_key(d.host, dev)) for dev in d.devices or ()]
             util = [k.util for k in disks if k is not None and k.util is not None]
@@ -37,7 +37,7 @@ class SlowestOsd(Rule):
             cpu = (f", CPU {d.cores_used:.1f} of {d.cores_allowed:g} cores"
                    if d.cores_used is not None and d.cores_allowed else "")
             yield Check(
-                target=osd_id, fire=avg > factor * median and avg > floor,
+                target=osd_id, fire=fire,
                 clear=avg <= factor * 0.8 * median or avg <= floor * 0.8,
                 severity=Severity.WARNING,
                 summary=f"{osd_id} commits in {avg * 1000:.1f} ms against a median of "

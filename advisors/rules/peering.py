@@ -37,8 +37,9 @@ class PeeringStorm(Rule):
         series = ctx.values(_inactive)
         need = max(float(ctx.p("min_pgs")), float(ctx.p("min_fraction")) * (c.num_pgs or 0))
         critical = now >= float(ctx.p("critical_fraction")) * (c.num_pgs or 1)
-        flapping = [d.id for d in ctx.osds()
-                    if len({v for v in ctx.daemon_values(d.id, "up")}) > 1]
+        moved = ctx.changed("up")  # only these can have been both up and down
+        flapping = [d.id for d in ctx.osds() if (moved is None or d.id in moved)
+                    and len({v for v in ctx.daemon_values(d.id, "up")}) > 1]
         procedure = [f"OSDs that went down or up in the last {ctx.span:.0f} s: "
                      f"{', '.join(flapping)}; look at their logs and hosts first (K7.5)."
                      if flapping else "No OSD went down or up in the window."]

@@ -28,7 +28,10 @@ class OsdFlapping(Rule):
 
     def check(self, ctx: Context) -> Iterable[Check]:
         need = int(ctx.p("min_downs"))
+        moved = ctx.changed("up")
         for d in ctx.osds():
+            if moved is not None and d.id not in moved and not ctx.matters(d.id, False):
+                continue  # up (or down) all along: no flap, and nothing to clear
             n = downs(ctx, d.id)
             yield Check(
                 target=d.id, fire=n >= need, clear=n == 0,

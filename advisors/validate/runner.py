@@ -70,19 +70,13 @@ class Report:
 def take_snapshot(conf: str | None, timeout: float = 10.0, client_name: str | None = None,
                   keyring: str | None = None, cluster: str = "ceph") -> Snapshot:
     """What the cluster and this host look like now: two polls, so rates are real."""
+    from stormdeck.advisors.loop import collect_once
     from stormdeck.collectors.ceph import CephSource
     from stormdeck.collectors.host import HostSource
-    from stormdeck.collectors.hub import Hub
 
-    source = CephSource(conf, client_name=client_name, keyring=keyring, cluster=cluster,
-                        timeout=timeout)
-    hub = Hub([source, HostSource(ceph_conf=conf)], interval=1.0, timeout=timeout)
-    hub.start()
-    try:
-        hub.wait_polls(2, timeout=2 * timeout + 3)
-        snap = hub.snapshot()
-    finally:
-        hub.stop()
+    snap = collect_once([CephSource(conf, client_name=client_name, keyring=keyring,
+                                    cluster=cluster, timeout=timeout),
+                         HostSource(ceph_conf=conf)], polls=2, timeout=timeout)
     ceph = snap.sources.get("ceph")
     if snap.cluster is None or (ceph is not None and not ceph.ok and ceph.last_success is None):
         raise UserError(f"cannot reach the Ceph cluster: {ceph.error if ceph else 'no source'}",

@@ -15,7 +15,7 @@ from stormdeck.advisors.model import Severity
 from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.ceph import CephSource
 from stormdeck.collectors.host import HostSource
-from stormdeck.collectors.hub import Hub
+from stormdeck.collectors.hub import History, Hub
 
 from tests.conftest import LabCluster, ceph_json, eventually, run_cli
 
@@ -71,6 +71,7 @@ def test_a_storm_fires_while_it_lasts_and_clears_after(release_cluster: LabClust
     lab_cluster = release_cluster
     engine = Engine(quick("ceph.peering.storm", 1.0), mutes=None)
     hub = Hub([CephSource(conffile=str(lab_cluster.conf))], interval=0.25)
+    history = History()
     hub.start()
     seen: list[str] = []
     try:
@@ -81,8 +82,8 @@ def test_a_storm_fires_while_it_lasts_and_clears_after(release_cluster: LabClust
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         def storm_over() -> bool:
-            hub.snapshot()
-            found = [f for f in engine.evaluate(hub.history)
+            history.append(hub.snapshot())
+            found = [f for f in engine.evaluate(history)
                      if f.rule == "ceph.peering.storm"]
             seen.extend(f.state for f in found)
             return storm.poll() is not None and "firing" in seen and not found
@@ -114,11 +115,12 @@ def test_a_cpu_limited_osd_under_load_is_starved(lab_cluster: LabCluster) -> Non
         engine = Engine(quick("ceph.osd.cores_starved", 10.0), mutes=None)
         hub = Hub([CephSource(conffile=str(lab_cluster.conf)),
                    HostSource(ceph_conf=str(lab_cluster.conf))], interval=1.0)
+        history = History()
         hub.start()
         try:
             def starved():
-                hub.snapshot()
-                return [f for f in engine.evaluate(hub.history)
+                history.append(hub.snapshot())
+                return [f for f in engine.evaluate(history)
                         if f.rule == "ceph.osd.cores_starved" and f.state == "firing"]
 
             (f,) = eventually(starved, 90, interval=1.0)

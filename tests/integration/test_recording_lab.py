@@ -13,7 +13,7 @@ from stormdeck.advisors.session import Session, replay
 from stormdeck.advisors.timeline import pg_classes
 from stormdeck.collectors.ceph import CephSource
 from stormdeck.collectors.host import HostSource
-from stormdeck.collectors.hub import Hub
+from stormdeck.collectors.hub import History, Hub
 from stormdeck.collectors.recording import Recorder, Recording
 
 from tests.conftest import LabCluster, run_cli
@@ -27,6 +27,7 @@ def test_a_storm_replays_as_it_was_seen_live(release_cluster: LabCluster, tmp_pa
     tape = Recorder(tmp_path / "storm.sdrec")
     session = Session(Engine(), recorder=tape)
     hub = Hub([CephSource(str(lab.conf), timeout=10), HostSource()], interval=1.0)
+    history = History()
     live: list[tuple[float, dict[str, int], set[tuple[str, str, str]]]] = []
     results: dict[str, object] = {}
 
@@ -45,7 +46,8 @@ def test_a_storm_replays_as_it_was_seen_live(release_cluster: LabCluster, tmp_pa
         while storm.is_alive() or len(live) < 5:
             tick = time.monotonic()
             snap = hub.snapshot()
-            step = session.step(snap, tuple(hub.history))
+            history.append(snap)
+            step = session.step(snap, history)
             live.append((snap.time, pg_classes(snap.cluster),
                          {(f.rule, f.target, f.state) for f in step.findings}))
             time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))

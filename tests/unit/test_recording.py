@@ -187,3 +187,14 @@ def test_encoding_keeps_what_matters() -> None:
     assert back.daemons["osd.0"].commit_latency == pytest.approx(0.000123456, rel=1e-3)
     assert back.time == s.time and back.cluster is not None
     assert replace(back, time=0) != back
+
+
+def test_the_encoder_reusing_unchanged_objects_writes_what_encode_writes() -> None:
+    from stormdeck.collectors.recording import Encoder, encode
+
+    snaps = history(12, step=1.0, edit=busy)
+    # Shared objects, as the hub's merge leaves them: the same daemons mapping twice.
+    snaps[5] = replace(snaps[5], daemons=snaps[4].daemons)
+    enc = Encoder()
+    for s in snaps:
+        assert enc.snapshot(s) == encode(s)

@@ -1,0 +1,50 @@
+"""Every benchmark in bench/ runs in its smoke mode (small N, a few seconds), so none can
+break unseen: the figures are the benchmarks' business, that they run is the tests'."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHES = sorted(p.name for p in (ROOT / "bench").glob("*_bench.py"))
+
+
+def run(name: str, *extra: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / name), "--smoke", *extra],
+                         capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                         stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, f"{name} --smoke failed:\n{res.stdout}\n{res.stderr}"
+    return res
+
+
+def test_every_bench_has_a_smoke_test() -> None:
+    tested = {"snapshot_bench.py", "scale_bench.py", "console_bench.py", "record_bench.py",
+              "curve_bench.py", "exporter_bench.py", "prometheus_bench.py"}
+    assert set(BENCHES) == tested, "a new bench needs its smoke run here"
+
+
+@pytest.mark.parametrize("name", ["snapshot_bench.py", "record_bench.py", "curve_bench.py",
+                                  "exporter_bench.py", "console_bench.py",
+                                  "prometheus_bench.py"])
+def test_bench_runs_in_smoke_mode(name: str) -> None:
+    res = run(name)
+    assert res.stdout.strip(), f"{name} printed no figure"
+    if name in ("curve_bench.py", "prometheus_bench.py"):  # the pooling benches
+        assert "connections" in res.stdout, res.stdout
+
+
+def test_scale_bench_gives_every_figure_as_json() -> None:
+    res = run("scale_bench.py", "--json")
+    out = json.loads(res.stdout)
+    console, record = out["console"], out["record"]
+    for part in (console, record):
+        assert part["ticks"] > 0 and part["missed"] == 0
+        assert part["cpu_pct"] > 0 and part["peak_rss_mib"] > 0 and part["engine_ms"] > 0
+    assert 0 < console["first_paint_s"] < 30 and console["bytes_per_s"] > 0
+    assert out["seek"]["snapshots"] > 0 and out["seek"]["seek_back_s"] >= 0
+    assert out["check"]["after_second_poll_s"] >= 0
