@@ -9,20 +9,19 @@ from stormdeck.base.errors import UserError
 
 
 class CephAdmin:
-    """The few mon commands changes need, through one librados connection."""
+    """The few mon commands changes need, through a librados connection of its own."""
 
     def __init__(self, conffile: str | None, client_name: str | None = None,
                  keyring: str | None = None, timeout: float = 10.0,
                  cluster: str = "ceph") -> None:
-        from stormdeck.collectors.ceph import CephSource
+        from stormdeck.collectors.ceph import CephConnection
 
         # The connection opens at the first command; close() ends it, and every
         # user calls it (a librados handle holds threads and sockets).
-        self._src = CephSource(conffile=conffile, client_name=client_name, keyring=keyring,
-                               cluster=cluster, timeout=timeout)
+        self.connection = CephConnection(conffile, client_name, keyring, cluster, timeout)
 
     def close(self) -> None:
-        self._src.close()
+        self.connection.close()
 
     def cmd(self, prefix: str, **args: Any) -> Any:
         return self._send("mon", prefix, args)
@@ -34,7 +33,7 @@ class CephAdmin:
         from stormdeck.collectors.ceph import CommandError
 
         try:
-            out = self._src._send(target, {"prefix": prefix, **args}, self._src.timeout)
+            out = self.connection.command(target, {"prefix": prefix, **args})
         except CommandError as exc:
             raise UserError(f"Ceph refused `{prefix}`: {exc}") from None
         return json.loads(out) if out.strip() else None

@@ -495,6 +495,74 @@ def _digest(raw: bytes) -> bytes:
     return hashlib.blake2b(raw, digest_size=16).digest()
 
 
+class CephConnection:
+    """One librados connection to a cluster: opened at the first command, closed on
+    failure (the next command opens it again) and by close(). The source that reads
+    and the admin that changes each hold one, built from the same client options."""
+
+    def __init__(self, conffile: str | None = None, client_name: str | None = None,
+                 keyring: str | None = None, cluster: str = "ceph",
+                 timeout: float = 10.0) -> None:
+        self.conffile = conffile
+        self.client_name = client_name
+        self.keyring = keyring
+        self.cluster_name = cluster
+        self.timeout = timeout
+        self._rados: Any = None
+
+    @property
+    def connected(self) -> bool:
+        return self._rados is not None
+
+    def _connect(self) -> Any:
+        try:
+            import rados
+        except ImportError:
+            raise CommandError("librados for Python is missing (Debian: apt-get install "
+                               "python3-rados; run ./dev setup)") from None
+        conf = {"rados_mon_op_timeout": str(int(self.timeout)),
+                "rados_osd_op_timeout": str(int(self.timeout)),
+                "client_mount_timeout": str(int(self.timeout))}
+        if self.keyring:
+            conf["keyring"] = self.keyring
+        try:
+            cluster = rados.Rados(conffile=self.conffile or "", name=self.client_name,
+                                  clustername=self.cluster_name, conf=conf)
+            # CEPH_ARGS over the conf file, as `ceph` and librados' own tools read it
+            # (--mon-host, --keyring, ...); the client options in it were taken earlier.
+            cluster.conf_parse_env()
+            cluster.connect(timeout=int(self.timeout))
+        except rados.Error as exc:
+            raise CommandError(f"cannot connect to the Ceph cluster: {exc}") from None
+        return cluster
+
+    def close(self) -> None:
+        if self._rados is not None:
+            try:
+                self._rados.shutdown()
+            finally:
+                self._rados = None
+
+    def command(self, target: str, cmd: dict[str, Any], timeout: float | None = None
+                ) -> bytes:
+        """One mon ("mon") or mgr ("mgr") command, its JSON output as bytes; CommandError
+        when Ceph refuses it or cannot be reached."""
+        if self._rados is None:
+            self._rados = self._connect()
+        body = json.dumps({**cmd, "format": "json"})
+        call = self._rados.mgr_command if target == "mgr" else self._rados.mon_command
+        try:
+            ret, out, err = call(body, b"", timeout=int(max(1, timeout or self.timeout)))
+        except Exception as exc:  # rados.Error and its kin: the connection is suspect
+            self.close()
+            raise CommandError(f"{cmd['prefix']}: {exc}") from None
+        if ret == -ENOENT and cmd["prefix"] == "config help":
+            return b""
+        if ret != 0:
+            raise CommandError(f"{cmd['prefix']}: {err or f'error {ret}'}")
+        return out
+
+
 class CephSource:
     """Polls a Ceph cluster through librados. One connection, kept and re-made on failure."""
 
@@ -528,7 +596,7 @@ class CephSource:
         self.cluster_name = cluster
         self.timeout = timeout
         self.options = tuple(options)
-        self._rados: Any = None
+        self._conn = CephConnection(conffile, client_name, keyring, cluster, timeout)
         self._cache: dict[str, _Cached] = {}
         self._log: tuple[LogEntry, ...] = ()
         # Clocks, replaceable so a benchmark can fast-forward a session.
@@ -544,50 +612,16 @@ class CephSource:
 
     # -- connection --
 
-    def _connect(self) -> Any:
-        try:
-            import rados
-        except ImportError:
-            raise CommandError("librados for Python is missing (Debian: apt-get install "
-                               "python3-rados; run ./dev setup)") from None
-        conf = {"rados_mon_op_timeout": str(int(self.timeout)),
-                "rados_osd_op_timeout": str(int(self.timeout)),
-                "client_mount_timeout": str(int(self.timeout))}
-        if self.keyring:
-            conf["keyring"] = self.keyring
-        try:
-            cluster = rados.Rados(conffile=self.conffile or "", name=self.client_name,
-                                  clustername=self.cluster_name, conf=conf)
-            # CEPH_ARGS over the conf file, as `ceph` and librados' own tools read it
-            # (--mon-host, --keyring, ...); the client options in it were taken earlier.
-            cluster.conf_parse_env()
-            cluster.connect(timeout=int(self.timeout))
-        except rados.Error as exc:
-            raise CommandError(f"cannot connect to the Ceph cluster: {exc}") from None
-        return cluster
+    @property
+    def connection(self) -> CephConnection:
+        return self._conn
 
     def close(self) -> None:
-        if self._rados is not None:
-            try:
-                self._rados.shutdown()
-            finally:
-                self._rados = None
+        self._conn.close()
 
     def _send(self, target: str, cmd: dict[str, Any], timeout: float) -> bytes:
-        if self._rados is None:
-            self._rados = self._connect()
-        body = json.dumps({**cmd, "format": "json"})
-        call = self._rados.mgr_command if target == "mgr" else self._rados.mon_command
-        try:
-            ret, out, err = call(body, b"", timeout=int(max(1, timeout)))
-        except Exception as exc:  # rados.Error and its kin: the connection is suspect
-            self.close()
-            raise CommandError(f"{cmd['prefix']}: {exc}") from None
-        if ret == -ENOENT and cmd["prefix"] == "config help":
-            return b""
-        if ret != 0:
-            raise CommandError(f"{cmd['prefix']}: {err or f'error {ret}'}")
-        return out
+        """Every command of a poll goes through here (a canned source answers here)."""
+        return self._conn.command(target, cmd, timeout)
 
     # -- polling --
 

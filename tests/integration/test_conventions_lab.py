@@ -338,7 +338,7 @@ def test_the_consoles_executor_has_the_sources_identity_and_closes(
         with factory() as ex:
             (outcome,) = ex.apply(plan)
         assert outcome.outcome == "applied"
-        assert ex.ceph._src._rados is None, "the connection is closed after the change"
+        assert not ex.ceph.connection.connected, "the connection is closed after the change"
         # The old executor connected as client.admin whatever the sources used.
         eventually(lambda: "client.stormdeck-test" in audit_entities(lab_cluster), timeout=20)
         undo = factory()
@@ -348,7 +348,7 @@ def test_the_consoles_executor_has_the_sources_identity_and_closes(
                         "journal.jsonl").find(outcome.entry)
         with undo:
             undo.undo(entry)
-        assert undo.ceph._src._rados is None
+        assert not undo.ceph.connection.connected
         check = factory()
         assert str(check.ceph.config_get("osd.0", "osd_max_scrubs")) == before
         check.close()
