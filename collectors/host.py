@@ -548,14 +548,7 @@ class HostSource:
 
     def _host(self) -> Host:
         t = psutil.cpu_times()
-        busy = iowait = None
-        if self._cpu is not None:
-            prev = self._cpu
-            total = sum(t) - sum(prev)
-            if total > 0:
-                idle = (t.idle - prev.idle) + (getattr(t, "iowait", 0) - getattr(prev, "iowait", 0))
-                busy = max(0.0, min(1.0, 1 - idle / total))
-                iowait = max(0.0, (getattr(t, "iowait", 0) - getattr(prev, "iowait", 0)) / total)
+        busy, iowait = cpu_busy(self._cpu, t) if self._cpu is not None else (None, None)
         self._cpu = t
         return Host(name=self.hostname, cpus=psutil.cpu_count(), cpu_busy=busy, iowait=iowait,
                     load1=os.getloadavg()[0], tuned_profile=tuned_profile())
@@ -617,3 +610,21 @@ class HostSource:
                 virtual=info.virtual, daemons=tuple(sorted(holders.get(name, ()))))
             out[disk.key] = disk
         return out
+
+
+def _total(t: Any) -> float:
+    """All CPU time, counting a guest's once: Linux already includes guest and guest_nice
+    in user and nice (as psutil's cpu_times_percent subtracts them), so a host that also
+    runs VMs (Proxmox beside Ceph) would otherwise count its guests' time twice."""
+    return sum(t) - getattr(t, "guest", 0) - getattr(t, "guest_nice", 0)
+
+
+def cpu_busy(prev: Any, now: Any) -> tuple[float | None, float | None]:
+    """(busy, iowait) as ratios of all CPU time between two psutil.cpu_times() samples."""
+    total = _total(now) - _total(prev)
+    if total <= 0:
+        return None, None
+    io = getattr(now, "iowait", 0) - getattr(prev, "iowait", 0)
+    idle = (now.idle - prev.idle) + io
+    return max(0.0, min(1.0, 1 - idle / total)), max(0.0, io / total)
+

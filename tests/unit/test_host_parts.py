@@ -203,3 +203,22 @@ def test_host_source_disks_have_rates_on_the_second_poll() -> None:
     for d in second.values():
         assert d.key == f"h1:/dev/{d.name}"
         assert d.write_cache in (None, "write back", "write through")
+
+
+def test_host_cpu_busy_counts_a_guests_time_once() -> None:
+    """A Proxmox host running VMs beside Ceph: the kernel counts guest time inside user
+    already, so adding the guest column again would inflate busy (and the total)."""
+    from psutil._pslinux import scputimes
+    from stormdeck.collectors.host import cpu_busy
+
+    def times(user: float, idle: float, guest: float) -> scputimes:
+        fields = dict.fromkeys(scputimes._fields, 0.0)
+        fields.update(user=user, idle=idle, guest=guest)
+        return scputimes(**fields)
+
+    # 10 s of two CPUs: 6 s user of which 4 s ran a guest, 14 s idle.
+    busy, iowait = cpu_busy(times(0, 0, 0), times(6, 14, 4))
+    assert busy == pytest.approx(6 / 20) and iowait == 0
+    # Summing every column (the old way) would have said 10/24.
+    assert busy != pytest.approx(10 / 24)
+    assert cpu_busy(times(1, 1, 0), times(1, 1, 0)) == (None, None)
