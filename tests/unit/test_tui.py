@@ -253,13 +253,15 @@ async def test_low_bandwidth_draws_ascii() -> None:
         assert not set(overview) & set("▁▂▃▄▅▆▇█")
 
 
+def spread(s, i):
+    """Three OSDs whose IOPS sort differently as numbers and as text."""
+    for n, iops in (("osd.0", 50.0), ("osd.1", 900.0), ("osd.2", 7000.0)):
+        s = with_daemon(s, n, write_iops=iops, read_iops=0.0)
+    return s
+
+
 @pytest.mark.asyncio
 async def test_sort_cycles_columns_numerically() -> None:
-    def spread(s, i):
-        for n, iops in (("osd.0", 50.0), ("osd.1", 900.0), ("osd.2", 7000.0)):
-            s = with_daemon(s, n, write_iops=iops, read_iops=0.0)
-        return s
-
     app = StormdeckApp(StaticFeed(frames(spread)))
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("2")
@@ -346,11 +348,6 @@ async def test_views_draw_the_thresholds_the_engine_judges_by(tmp_path: Path) ->
 async def test_tables_sort_and_select_with_the_mouse() -> None:
     """As htop and btop users do: a header sorts, again the other way; a row is chosen, and a
     double click opens it."""
-    def spread(s, i):
-        for n, iops in (("osd.0", 50.0), ("osd.1", 900.0), ("osd.2", 7000.0)):
-            s = with_daemon(s, n, write_iops=iops, read_iops=0.0)
-        return s
-
     from stormdeck.tui.views import DaemonDetail
 
     app = StormdeckApp(StaticFeed(frames(spread)))

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from rich.text import Text
+from stormdeck.base.errors import UserError
+from stormdeck.base.text import printable
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.lines import LinesView
 from textual.message import Message
@@ -45,3 +48,23 @@ class FrameText(View, LinesView):
 
     def render_frame(self, frame: Frame) -> Text:
         raise NotImplementedError
+
+
+def change_in_worker(widget: Any, done: str, action: Callable[[Any], str]) -> None:
+    """From a worker thread: `action(executor)` on the active cluster's executor, closed
+    after; what it did, or why it was refused, as a toast; the journal view told."""
+    factory = widget.app.tab.executor_factory
+    say = widget.app.call_from_thread
+    if factory is None:
+        say(widget.notify, "no executor: changes are off in this session", severity="error")
+        return
+    try:
+        with factory() as executor:
+            text = action(executor)
+    except UserError as exc:
+        say(widget.notify, printable(str(exc), 400), title="refused", severity="error",
+            markup=False)
+        return
+    say(widget.notify, printable(text, 400), title=done, markup=False)
+    widget.post_message(JournalChanged())
+

@@ -7,13 +7,12 @@ from typing import ClassVar
 from rich.text import Text
 from stormdeck.advisors.model import Finding
 from stormdeck.advisors.plan import Plan, plan_from_finding, review
-from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import SEVERITY_STYLE, t
 from stormdeck.tui.screens import PlanReview
 from stormdeck.tui.table import Column, VirtualTable
-from stormdeck.tui.views.base import JournalChanged, View
+from stormdeck.tui.views.base import View, change_in_worker
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -119,21 +118,8 @@ class FindingsView(View, Vertical):
 
     @work(thread=True, exclusive=True)
     def apply_plan(self, plan: Plan) -> None:
-        factory = self.app.tab.executor_factory
-        say = self.app.call_from_thread
-        if factory is None:
-            say(self.notify, "no executor: changes are off in this session", severity="error")
-            return
-        try:
-            with factory() as executor:
-                outcomes = executor.apply(plan)
-        except UserError as exc:
-            say(self.notify, printable(str(exc), 400), title="refused", severity="error",
-                markup=False)
-            return
-        text = "; ".join(f"{o.outcome}: {o.change.command}" for o in outcomes)
-        say(self.notify, printable(text, 400), title="applied", markup=False)
-        self.post_message(JournalChanged())
+        change_in_worker(self, "applied", lambda executor: "; ".join(
+            f"{o.outcome}: {o.change.command}" for o in executor.apply(plan)))
 
     def action_mute(self) -> None:
         finding = self.query_one(FindingTable).selected()

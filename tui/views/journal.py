@@ -12,7 +12,7 @@ from stormdeck.base.text import printable
 from stormdeck.tui.format import t
 from stormdeck.tui.screens import PlanReview
 from stormdeck.tui.table import Column, VirtualTable
-from stormdeck.tui.views.base import JournalChanged
+from stormdeck.tui.views.base import change_in_worker
 from textual import work
 from textual.binding import Binding, BindingType
 
@@ -60,16 +60,8 @@ class JournalTable(VirtualTable):
 
     @work(thread=True, exclusive=True)
     def undo_entry(self, entry: Any) -> None:
-        factory = self.app.tab.executor_factory
-        say = self.app.call_from_thread
-        if factory is None:
-            return
-        try:
-            with factory() as executor:
-                o = executor.undo(entry)
-        except UserError as exc:
-            say(self.notify, printable(str(exc), 400), title="refused", severity="error",
-                markup=False)
-            return
-        say(self.notify, printable(f"{o.outcome}: {o.change.command}", 300), markup=False)
-        self.post_message(JournalChanged())
+        def undo(executor: Any) -> str:
+            o = executor.undo(entry)
+            return f"{o.outcome}: {o.change.command}"
+
+        change_in_worker(self, "undone", undo)
