@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from stormdeck.base.text import printable
+from stormdeck.base.units import ms, num, pct
 from stormdeck.output import add_format_options, dump, is_json
 from stormdeck.sources import add_source_options, build_sources
 
@@ -57,18 +58,6 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 # ---- text rendering ----------------------------------------------------------------
 
 
-def _num(v: float | None, fmt: str = "{:.0f}") -> str:
-    return "-" if v is None else fmt.format(v)
-
-
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v * 1000:.1f}ms"
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v * 100:.0f}%"
-
-
 def _bytes(v: float | None) -> str:
     if v is None:
         return "-"
@@ -102,17 +91,17 @@ def render_text(snap) -> str:  # Snapshot -> str
         if c.versions_mixed:
             ver += " (mixed versions)"
         out.append(f"cluster {p(c.fsid or '?')}  {p(c.health or '?')}  {ver}  "
-                   f"osdmap e{_num(c.osdmap_epoch)}  OSDs {_num(c.num_osds)}: "
-                   f"{_num(c.num_up_osds)} up, {_num(c.num_in_osds)} in")
+                   f"osdmap e{num(c.osdmap_epoch)}  OSDs {num(c.num_osds)}: "
+                   f"{num(c.num_up_osds)} up, {num(c.num_in_osds)} in")
         for chk in c.checks:
             out.append(f"  {p(chk.severity)} {p(chk.code)}: {p(chk.summary)}"
                        + (" (muted)" if chk.muted else ""))
         states = c.pg_states or c.pg_flags
-        out.append(f"pgs {_num(c.num_pgs)}: " + ", ".join(
+        out.append(f"pgs {num(c.num_pgs)}: " + ", ".join(
             f"{n} {p(k)}" for k, n in sorted(states.items(), key=lambda kv: -kv[1])))
-        out.append(f"client io: {_num(c.client_read_iops)} rd/s, {_num(c.client_write_iops)} "
+        out.append(f"client io: {num(c.client_read_iops)} rd/s, {num(c.client_write_iops)} "
                    f"wr/s, {_bytes(c.client_read_bps)}/s rd, {_bytes(c.client_write_bps)}/s wr"
-                   f"; slow ops {_num(c.slow_ops)}"
+                   f"; slow ops {num(c.slow_ops)}"
                    + (f" on {', '.join(p(d) for d in c.slow_ops_daemons)}"
                       if c.slow_ops_daemons else "")
                    + f"; flags: {', '.join(p(f) for f in c.osd_flags) or 'none'}")
@@ -120,31 +109,31 @@ def render_text(snap) -> str:  # Snapshot -> str
     if cv is not None:
         roles = ", ".join(f"{p(m.addr)} {p(m.role or 'unreachable')}" for m in cv.mds)
         out.append(f"curve {p(cv.version or '?')}  mds: {roles or '-'}  operators "
-                   f"{_num(cv.operators)}  chunkservers online {_num(cv.chunkservers_online)}"
-                   f", offline {_num(cv.chunkservers_offline)}"
+                   f"{num(cv.operators)}  chunkservers online {num(cv.chunkservers_online)}"
+                   f", offline {num(cv.chunkservers_offline)}"
                    + (f"  copysets unhealthy {cv.copysets_unhealthy} of {cv.copysets_total}"
                       if cv.copysets_total is not None else ""))
         for pool in cv.pools:
-            out.append(f"  pool {p(pool.name)}: leadernum range {_num(pool.leader_range, '{:g}')}"
-                       f" (min {_num(pool.leader_min, '{:g}')}, max "
-                       f"{_num(pool.leader_max, '{:g}')}), {_num(pool.copysets)} copysets on "
-                       f"{_num(pool.chunkservers)} chunkservers")
+            out.append(f"  pool {p(pool.name)}: leadernum range {num(pool.leader_range, '{:g}')}"
+                       f" (min {num(pool.leader_min, '{:g}')}, max "
+                       f"{num(pool.leader_max, '{:g}')}), {num(pool.copysets)} copysets on "
+                       f"{num(pool.chunkservers)} chunkservers")
         for addr, err in cv.endpoint_errors.items():
             out.append(f"  {p(addr)}: {p(err)}")
     if snap.daemons:
         rows = []
         for d in snap.daemons.values():
-            cores = f"{_num(d.cores_used, '{:.2f}')}/{_num(d.cores_allowed, '{:g}')}"
+            cores = f"{num(d.cores_used, '{:.2f}')}/{num(d.cores_allowed, '{:g}')}"
             rows.append([
                 p(d.id, 40), p(d.host or "-", 30),
                 "up" if d.up else ("down" if d.up is False else "-"),
                 "in" if d.in_ else ("out" if d.in_ is False else "-"), cores,
-                f"{_num(d.read_iops)}/{_num(d.write_iops)}",
-                _ms(d.commit_latency if d.kind == "osd" else d.raft_append_latency),
-                _ms(d.apply_latency if d.kind == "osd" else d.raft_send_latency),
-                _num(d.pgs if d.kind == "osd" else d.copysets),
-                _num(d.primary_pgs if d.kind == "osd" else d.leaders),
-                p(",".join(d.devices or ()) or "-", 40), _pct(d.utilization)])
+                f"{num(d.read_iops)}/{num(d.write_iops)}",
+                ms(d.commit_latency if d.kind == "osd" else d.raft_append_latency),
+                ms(d.apply_latency if d.kind == "osd" else d.raft_send_latency),
+                num(d.pgs if d.kind == "osd" else d.copysets),
+                num(d.primary_pgs if d.kind == "osd" else d.leaders),
+                p(",".join(d.devices or ()) or "-", 40), pct(d.utilization)])
         out.append("")
         kinds = {d.kind for d in snap.daemons.values()}
         if kinds == {"chunkserver"}:
@@ -158,8 +147,8 @@ def render_text(snap) -> str:  # Snapshot -> str
     if snap.disks:
         rows = []
         for k in snap.disks.values():
-            rows.append([p(k.key, 60), _pct(k.util), _num(k.read_iops), _num(k.write_iops),
-                         _ms(k.read_await), _ms(k.write_await), _num(k.queue_depth, "{:.1f}"),
+            rows.append([p(k.key, 60), pct(k.util), num(k.read_iops), num(k.write_iops),
+                         ms(k.read_await), ms(k.write_await), num(k.queue_depth, "{:.1f}"),
                          p(k.write_cache or "-"), p(k.device_cache or "-"),
                          p(k.transport or "-") + (" (virtual)" if k.virtual else ""),
                          p(",".join(k.daemons) or "-", 60)])
@@ -168,9 +157,9 @@ def render_text(snap) -> str:  # Snapshot -> str
                        "KERNEL CACHE", "DEVICE CACHE", "TRANSPORT", "DAEMONS"], rows)
     if c is not None and c.pools:
         rows = [[str(pl.id), p(pl.name, 60), pl.type,
-                 _num(pl.size) + (f" ({pl.ec_k}+{pl.ec_m})" if pl.ec_k else ""),
+                 num(pl.size) + (f" ({pl.ec_k}+{pl.ec_m})" if pl.ec_k else ""),
                  str(pl.pg_num), p(",".join(pl.flags) or "-", 60),
-                 _num(pl.read_balance_score, "{:.2f}")] for pl in c.pools]
+                 num(pl.read_balance_score, "{:.2f}")] for pl in c.pools]
         out.append("")
         out += _table(["POOL", "NAME", "TYPE", "SIZE", "PGS", "FLAGS", "READ BALANCE"], rows)
     return "\n".join(out)

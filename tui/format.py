@@ -12,12 +12,16 @@ from collections.abc import Sequence
 from rich.text import Text
 from stormdeck.advisors.model import Finding, Severity
 from stormdeck.base.text import printable
+from stormdeck.base.units import ms, num, pct
+
+# num, ms and pct live at the ground floor (the CLI prints with them too).
+__all__ = ["ASCII", "BLOCKS", "SEVERITY_STYLE", "bar", "finding_line", "ms", "num", "pct",
+           "rate", "spark", "t"]
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 ASCII = " .:-=+*#%"
 SEVERITY_STYLE = {Severity.INFO: "cyan", Severity.WARNING: "yellow", Severity.CRITICAL: "bold red"}
-BAD_PG_WORDS = ("peering", "activating", "unknown", "creating", "down", "incomplete", "stale",
-                "degraded", "undersized")
+
 
 
 def t(value: object, style: str = "", limit: int = 200) -> Text:
@@ -41,18 +45,6 @@ def bar(used: float | None, allowed: float | None, width: int = 8, ascii_only: b
     filled = min(width, round(used / allowed * width))
     full, empty = ("#", ".") if ascii_only else ("█", "░")
     return f"{full * filled}{empty * (width - filled)} {used:.2f}/{allowed:g}"
-
-
-def num(v: float | None, fmt: str = "{:.0f}") -> str:
-    return "-" if v is None else fmt.format(v)
-
-
-def ms(v: float | None) -> str:
-    return "-" if v is None else f"{v * 1000:.1f}ms"
-
-
-def pct(v: float | None) -> str:
-    return "-" if v is None else f"{v * 100:.0f}%"
 
 
 def finding_line(f: Finding) -> Text:
