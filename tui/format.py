@@ -23,7 +23,6 @@ ASCII = " .:-=+*#%"
 SEVERITY_STYLE = {Severity.INFO: "cyan", Severity.WARNING: "yellow", Severity.CRITICAL: "bold red"}
 
 
-
 def t(value: object, style: str = "", limit: int = 200) -> Text:
     """Cluster text as an inert Text: no markup, control characters escaped."""
     return Text(printable(value, limit), style=style)
