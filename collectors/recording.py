@@ -56,18 +56,21 @@ _MAX_PAYLOAD = 256 << 20  # a length beyond this is a torn header, not a frame
 # ---- values <-> JSON ------------------------------------------------------------
 
 
+def non_default_fields(value: Any) -> Iterator[tuple[str, Any]]:
+    """A dataclass's fields that differ from their defaults: all a recording keeps."""
+    for f in dataclasses.fields(value):
+        v = getattr(value, f.name)
+        if f.default is not dataclasses.MISSING and v == f.default:
+            continue
+        if f.default_factory is not dataclasses.MISSING and v == f.default_factory():
+            continue
+        yield f.name, v
+
+
 def encode(value: Any) -> Any:
     """Dataclasses as dicts of their non-default fields; floats shortened (see above)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out = {}
-        for f in dataclasses.fields(value):
-            v = getattr(value, f.name)
-            if f.default is not dataclasses.MISSING and v == f.default:
-                continue
-            if f.default_factory is not dataclasses.MISSING and v == f.default_factory():
-                continue
-            out[f.name] = encode(v)
-        return out
+        return {name: encode(v) for name, v in non_default_fields(value)}
     if isinstance(value, bool | None | str):
         return value
     if isinstance(value, enum.Enum):
@@ -144,14 +147,7 @@ class Encoder:
             self._cur[key] = hit
             return hit[1]
         if is_data:
-            out: Any = {}
-            for f in dataclasses.fields(value):
-                v = getattr(value, f.name)
-                if f.default is not dataclasses.MISSING and v == f.default:
-                    continue
-                if f.default_factory is not dataclasses.MISSING and v == f.default_factory():
-                    continue
-                out[f.name] = self._encode(v)
+            out: Any = {name: self._encode(v) for name, v in non_default_fields(value)}
         elif isinstance(value, Mapping):
             out = {str(k): self._encode(v) for k, v in value.items()}
         else:
