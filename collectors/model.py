@@ -245,7 +245,11 @@ class Cluster:
         if self.num_pgs is None:
             return None
         if self.pg_states:
-            return self.num_pgs - self.pg_states.get("active+clean", 0)
+            # active+clean+scrubbing (or +snaptrim, +laggy...) is clean, as Ceph counts it:
+            # a long-lived cluster always has some PGs scrubbing.
+            clean = sum(n for state, n in self.pg_states.items()
+                        if {"active", "clean"} <= set(state.split("+")))
+            return self.num_pgs - clean
         if "clean" in self.pg_flags:
             return self.num_pgs - self.pg_flags["clean"]
         return None

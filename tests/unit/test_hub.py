@@ -143,3 +143,12 @@ def test_history_is_bounded_and_gives_series() -> None:
 def test_hub_needs_a_source() -> None:
     with pytest.raises(ValueError):
         Hub([])
+
+
+def test_a_scrubbing_pg_is_clean() -> None:
+    """A long-lived cluster always has PGs scrubbing; Ceph counts them clean, and so do we."""
+    from stormdeck.collectors.model import Cluster
+
+    c = Cluster(num_pgs=10, pg_states={"active+clean": 6, "active+clean+scrubbing": 2,
+                                       "active+clean+scrubbing+deep": 1, "peering": 1})
+    assert c.pgs_not_clean == 1
