@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import urllib.parse
 import urllib.request
 
 import pytest
+from stormdeck.lab.cluster import STORM_POOL
 
 from tests.conftest import LabCluster, ceph_json, eventually
 
@@ -51,11 +53,6 @@ def test_config_set_get_round_trip(lab_cluster: LabCluster) -> None:
         cluster.shutdown()
 
 
-# Known open problem (issue 18's note): after the tests before it in a whole run, the
-# new pool's PGs stay short of active+clean for 180 s; alone it passes in ~40 s. It
-# still runs and reports XPASS when it passes; strict once the cause is found.
-@pytest.mark.xfail(reason="storm PGs stay unclean after the earlier tests of a whole run "
-                          "(under investigation)", strict=False)
 def test_storm_of_new_pgs_leaves_active_clean_and_comes_back(lab_cluster: LabCluster) -> None:
     cluster = lab_cluster.rados()
     try:
@@ -66,11 +63,13 @@ def test_storm_of_new_pgs_leaves_active_clean_and_comes_back(lab_cluster: LabClu
         def clean_again() -> bool:
             # The storm pool's own PGs: other pools of the session lab may be scrubbing
             # or still settling from earlier tests.
-            try:
-                pgs = ceph_json(cluster, "pg ls-by-pool", target="mgr",
-                                poolstr="storm")["pg_stats"]
-            except Exception:  # the mgr has not heard of the new pool yet
+            ret, out, err = cluster.mgr_command(json.dumps(
+                {"prefix": "pg ls-by-pool", "poolstr": STORM_POOL, "format": "json"}), b"",
+                timeout=30)
+            if ret == -errno.ENOENT:  # the mgr has not heard of the new pool yet
                 return False
+            assert ret == 0, err
+            pgs = json.loads(out)["pg_stats"]
             seen.update(p["state"] for p in pgs)
             return len(pgs) == 128 and all(
                 {"active", "clean"} <= set(p["state"].split("+")) for p in pgs)
