@@ -19,6 +19,7 @@ import pytest
 from stormdeck.cli import build_parser
 from stormdeck.parsing import EXIT_CODES
 from tests.conftest import run_cli
+from tests.terminal import on_pty, plain
 
 ROOT = Path(__file__).parents[2]
 
@@ -215,40 +216,13 @@ def test_no_command_and_no_cluster_is_one_sentence(tmp_path: Path) -> None:
 
 
 def screen_text(argv: list[str], env: dict[str, str], keys: list[tuple[float, bytes]],
-                seconds: float) -> tuple[str, int]:
+                seconds: float) -> tuple[str, int | None]:
     """Run the real command on a pseudo-terminal, type `keys` at their times; the text
-    drawn (escape sequences removed) and the exit status."""
-    import pty
-    import select
-    import sys
-    import time
-
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.chdir(ROOT)
-        os.execve(sys.executable, [sys.executable, "-m", "stormdeck", *argv],
-                  {**env, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"})
-    out = b""
-    start = time.monotonic()
-    pending = list(keys)
-    status = None
-    while time.monotonic() - start < seconds:
-        if pending and time.monotonic() - start >= pending[0][0]:
-            os.write(fd, pending.pop(0)[1])
-        ready, _, _ = select.select([fd], [], [], 0.1)
-        if ready:
-            try:
-                out += os.read(fd, 65536)
-            except OSError:
-                break
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-    else:
-        os.kill(pid, 15)
-        _, status = os.waitpid(pid, 0)
-    text = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]", b"", out)
-    return text.decode("utf-8", "replace"), os.waitstatus_to_exitcode(status)
+    drawn and the exit status."""
+    raw, code = on_pty([sys.executable, "-m", "stormdeck", *argv],
+                       {**env, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"},
+                       seconds, keys)
+    return plain(raw), code
 
 
 def test_no_command_opens_the_console_on_the_config_files_clusters(tmp_path: Path) -> None:

@@ -3,39 +3,19 @@
 from __future__ import annotations
 
 import os
-import pty
 import re
-import select
 import sys
-import time
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parents[2]
+from tests.terminal import on_pty
 
 
 def console_output(env: dict[str, str], seconds: float = 4.0) -> bytes:
     """What the console writes to a terminal in `seconds`, fed 20 synthetic OSDs."""
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.environ.update(env)
-        os.environ["TERM"] = "xterm-256color"
-        os.chdir(ROOT)
-        os.execvp(sys.executable, [sys.executable, "bench/console_bench.py", "--osds", "20",
-                                   "--child", "daemons"])
-    out = b""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.1)
-        if ready:
-            try:
-                out += os.read(fd, 65536)
-            except OSError:
-                break
-    os.kill(pid, 15)
-    os.waitpid(pid, 0)
-    return out
+    raw, _ = on_pty([sys.executable, "bench/console_bench.py", "--osds", "20", "--child",
+                     "daemons"], {**os.environ, **env, "TERM": "xterm-256color"}, seconds)
+    return raw
 
 
 @pytest.mark.parametrize("env", [{}, {"NO_COLOR": "1"}, {"TEXTUAL_COLOR_SYSTEM": "standard"}],
