@@ -501,17 +501,16 @@ class Disks:
 
     @staticmethod
     def _device_cache(dev: Any) -> str | None:
-        """The device's own cache as its scsi_disk says (SCSI, SATA behind libata, SAS)."""
-        parent = dev.find_parent("scsi")
-        if parent is None:
+        """The device's own cache as its scsi_disk says (SCSI, SATA behind libata, SAS).
+
+        Read below the disk's own sysfs path: pyudev's children of the SCSI parent would
+        enumerate all of sysfs, per disk, per poll."""
+        scsi_disk = Path(dev.sys_path) / "device" / "scsi_disk"
+        try:
+            entries = sorted(scsi_disk.iterdir())
+        except OSError:
             return None
-        for child in parent.children:
-            if child.subsystem == "scsi_disk":
-                try:
-                    return str(child.attributes.asstring("cache_type")).strip()
-                except (KeyError, OSError):
-                    return None
-        return None
+        return _read(entries[0] / "cache_type") if entries else None
 
 
 def _sysfs_info(name: str, sys_block: Path) -> DiskInfo:
