@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from stormdeck.collectors.model import Cluster, Snapshot
+from stormdeck.collectors.model import Cluster, Snapshot, disk_key
 
 # The PG states an incident is read by (K3.7: peering blocks IO, recovery does not).
 PG_CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -33,7 +33,8 @@ INFO, WARN, ERR = 0, 1, 2
 @dataclass(frozen=True, slots=True)
 class Event:
     time: float
-    kind: str  # "osd" | "health" | "flag" | "config" | "map" | "pool" | "slow" | "chunkserver"
+    # "osd" | "health" | "flag" | "config" | "map" | "pool" | "slow" | "chunkserver" | "disk"
+    kind: str
     target: str
     text: str
     level: int = INFO  # INFO, WARN, ERR: for colour and for the report
@@ -83,6 +84,7 @@ class Timeline:
             return
         t = b.time
         yield from _daemons(a, b, t)
+        yield from _disks(a, b)
         ca, cb = a.cluster, b.cluster
         if ca is None or cb is None:
             return
@@ -168,6 +170,25 @@ def _daemons(a: Snapshot, b: Snapshot, t: float) -> Iterator[Event]:
                 yield Event(t, kind, name, off.format(name=name, where=where), level)
             elif was is False and now is True:
                 yield Event(t, kind, name, back.format(name=name, where=where), INFO)
+
+
+def _disks(a: Snapshot, b: Snapshot) -> Iterator[Event]:
+    """Disks a host source saw appear or vanish (udev's hot-plug news), at their own times.
+    A host kept from the poll before (a stale source) carries the same news: told once."""
+    for host, h in b.hosts.items():
+        old = a.hosts.get(host)
+        if not h.disk_events or (old is not None and old.disk_events == h.disk_events):
+            continue
+        for e in h.disk_events:
+            key = disk_key(host, e.name)
+            if e.appeared:
+                yield Event(e.time, "disk", key, f"disk {key} appeared"
+                            + (f": {e.detail}" if e.detail else ""), INFO)
+                continue
+            was = a.disks.get(key)
+            held = was.daemons if was is not None else ()
+            yield Event(e.time, "disk", key, f"disk {key} vanished"
+                        + (f" under {', '.join(held)}" if held else ""), ERR if held else WARN)
 
 
 def events_of(snaps: Iterable[Snapshot]) -> list[Event]:

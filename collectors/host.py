@@ -2,9 +2,11 @@
 
 Per daemon: cores used (rate of CPU time), cores allowed (CPU affinity and
 cgroup v1/v2 CPU quota), threads, RSS, and the block devices it holds open.
-Per disk: iostat's figures from /proc/diskstats deltas, and from pyudev and
-sysfs the rotational flag, model, transport, the kernel's write-cache view
-and the device's own (scsi_disk cache_type) where readable.
+Per disk: iostat's figures from /proc/diskstats deltas; through pyudev what
+udev knows where a udev daemon runs (model, serial, WWN, bus, /dev/disk/by-id
+and by-path links) and the kernel's attributes always (rotational, the
+kernel's write-cache view, the device's own scsi_disk cache_type, size). A
+pyudev Monitor tells when a disk appears or vanishes.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ import re
 import socket
 import stat
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import psutil
-from stormdeck.collectors.model import Daemon, Disk, Host, Partial
+from stormdeck.collectors.model import Daemon, Disk, DiskEvent, Host, Partial
 
 OSD_NAMES = frozenset({"ceph-osd"})
 FD_REFRESH = 60.0  # a daemon's open devices change only when it restarts
@@ -356,6 +359,28 @@ class DiskInfo:
     model: str | None
     transport: str
     virtual: bool
+    serial: str | None = None
+    wwn: str | None = None
+    bus: str | None = None
+    rpm: int | None = None
+    links: tuple[str, ...] = ()
+    size_bytes: int | None = None
+
+
+UDEV_DATA = Path("/run/udev/data")
+
+
+def udev_running(data: Path = UDEV_DATA) -> bool:
+    """True if a udev daemon keeps its database here.
+
+    In a container or chroot libudev still lists sysfs, but no daemon ran the
+    rules that name a disk (ID_MODEL, ID_SERIAL, /dev/disk/by-id): /run/udev/data
+    is missing or empty.
+    """
+    try:
+        return any(True for _ in data.iterdir())
+    except OSError:
+        return False
 
 
 def _read(path: Path) -> str | None:
@@ -365,14 +390,138 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def disk_info(name: str, sys_block: Path = Path("/sys/block")) -> DiskInfo:
-    """Attributes from sysfs (the udev database may be empty: no udev daemon runs)."""
+def _unhex(value: str) -> str:
+    r"""udev's _ENC encoding (blkid_encode_string): unsafe bytes as \xNN."""
+    raw = re.sub(r"\\x([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), value)
+    return " ".join(raw.split())
+
+
+def _udev_text(props: Mapping[str, str], key: str) -> str | None:
+    """A udev string property as the device gave it: KEY_ENC decoded, else KEY with
+    udev's underscores (they stand for spaces) as spaces."""
+    enc = props.get(f"{key}_ENC")
+    value = _unhex(enc) if enc else " ".join(props.get(key, "").replace("_", " ").split())
+    return value or None
+
+
+def _wwn(props: Mapping[str, str]) -> str | None:
+    # An all-zero WWN is a drive that has none (harvester/harvester#6604: two such disks
+    # would look like one).
+    for key in ("ID_WWN_WITH_EXTENSION", "ID_WWN"):
+        value = props.get(key, "").strip()
+        if value and value.lower().removeprefix("0x").strip("0"):
+            return value
+    return None
+
+
+def _rpm(props: Mapping[str, str]) -> int | None:
+    value = props.get("ID_ATA_ROTATION_RATE_RPM", "")
+    return int(value) if value.isdigit() else None
+
+
+class Disks:
+    """This host's whole disks through pyudev: what udev knows where a udev daemon runs
+    (model, serial, WWN, bus, /dev/disk links), the kernel's attributes always.
+
+    `udev=False` reads as where no udev runs (sysfs only), whatever this host has;
+    None finds out (`udev_running`).
+    """
+
+    def __init__(self, udev: bool | None = None, sys_block: Path = Path("/sys/block"),
+                 udev_data: Path = UDEV_DATA) -> None:
+        self.sys_block = sys_block
+        self.udev = udev_running(udev_data) if udev is None else udev
+        self.context: Any = None
+        try:
+            import pyudev
+
+            self.context = pyudev.Context()
+        except Exception:  # no libudev (a minimal image): sysfs still answers
+            self.context = None
+
+    def device(self, name: str) -> Any:
+        if self.context is None:
+            return None
+        import pyudev
+
+        try:
+            return pyudev.Devices.from_name(self.context, "block", name)
+        except (pyudev.DeviceNotFoundError, OSError, ValueError):
+            return None
+
+    def names(self) -> list[str]:
+        """Whole disks with a size."""
+        names: list[str] = []
+        if self.context is not None:
+            try:
+                names = [d.sys_name for d in
+                         self.context.list_devices(subsystem="block", DEVTYPE="disk")]
+            except Exception:  # a sandbox without sysfs enumeration
+                names = []
+        if not names:
+            try:
+                names = [p.name for p in self.sys_block.iterdir()]
+            except OSError:
+                return []
+        return sorted(n for n in names if (_read(self.sys_block / n / "size") or "0") != "0")
+
+    def info(self, name: str) -> DiskInfo:
+        dev = self.device(name)
+        if dev is None:
+            return _sysfs_info(name, self.sys_block)
+        attrs = dev.attributes
+
+        def attr(key: str) -> str | None:
+            try:
+                return attrs.asstring(key).strip()
+            except (KeyError, UnicodeDecodeError, OSError):
+                return None
+
+        props: Mapping[str, str] = dict(dev.properties) if self.udev else {}
+        rpm = _rpm(props)
+        rot = attr("queue/rotational")
+        rotational = rot == "1" if rot is not None else None if rpm is None else rpm > 0
+        model = _udev_text(props, "ID_MODEL") or attr("device/model")
+        vendor = _udev_text(props, "ID_VENDOR") or attr("device/vendor")
+        if model and vendor and vendor != "ATA" and not model.startswith(vendor):
+            model = f"{vendor} {model}"
+        serial = (props.get("ID_SERIAL_SHORT") or props.get("ID_SERIAL") or "").strip()
+        links = tuple(sorted(link for link in dev.device_links
+                             if link.startswith(("/dev/disk/by-id/", "/dev/disk/by-path/"))))
+        size = attr("size")
+        real = dev.sys_path
+        return DiskInfo(
+            rotational=rotational, write_cache=attr("queue/write_cache"),
+            device_cache=self._device_cache(dev), model=model or None,
+            transport=transport_of(real, name),
+            virtual=name.startswith(VIRTUAL_PREFIXES) or "/virtual/" in real,
+            serial=serial or None, wwn=_wwn(props), bus=props.get("ID_BUS") or None,
+            rpm=rpm, links=links if self.udev else (),
+            size_bytes=int(size) * 512 if size and size.isdigit() else None)
+
+    @staticmethod
+    def _device_cache(dev: Any) -> str | None:
+        """The device's own cache as its scsi_disk says (SCSI, SATA behind libata, SAS).
+
+        Read below the disk's own sysfs path: pyudev's children of the SCSI parent would
+        enumerate all of sysfs, per disk, per poll."""
+        scsi_disk = Path(dev.sys_path) / "device" / "scsi_disk"
+        try:
+            entries = sorted(scsi_disk.iterdir())
+        except OSError:
+            return None
+        return _read(entries[0] / "cache_type") if entries else None
+
+
+def _sysfs_info(name: str, sys_block: Path) -> DiskInfo:
+    """Attributes from sysfs by hand: where even libudev cannot be loaded."""
     d = sys_block / name
     real = os.path.realpath(d)
     rot = _read(d / "queue" / "rotational")
     model = _read(d / "device" / "model")
     vendor = _read(d / "device" / "vendor")
-    if model and vendor and not model.startswith(vendor):
+    # libata names every SATA disk's vendor "ATA": the model says who made it.
+    if model and vendor and vendor != "ATA" and not model.startswith(vendor):
         model = f"{vendor} {model}"
     device_cache = None
     scsi_disk = d / "device" / "scsi_disk"
@@ -380,29 +529,89 @@ def disk_info(name: str, sys_block: Path = Path("/sys/block")) -> DiskInfo:
         for entry in sorted(scsi_disk.iterdir()):
             device_cache = _read(entry / "cache_type")
             break
-    transport = transport_of(real, name)
+    size = _read(d / "size")
     return DiskInfo(rotational=None if rot is None else rot == "1",
                     write_cache=_read(d / "queue" / "write_cache"),
-                    device_cache=device_cache, model=model or None, transport=transport,
-                    virtual=name.startswith(VIRTUAL_PREFIXES) or "/virtual/" in real)
+                    device_cache=device_cache, model=model or None,
+                    transport=transport_of(real, name),
+                    virtual=name.startswith(VIRTUAL_PREFIXES) or "/virtual/" in real,
+                    size_bytes=int(size) * 512 if size and size.isdigit() else None)
 
 
-def list_disks(sys_block: Path = Path("/sys/block")) -> list[str]:
+_DEFAULT: Disks | None = None
+
+
+def _default() -> Disks:
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = Disks()
+    return _DEFAULT
+
+
+def disk_info(name: str) -> DiskInfo:
+    """What this host knows of a disk: udev's names where it runs, sysfs always."""
+    return _default().info(name)
+
+
+def list_disks() -> list[str]:
     """Whole disks with a size: pyudev where it works, sysfs otherwise."""
-    names: list[str] = []
-    try:
-        import pyudev
+    return _default().names()
 
-        context = pyudev.Context()
-        names = [dev.sys_name for dev in context.list_devices(subsystem="block", DEVTYPE="disk")]
-    except Exception:  # no udev, no libudev, a sandbox: sysfs still answers
-        names = []
-    if not names:
+
+class DiskWatch:
+    """Whole disks appearing and vanishing, as announced (pyudev.Monitor, block/disk).
+
+    A MonitorObserver thread stamps each event and reads the disk's size at once,
+    into a queue the host source drains each poll: a loop device attached and
+    detached between two polls is still seen, at its own times. udev's events where
+    a udev daemon runs (the disk is named by then), the kernel's own where none does
+    (a container). `error` says why there is no watch (no libudev, netlink refused).
+    """
+
+    def __init__(self, disks: Disks) -> None:
+        self._queue: deque[tuple[float, str, bool]] = deque(maxlen=4096)
+        self._observer: Any = None
+        self.error: str | None = None
+        if disks.context is None:
+            self.error = "no libudev"
+            return
         try:
-            names = [p.name for p in sys_block.iterdir()]
-        except OSError:
-            return []
-    return sorted(n for n in names if (_read(sys_block / n / "size") or "0") != "0")
+            import pyudev
+
+            monitor = pyudev.Monitor.from_netlink(disks.context,
+                                                  source="udev" if disks.udev else "kernel")
+            monitor.filter_by("block", "disk")
+            self._observer = pyudev.MonitorObserver(monitor, callback=self._event,
+                                                    name="stormdeck-disk-watch")
+            self._observer.daemon = True
+            self._observer.start()
+        except Exception as exc:  # netlink refused in a sandbox: the listing still tells
+            self._observer, self.error = None, str(exc) or type(exc).__name__
+
+    def _event(self, dev: Any) -> None:
+        present = False
+        if dev.action != "remove":
+            # A loop device is never added or removed: attaching and detaching change
+            # its size, so a disk is there when it has one.
+            try:
+                present = int(dev.attributes.asstring("size")) > 0
+            except (KeyError, ValueError, OSError):
+                present = False
+        self._queue.append((time.time(), dev.sys_name, present))
+
+    def drain(self) -> list[tuple[float, str, bool]]:
+        """(time, kernel name, present after the event), oldest first, since the last drain."""
+        out = []
+        while True:
+            try:
+                out.append(self._queue.popleft())
+            except IndexError:
+                return out
+
+    def close(self) -> None:
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer = None
 
 
 def whole_disk(dev_name: str, sys_class: Path = Path("/sys/class/block")) -> list[str]:
@@ -526,8 +735,15 @@ class HostSource:
     name = "host"
 
     def __init__(self, ceph_conf: str | None = None, hostname: str | None = None,
-                 proc_names: Iterable[str] = OSD_NAMES) -> None:
+                 proc_names: Iterable[str] = OSD_NAMES, udev: bool | None = None,
+                 watch: bool = True) -> None:
+        """`udev=False` reads disks as where no udev runs (sysfs only); None finds out.
+        `watch=False` notices disks coming and going by the listing alone."""
         self.hostname = hostname or short_hostname()
+        self.devices = Disks(udev=udev)
+        self.watch = DiskWatch(self.devices) if watch else None
+        self._present: set[str] | None = None
+        self._disk_events: tuple[DiskEvent, ...] = ()
         self.proc_names = frozenset(proc_names)
         # Only OSDs of the watched cluster: two clusters on one host both have an osd.0.
         self.fsid = fsid_from_conf(ceph_conf) if ceph_conf else None
@@ -537,12 +753,13 @@ class HostSource:
         self._cpu: Any = None
 
     def close(self) -> None:
-        pass
+        if self.watch is not None:
+            self.watch.close()
 
     def poll(self) -> Partial:
         now = time.monotonic()
         daemons = self._poll_daemons(now)
-        disks = self._poll_disks(now, daemons)
+        disks = self._poll_disks(now, daemons)  # before _host: it sets the disk events
         return Partial(source=self.name, time=time.time(), daemons=daemons, disks=disks,
                        hosts={self.hostname: self._host()})
 
@@ -551,7 +768,8 @@ class HostSource:
         busy, iowait = cpu_busy(self._cpu, t) if self._cpu is not None else (None, None)
         self._cpu = t
         return Host(name=self.hostname, cpus=psutil.cpu_count(), cpu_busy=busy, iowait=iowait,
-                    load1=os.getloadavg()[0], tuned_profile=tuned_profile())
+                    load1=os.getloadavg()[0], tuned_profile=tuned_profile(),
+                    udev=self.devices.udev, disk_events=self._disk_events)
 
     def _belongs(self, pid: int, argv: list[str]) -> bool:
         return self.fsid is None or self._fsids.of(pid, argv) == self.fsid
@@ -589,9 +807,12 @@ class HostSource:
         for d in daemons.values():
             for dev in d.devices or ():
                 holders.setdefault(dev, []).append(d.id)
+        news = self.watch.drain() if self.watch is not None else []
+        names = self.devices.names()
         out = {}
-        for name in list_disks():
-            info = disk_info(name)
+        infos: dict[str, DiskInfo] = {}
+        for name in names:
+            info = infos[name] = self.devices.info(name)
             rates = None
             if prev is not None and name in counters and name in prev[1] and now > prev[0]:
                 rates = disk_rates(prev[1][name], counters[name], now - prev[0])
@@ -607,9 +828,43 @@ class HostSource:
                 queue_depth=rates.queue_depth if rates else None,
                 rotational=info.rotational, write_cache=info.write_cache,
                 device_cache=info.device_cache, model=info.model, transport=info.transport,
-                virtual=info.virtual, daemons=tuple(sorted(holders.get(name, ()))))
+                virtual=info.virtual, daemons=tuple(sorted(holders.get(name, ()))),
+                serial=info.serial, wwn=info.wwn, bus=info.bus, rpm=info.rpm, links=info.links)
             out[disk.key] = disk
+        self._disk_events = self._comings_and_goings(news, names, infos)
         return out
+
+    def _comings_and_goings(self, news: list[tuple[float, str, bool]], names: list[str],
+                            infos: Mapping[str, DiskInfo]) -> tuple[DiskEvent, ...]:
+        """Disks that appeared or vanished since the last poll: the watch's events in
+        order, then what the listing shows that they did not (a lost event, no watch)."""
+        listed = set(names)
+        if self._present is None:
+            self._present = listed  # what is there at the start is no news
+            return ()
+        present, events = self._present, []
+        for at, name, there in news:
+            if there and name not in present:
+                present.add(name)
+                events.append(DiskEvent(at, name, True))
+            elif not there and name in present:
+                present.discard(name)
+                events.append(DiskEvent(at, name, False))
+        wall = time.time()
+        events += [DiskEvent(wall, n, True) for n in sorted(listed - present)]
+        events += [DiskEvent(wall, n, False) for n in sorted(present - listed)]
+        self._present = listed
+        return tuple(replace(e, detail=_what(infos[e.name]))
+                     if e.appeared and e.name in infos else e for e in events)
+
+
+def _what(info: DiskInfo) -> str:
+    """A disk in a few words: its size, model and serial, as far as known."""
+    parts = []
+    if info.size_bytes:
+        parts.append(f"{info.size_bytes / 2**30:.4g} GiB")
+    parts += [p for p in (info.model, info.serial and f"serial {info.serial}") if p]
+    return ", ".join(parts)
 
 
 def _total(t: Any) -> float:

@@ -101,6 +101,13 @@ class Disk:
     transport: str | None = None  # "nvme", "sata", "sas", "scsi", "virtio", "loop", ...
     virtual: bool = False  # loop, dm, md, rbd, zram...: its "cache" is something else's
     daemons: tuple[str, ...] = ()
+    # What udev knows (None where no udev runs: containers, chroots). A recording made
+    # before these fields existed reads back with them None.
+    serial: str | None = None  # the drive's own (ID_SERIAL_SHORT), as on its label
+    wwn: str | None = None  # world wide name (ID_WWN_WITH_EXTENSION, else ID_WWN)
+    bus: str | None = None  # udev's ID_BUS: "ata", "scsi", "usb", "nvme"...
+    rpm: int | None = None  # ATA rotation rate; 0 = solid state (ID_ATA_ROTATION_RATE_RPM)
+    links: tuple[str, ...] = ()  # /dev/disk/by-id/..., /dev/disk/by-path/... (udev's)
 
     @property
     def key(self) -> str:
@@ -125,6 +132,18 @@ class Host:
     iowait: float | None = None  # 0..1
     load1: float | None = None
     tuned_profile: str | None = None  # None: unknown; "" : tuned not installed or no profile
+    udev: bool | None = None  # False: no udev database here (a container), disks from sysfs
+    disk_events: tuple[DiskEvent, ...] = ()  # disks that appeared or vanished since the last poll
+
+
+@dataclass(frozen=True, slots=True)
+class DiskEvent:
+    """A whole disk that appeared on a host or vanished from it (udev's hot-plug news)."""
+
+    time: float
+    name: str  # kernel name: "sdc", "loop3"
+    appeared: bool
+    detail: str = ""  # what it is, for a disk that appeared: size, model, serial
 
 
 # ---- cluster -----------------------------------------------------------------

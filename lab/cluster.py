@@ -752,9 +752,7 @@ class Lab:
         with contextlib.suppress(FileNotFoundError):
             shutil.rmtree(root / "var/lib/ceph" / state.fsid)
         roots.remove_mount_points(root, [self.dir])
-        prefix = str(root) + "/"
-        with open("/proc/mounts") as f:
-            held = [ln.split()[1] for ln in f if ln.split()[1].startswith(prefix)]
+        held = procs.mounts_below(str(root) + "/")
         if held:
             raise LabError(f"{held[0]} is still mounted inside {root} after the lab stopped")
 
@@ -780,9 +778,7 @@ class Lab:
                            "something holds it open (see fuser -v)")
 
     def _unmount_below(self) -> None:
-        prefix = self._marker()
-        with open("/proc/mounts") as f:
-            points = [line.split()[1] for line in f if line.split()[1].startswith(prefix)]
+        points = procs.mounts_below(self._marker())
         for point in sorted(points, reverse=True):
             self._run([_binary("umount"), point], timeout=60)
 

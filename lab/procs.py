@@ -11,6 +11,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import psutil
+
 MARK_VARIABLE = "STORMDECK_LAB"
 
 
@@ -36,24 +38,35 @@ def spawn(argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None
 def cmdline(pid: int) -> list[str] | None:
     """The argv of a live process, or None if it is gone or a zombie."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        # The state letter follows the parenthesised name, which may hold spaces.
-        if stat[stat.rindex(")") + 2] in "ZX":
+        proc = psutil.Process(pid)
+        if proc.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
             _reap(pid)
             return None
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (OSError, ValueError, IndexError):
+        return [arg for arg in proc.cmdline() if arg]
+    except psutil.ZombieProcess:
+        _reap(pid)
         return None
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+    except psutil.Error:
+        return None
 
 
 def environ_has(pid: int, entry: str) -> bool:
     """True if the process's environment holds exactly `entry` ("NAME=value")."""
+    name, _, value = entry.partition("=")
     try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
+        return psutil.Process(pid).environ().get(name) == value
+    except psutil.Error:
         return False
-    return entry.encode() in raw.split(b"\0")
+
+
+def mounts_below(prefix: str) -> list[str]:
+    """Mount points under `prefix` (a path ending in "/"), as this mount namespace sees them.
+
+    getmntent (psutil) decodes what /proc/mounts escapes: a lab directory with a space
+    in its path reads as /tmp/my\\040lab there, and would never match its own prefix.
+    """
+    return [p.mountpoint for p in psutil.disk_partitions(all=True)
+            if p.mountpoint.startswith(prefix)]
 
 
 def is_ours(pid: int, marker: str) -> bool:

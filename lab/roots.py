@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 from stormdeck.base.errors import UserError
 
 RECIPE = 1  # bump when the build changes: an older root is then built again
@@ -303,13 +304,12 @@ def _refuse_if_used(path: Path) -> None:
     # Its binds live in the users' own mount namespaces, not in /proc/mounts: look
     # for processes whose root is this one.
     users = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                if os.readlink(f"/proc/{pid}/root") == str(path):
-                    users.append(pid)
-            except OSError:
-                continue
+    for pid in psutil.pids():
+        try:  # psutil has no process root: read the link
+            if os.readlink(f"/proc/{pid}/root") == str(path):
+                users.append(pid)
+        except OSError:
+            continue
     if users:
         raise RootError(f"{len(users)} processes run in {path} (pid {users[0]}): a lab still "
                         "uses it; stop it with `stormdeck lab down` first")

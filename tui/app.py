@@ -21,7 +21,7 @@ from stormdeck.tui.table import VirtualTable
 from stormdeck.tui.views import (
     DaemonDetail,
     DaemonTable,
-    DiskTable,
+    DisksView,
     FindingsView,
     JournalChanged,
     JournalTable,
@@ -124,7 +124,7 @@ class StormdeckApp(App[None]):
         yield Input(placeholder="go to a time: HH:MM:SS, or -90 (seconds back); Esc to cancel",
                     id="goto")
         with ContentSwitcher(initial="overview"):
-            for view in (Overview, DaemonTable, Leaders, LatencyTable, DiskTable, FindingsView):
+            for view in (Overview, DaemonTable, Leaders, LatencyTable, DisksView, FindingsView):
                 yield view(id=view.view_id)
             yield JournalTable(id="journal")
             yield Triage(id=Triage.view_id)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 from stormdeck.advisors.validate import judge
 from stormdeck.advisors.validate.judge import Point, Verdict
 from stormdeck.base.errors import UserError
@@ -400,8 +401,8 @@ def _load(path: Path) -> list[dict[str, Any]]:
 
 def threads_of(pid: int) -> list[int]:
     try:
-        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-    except OSError:
+        return [t.id for t in psutil.Process(pid).threads()]
+    except psutil.Error:
         return []
 
 
@@ -415,8 +416,14 @@ def set_affinity(pid: int, cpus: set[int]) -> None:
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system seconds; a process gone is an OSError, as the runner expects of a step."""
+    try:
+        t = psutil.Process(pid).cpu_times()
+    except psutil.NoSuchProcess as exc:
+        raise ProcessLookupError(f"pid {pid} is gone") from exc
+    except psutil.AccessDenied as exc:
+        raise PermissionError(f"pid {pid}: {exc}") from exc
+    return t.user + t.system
 
 
 def cpu_sweep(ctx: Ctx) -> list[Verdict]:

@@ -1,17 +1,23 @@
-"""The disks view: utilisation, IO, await, queue, cache state and the daemons on each."""
+"""The disks view: utilisation, IO, await, queue, cache state and the daemons on each,
+above the selected disk's detail (what udev knows of it: model, serial, WWN, links)."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from stormdeck.collectors.model import Disk
 from stormdeck.tui.feed import Frame
-from stormdeck.tui.format import ms, num, pct, t
+from stormdeck.tui.format import ms, num, pct, spark, t
 from stormdeck.tui.table import Column, VirtualTable
 from stormdeck.tui.views.base import View
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
+NO_UDEV = "udev not running here: disk names from sysfs, no model/serial"
 
 
-class DiskTable(View, VirtualTable):
-    view_id = "disks"
+class DiskTable(VirtualTable):
     COLUMNS = (Column("disk", 22), Column("util", 5, 0, True), Column("r/s", 7, 2, True),
                Column("w/s", 7, 1, True), Column("r_await", 8, 4, True),
                Column("w_await", 8, 3, True), Column("queue", 6, 5, True),
@@ -31,3 +37,70 @@ class DiskTable(View, VirtualTable):
                 t(cache, "yellow" if risky else ""),
                 t((k.transport or "-") + (" (virtual)" if k.virtual else "")),
                 t(",".join(k.daemons) or "-"))
+
+
+def udev_note(frame: Frame) -> Text:
+    """One line where a host source found no udev: names only, nothing udev would add."""
+    if any(h.udev is False for h in frame.snapshot.hosts.values()):
+        return Text(NO_UDEV, style="yellow")
+    return Text()
+
+
+def disk_detail(frame: Frame, key: str | None, ascii_only: bool = False) -> Text:
+    """One disk: what it is (udev's names where known), its cache, links and daemons."""
+    k = frame.snapshot.disks.get(key) if key else None
+    if k is None:
+        return Text("no disk selected" if key is None else "")
+    out = t(k.key, "bold")
+    kind = ("rotational" if k.rotational else "solid state" if k.rotational is False else "")
+    if k.rpm:
+        kind = f"{k.rpm} rpm"
+    what = ", ".join(x for x in (k.model, k.bus and f"bus {k.bus}", k.transport, kind) if x)
+    out.append_text(t(f"  {what}" if what else ""))
+    out.append("\n")
+    out.append_text(t(f"  serial {k.serial or '-'}   WWN {k.wwn or '-'}   cache kernel "
+                      f"{k.write_cache or '-'}, device {k.device_cache or '-'}   daemons "
+                      f"{', '.join(k.daemons) or '-'}"))
+    out.append("\n")
+    for link in k.links:
+        out.append_text(t(f"  {link}", "dim"))
+        out.append("\n")
+    series = [u for x in frame.history if k.key in x.disks
+              and (u := x.disks[k.key].util) is not None]
+    out.append(f"  util {pct(k.util):>5}  ")
+    out.append(spark(series, 40, ascii_only), style="cyan")
+    return out
+
+
+class DisksView(View, Vertical):
+    """The disks table above the selected disk's detail, which follows the cursor."""
+
+    view_id = "disks"
+    DEFAULT_CSS = """
+    DisksView #disks-note { height: auto; }
+    DisksView #disk-detail { height: auto; max-height: 50%; border-top: solid $primary; }
+    """
+    frame: Frame | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="disks-note")
+        yield DiskTable(id="disk-table")
+        yield Static(id="disk-detail")
+
+    def show(self, frame: Frame) -> None:
+        self.frame = frame
+        note = udev_note(frame)
+        box = self.query_one("#disks-note", Static)
+        box.display = bool(note.plain)
+        box.update(note)
+        self.query_one(DiskTable).show(frame)
+        self.show_detail()
+
+    def show_detail(self) -> None:
+        if self.frame is not None:
+            self.query_one("#disk-detail", Static).update(disk_detail(
+                self.frame, self.query_one(DiskTable).selected_key, self.ascii_only))
+
+    @on(VirtualTable.RowHighlighted, "#disk-table")
+    def disk_moved(self) -> None:
+        self.show_detail()
