@@ -34,8 +34,9 @@ def test_a_storm_replays_as_it_was_seen_live(release_cluster: LabCluster, tmp_pa
     def incident() -> None:
         results["load"] = lab.cli("lab", "load", "--seconds", "50", "--threads", "8")
         time.sleep(5)
-        results["storm"] = lab.cli("lab", "storm", "--pgs", "128", timeout=300)
-        results["restart"] = lab.cli("lab", "storm", "--restart-osd", "1", timeout=300)
+        results["storm"] = lab.cli("lab", "storm", "--pgs", "128", "--timeout", "240", timeout=300)
+        results["restart"] = lab.cli("lab", "storm", "--restart-osd", "1", "--timeout", "240",
+                                    timeout=300)
         time.sleep(4)
 
     storm = threading.Thread(target=incident)
