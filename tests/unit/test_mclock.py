@@ -237,3 +237,28 @@ def test_an_overridden_entry_and_its_undo(tmp_path: Path) -> None:
     assert entries[0].status == "overridden by mclock_scheduler"
     assert entries[0].undone_by == [undo]
     assert overrides.is_overridden(entries[1].outcome)
+
+
+# ---- validate's settings step ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_validate_judges_scrubs_by_scheduler_and_passes_the_defaults(release: str) -> None:
+    from types import SimpleNamespace
+
+    from stormdeck.advisors.validate import judge, steps
+
+    def verdicts(snap: Snapshot) -> dict[str, str]:
+        return {v.check: v.verdict for v in steps.cluster_settings(SimpleNamespace(snapshot=snap))
+                if "scrub" in v.check or "mclock" in v.check or "overridden" in v.check}
+
+    snap = lab_snapshot(release=release)
+    found = verdicts(snap)
+    assert set(found.values()) == {judge.PASS}, found
+    assert ("osd_scrub_sleep" in found) == (release == "pacific")
+    assert ("osd_mclock_profile" in found) == (release != "pacific")
+    stored = verdicts(with_config(snap, "osd_scrub_sleep", "osd", "0.100000"))
+    if release == "pacific":
+        assert stored["osd_scrub_sleep"] == judge.PASS
+    else:
+        assert stored["osd_scrub_sleep set but overridden"] == judge.WARN
