@@ -177,7 +177,7 @@ class CephConfig(Actuator):
         rule = overrides.TABLE.get(key)
         if rule is None or not daemons:
             return None
-        if not overrides.is_mclock(ceph.config_show(daemons[0], "osd_op_queue")):
+        if not overrides.runs(rule, ceph.config_show(daemons[0], "osd_op_queue")):
             return None
         if rule.unless is not None and \
                 overrides.is_true(ceph.config_show(daemons[0], rule.unless)):

@@ -119,6 +119,13 @@ def is_mclock(scheduler_name: str | None) -> bool:
     return scheduler_name in (MCLOCK, "debug_random")
 
 
+def runs(o: Override, running: str | None) -> bool:
+    """Whether the scheduler `running` is the one `o` is about (debug_random may be mClock)."""
+    if o.scheduler == MCLOCK:
+        return is_mclock(running)
+    return (running or "").strip().lower() == o.scheduler
+
+
 def is_true(text: str | None) -> bool:
     return (text or "").strip().lower() in ("true", "1", "yes", "on")
 
@@ -126,8 +133,7 @@ def is_true(text: str | None) -> bool:
 def override(cluster: Cluster | None, option: str, who: str = "osd") -> Override | None:
     """The override that keeps `option` from taking effect on `who` in this cluster, if any."""
     o = TABLE.get(option)
-    running = scheduler(cluster, who)
-    if o is None or not (is_mclock(running) if o.scheduler == MCLOCK else running == o.scheduler):
+    if o is None or not runs(o, scheduler(cluster, who)):
         return None
     if o.unless is not None and is_true(_value(cluster, o.unless, who)):
         return None

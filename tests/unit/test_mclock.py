@@ -60,6 +60,12 @@ def test_every_option_in_the_table_is_one_the_release_knows() -> None:
     watched = [name for name in overrides.TABLE if name in helps]
     assert len(watched) >= 17 and all(helps[name] for name in watched)
     assert helps["osd_op_queue"]["default"] == "mclock_scheduler"
+    # Each entry is about one scheduler (debug_random picks one per OSD: maybe mClock).
+    table = overrides.TABLE
+    assert overrides.runs(table["osd_scrub_sleep"], "debug_random")
+    assert not overrides.runs(table["osd_scrub_sleep"], "wpq")
+    assert overrides.runs(table["osd_mclock_profile"], "wpq")
+    assert not overrides.runs(table["osd_mclock_profile"], "mclock_scheduler")
     assert helps["osd_mclock_override_recovery_settings"]["default"] is False
 
 
