@@ -95,7 +95,7 @@ def test_plan_apply_and_undo_a_scrub_change_through_the_cli(release_cluster: Lab
         # so apply does not wait for one either.
         assert "overridden by mclock_scheduler: ceph config set osd osd_scrub_sleep 0.1" \
             in res.out, res.out
-        assert time.monotonic() - started < 10
+        assert time.monotonic() - started < 15  # verify_seconds: it did not wait them out
         assert float(stored(lab_cluster, "osd", "osd_scrub_sleep") or 0) == pytest.approx(0.1)
         assert entry.status == "overridden by mclock_scheduler"
         assert "maybe_override_sleep_options_for_qos" in entry.detail
