@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
+from stormdeck.advisors import overrides
 from stormdeck.advisors.ceph_admin import CephAdmin
 from stormdeck.advisors.devices import cache_argv, controller, transport_of_command
 from stormdeck.advisors.model import Change
@@ -50,7 +51,7 @@ class Backends:
 
 @dataclass(frozen=True, slots=True)
 class Verified:
-    outcome: str  # "applied" | "pending" | "pending restart"
+    outcome: str  # "applied" | "pending" | "pending restart" | "overridden by <reason>"
     after: str | None
     detail: str = ""
 
@@ -128,25 +129,60 @@ class CephConfig(Actuator):
 
     def verify(self, b: Backends, c: Change, want: str | None) -> Verified:
         ceph = b.need_ceph()
+        daemons = self._daemons_of(ceph, c.target)
+        # A scheduler that overrides the option (advisors/overrides.py) never lets the
+        # daemons run it: say so at once, rather than wait for them and call it pending.
+        over = self._override(ceph, daemons, c.key)
         stored = ceph.config_db(c.target, c.key)
+        if over is not None and over.unless is not None and want is not None:
+            # The OSD takes the change, then removes it from the database again: give
+            # it the time a change takes to reach the daemons.
+            deadline = time.monotonic() + b.verify_seconds
+            while same(stored, want) and time.monotonic() < deadline:
+                time.sleep(0.5)
+                stored = ceph.config_db(c.target, c.key)
+        version = ceph.config_log_version()
+        log = f"config log version {version}" if version is not None else ""
         if not same(stored, want):
+            if over is not None and want is not None and stored is None:
+                # maybe_override_options_for_qos removed it from the database again.
+                running = ceph.config_show(daemons[0], c.key) if daemons else None
+                return Verified(overrides.outcome(over.scheduler), running,
+                                f"the OSDs removed {c.key} {want} from the config database "
+                                f"again and run {running}: {over.why()}; {log}".strip("; "))
             raise UserError(f"the config database holds {stored} for {c.key} on {c.target}, "
                             f"not {want}")
-        version = ceph.config_log_version()
         effective = ceph.config_get(c.target, c.key)
-        daemons = self._daemons_of(ceph, c.target)
-        deadline = time.monotonic() + b.verify_seconds
+        deadline = time.monotonic() + (0 if over is not None else b.verify_seconds)
         lagging = daemons
         while daemons:
             lagging = [d for d in daemons if not same(ceph.config_show(d, c.key), effective)]
             if not lagging or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        log = f"config log version {version}" if version is not None else ""
+        if lagging and over is not None:
+            running = ceph.config_show(lagging[0], c.key)
+            return Verified(overrides.outcome(over.scheduler), running,
+                            f"{', '.join(lagging[:5])} run {running}, not {effective}: "
+                            f"{over.why()}; {log}".strip("; "))
         if lagging:
             return Verified("pending restart", effective,
                             f"{', '.join(lagging[:5])} still run the old value; {log}".strip())
         return Verified("applied", effective, log)
+
+    @staticmethod
+    def _override(ceph: CephAdmin, daemons: list[str], key: str) -> overrides.Override | None:
+        """The override the daemons' own scheduler puts on `key`, from what the first of
+        them runs (osd_op_queue, and the option that lifts a recovery override)."""
+        rule = overrides.TABLE.get(key)
+        if rule is None or not daemons:
+            return None
+        if not overrides.runs(rule, ceph.config_show(daemons[0], "osd_op_queue")):
+            return None
+        if rule.unless is not None and \
+                overrides.is_true(ceph.config_show(daemons[0], rule.unless)):
+            return None
+        return rule
 
     @staticmethod
     def _daemons_of(ceph: CephAdmin, who: str) -> list[str]:

@@ -37,7 +37,7 @@ class StaleError(UserError):
 class Outcome:
     entry: str
     change: Change
-    outcome: str  # "applied" | "pending" | "pending restart"
+    outcome: str  # "applied" | "pending" | "pending restart" | "overridden by <reason>"
     after: str | None
     detail: str = ""
 

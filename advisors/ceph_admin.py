@@ -69,11 +69,23 @@ class CephAdmin:
         self.cmd("config rm", who=who, name=key)
 
     def config_show(self, daemon: str, key: str) -> str | None:
+        from stormdeck.collectors.ceph import CommandError
+
         try:
-            value = self.cmd("config show", who=daemon, key=key)
-        except UserError:
+            out = self.connection.command("mon", {"prefix": "config show", "who": daemon,
+                                                  "key": key})
+        except CommandError:
             return None  # the daemon is down or does not report its config
-        return None if value is None else str(value)
+        # With a key, the answer is the bare value even in JSON format: 0.000000 parses
+        # as JSON, mclock_scheduler does not.
+        text = out.decode(errors="replace").strip()
+        if not text:
+            return None
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return text
+        return str(value).lower() if isinstance(value, bool) else str(value)
 
     def config_log_version(self) -> int | None:
         log = self.cmd("config log", num=1)

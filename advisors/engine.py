@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from stormdeck.advisors import overrides
 from stormdeck.advisors.model import Change, Check, Finding, RuleSettings
 from stormdeck.advisors.mutes import MuteStore
 from stormdeck.advisors.rules import ALL, Context, Rule
@@ -141,10 +142,9 @@ class Engine:
 
     @staticmethod
     def _vet_changes(findings: list[Finding], latest: Snapshot) -> list[Finding]:
-        """Drop changes this cluster cannot take: options it does not have (K3.8), values
-        already set, and a second change of the same thing to something else."""
-        config = latest.cluster.config if latest.cluster else {}
-        release = latest.cluster.release if latest.cluster else None
+        """Drop changes this cluster cannot take: options its release does not have (K3.8)
+        or its scheduler overrides (advisors/overrides.py), values already set, and a
+        second change of the same thing to something else."""
         claimed: dict[tuple[str, str, str], tuple[str, str]] = {}
         out = []
         for f in sorted(findings, key=lambda f: (-f.severity, f.state != "firing", f.rule)):
@@ -152,10 +152,9 @@ class Engine:
             notes = list(f.notes)
             for ch in f.changes:
                 if ch.kind == "ceph_config":
-                    opt = config.get(ch.key)
-                    if opt is None or not opt.exists:
-                        notes.append(f"{ch.key} does not exist in "
-                                     f"{release or 'this release'}: not proposed (K3.8)")
+                    why = overrides.vet(latest.cluster, ch.key, ch.target)
+                    if why is not None:
+                        notes.append(why)
                         continue
                 if _same(ch.current, ch.proposed):
                     notes.append(f"{ch.key} on {ch.target} is already {ch.proposed}")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from stormdeck.advisors.model import Change
+from stormdeck.advisors.overrides import is_overridden
 from stormdeck.base.errors import UserError
 
 
@@ -32,7 +33,8 @@ class Entry:
     before: str | None  # the value to go back to; None = unset
     started: float
     ended: float | None = None
-    outcome: str | None = None  # "applied" | "pending restart" | "failed"
+    outcome: str | None = None  # "applied" | "pending restart" | "failed" |
+    #                             "overridden by <reason>" (advisors/overrides.py)
     detail: str = ""
     after: str | None = None
     undoes: str | None = None  # the entry this one reverses
@@ -110,7 +112,9 @@ class Journal:
                                             "detail": rec.get("detail", ""),
                                             "after": rec.get("after")})
         for e in by_id.values():
-            if e.undoes in by_id and e.outcome in ("applied", "pending restart"):
+            # An undo the daemons' scheduler overrides still put the stored value back.
+            if e.undoes in by_id and (e.outcome in ("applied", "pending restart")
+                                      or is_overridden(e.outcome)):
                 by_id[e.undoes].undone_by.append(e.id)
         return [by_id[i] for i in order]
 

@@ -44,6 +44,16 @@ WATCHED_OPTIONS = (
     "osd_map_share_max_epochs", "osd_pg_epoch_persisted_max_stale", "osd_map_message_max",
     "osd_peering_wq_threads", "osd_peering_wq_batch_size", "filestore_op_threads",
     "ms_cluster_mode", "ms_service_mode", "ms_client_mode", "osd_memory_target",
+    # The scheduler and what it overrides (advisors/overrides.py): under mClock the
+    # sleeps are forced to 0 and the recovery limits need the override option.
+    "osd_op_queue", "osd_mclock_profile", "osd_mclock_override_recovery_settings",
+    "osd_scrub_begin_hour", "osd_scrub_end_hour",
+    "osd_recovery_sleep", "osd_recovery_sleep_hdd", "osd_recovery_sleep_ssd",
+    "osd_recovery_sleep_hybrid", "osd_snap_trim_sleep", "osd_snap_trim_sleep_hdd",
+    "osd_snap_trim_sleep_ssd", "osd_snap_trim_sleep_hybrid", "osd_delete_sleep",
+    "osd_delete_sleep_hdd", "osd_delete_sleep_ssd", "osd_delete_sleep_hybrid",
+    "osd_max_backfills", "osd_recovery_max_active", "osd_recovery_max_active_hdd",
+    "osd_recovery_max_active_ssd",
 )
 
 ENOENT = 2

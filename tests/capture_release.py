@@ -1,6 +1,11 @@
 """Capture a lab cluster's command outputs into tests/data/<release>/, as tests/data/pacific holds.
 
     python -m tests.capture_release --dir LAB_DIR [--out tests/data/reef]
+    python -m tests.capture_release --dir LAB_DIR --helps-only
+
+The second form asks `config help` of every watched option again and adds the
+answers to the release's config_help_watched.json (the other files stay as
+captured): what a new entry of WATCHED_OPTIONS needs.
 
 Runs the real CephSource against the lab (through this host's librados) and
 keeps every reply exactly as the parsers receive it, once with the cluster
@@ -96,8 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="default tests/data/<release>")
     ap.add_argument("--load-seconds", type=float, default=12.0)
     ap.add_argument("--quiet-seconds", type=float, default=15.0)
+    ap.add_argument("--helps-only", action="store_true",
+                    help="only (re)capture config help of the watched options")
     args = ap.parse_args(argv)
     conf = str(args.dir / "ceph.conf")
+    if args.helps_only:
+        return helps_only(conf, args.out)
 
     # Load first: its pool gives the OSDs PGs, and the quiet capture follows it.
     lab(["load", "--seconds", str(args.load_seconds + 10)], args.dir)
@@ -122,6 +131,22 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"config help not asked for: {missing}", file=sys.stderr)
     print(f"captured {release} into {out}")
+    return 0
+
+
+def helps_only(conf: str, out: Path | None) -> int:
+    src = Recording(conf)
+    try:
+        release = release_of(src._send("mon", {"prefix": "versions"}, 30))
+        src._config_help()
+    finally:
+        src.close()
+    path = (out or DATA / release) / "config_help_watched.json"
+    helps = json.loads(path.read_text()) if path.exists() else {}
+    added = sorted(set(src.helps) - set(helps))
+    helps.update(src.helps)
+    path.write_text(json.dumps(helps, indent=1) + "\n")
+    print(f"config help of {len(src.helps)} options into {path}; new: {', '.join(added)}")
     return 0
 
 

@@ -36,8 +36,9 @@ class CannedCeph(CephSource):
         return self.outputs[cmd["prefix"]]
 
 
-def lab_outputs(load: bool = True) -> dict[str, bytes]:
-    r = lambda name: (PAC / name).read_bytes()  # noqa: E731
+def lab_outputs(load: bool = True, data: Path = PAC) -> dict[str, bytes]:
+    """The outputs of one release's lab capture (tests/data/<release>/, same file names)."""
+    r = lambda name: (data / name).read_bytes()  # noqa: E731
     return {
         "status": r("status_load.json" if load else "status.json"),
         "health": r("health_detail.json"),
@@ -56,9 +57,10 @@ def lab_outputs(load: bool = True) -> dict[str, bytes]:
     }
 
 
-def ceph_partial(load: bool = True) -> Partial:
-    helps = json.loads((PAC / "config_help_watched.json").read_text())
-    return CannedCeph(lab_outputs(load), helps).poll()
+def ceph_partial(load: bool = True, release: str = "pacific") -> Partial:
+    data = PAC.parent / release
+    helps = json.loads((data / "config_help_watched.json").read_text())
+    return CannedCeph(lab_outputs(load, data), helps).poll()
 
 
 def host_partial() -> Partial:
@@ -72,9 +74,11 @@ def host_partial() -> Partial:
         hosts={k: Host(**v) for k, v in doc["hosts"].items()})
 
 
-def lab_snapshot(t: float = 1_800_000_000.0, load: bool = True) -> Snapshot:
+def lab_snapshot(t: float = 1_800_000_000.0, load: bool = True,
+                 release: str = "pacific") -> Snapshot:
+    """The lab capture of `release` (the host part is the Pacific lab's: the host's own)."""
     health = {n: SourceHealth(n, True, t) for n in ("ceph", "host")}
-    return merge([ceph_partial(load), host_partial()], health, now=t)
+    return merge([ceph_partial(load, release), host_partial()], health, now=t)
 
 
 def history(n: int, step: float = 10.0, edit: Callable[[Snapshot, int], Snapshot] | None = None,

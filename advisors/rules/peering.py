@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from stormdeck.advisors import overrides
 from stormdeck.advisors.model import Change, Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule, config_change, mean
 
@@ -75,14 +76,18 @@ class PeeringStorm(Rule):
 
 class ScrubDuringLoad(Rule):
     id = "ceph.scrub.during_load"
-    title = "Scrub settings that let scrubs crowd out client IO"
-    source = "K3.6"
+    title = "Scrubs that crowd out client IO"
+    source = "K3.6, K8.1, K8.4"
     explanation = (
-        "Scrubs run only while the load average is under osd_scrub_load_threshold (0.5), "
-        "which a many-core host under load is never under; raise it there (e.g. 5). With "
-        "osd_scrub_sleep 0 a running scrub takes the disk from client IO; 0.1 s lets client "
-        "IO through (K3.6). The report also stretched the scrub intervals (14, 28 and 28 "
-        "days), a choice about how often data is checked, not made here.")
+        "Under the wpq scheduler (Pacific's default) a running scrub with osd_scrub_sleep 0 "
+        "takes the disk from client IO; 0.1 s between chunks lets client IO through "
+        "(K3.6). Under mclock_scheduler (the default since Quincy) the OSD forces every "
+        "sleep to 0 (K8.1), so the levers are osd_mclock_profile high_client_ops, which "
+        "gives clients the larger share while scrubs run, or the scrub hours "
+        "(osd_scrub_begin_hour/osd_scrub_end_hour). osd_scrub_load_threshold is not "
+        "proposed: it is load per CPU since Luminous, 10 by default in Tentacle, and "
+        "raising it lets more scrubs start under load (K8.4). The report also stretched "
+        "the scrub intervals, a choice about how often data is checked, not made here.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster
@@ -91,25 +96,52 @@ class ScrubDuringLoad(Rule):
         iops = ctx.values(lambda s: (s.cluster.client_read_iops or 0)
                           + (s.cluster.client_write_iops or 0))
         loaded = (mean(iops) or 0) >= float(ctx.p("min_client_iops"))
+        scheduler = overrides.scheduler(c)
+        if overrides.is_mclock(scheduler):
+            yield self._mclock(ctx, iops, loaded, scheduler)
+            return
         changes = []
         sleep = ctx.effective("osd_scrub_sleep")
-        if sleep is not None and _num(sleep) == 0:
+        if scheduler == overrides.WPQ and sleep is not None and _num(sleep) == 0:
             changes.append(config_change(ctx, "osd_scrub_sleep", str(ctx.p("scrub_sleep"))))
-        threshold = ctx.effective("osd_scrub_load_threshold")
-        osd_hosts = {d.host for d in ctx.osds()}
-        cpus = [h.cpus for n, h in ctx.latest.hosts.items() if n in osd_hosts and h.cpus]
-        if threshold is not None and cpus and min(cpus) >= int(ctx.p("many_cores")) and \
-                _num(threshold) is not None and _num(threshold) < float(ctx.p("load_threshold")):
-            changes.append(config_change(ctx, "osd_scrub_load_threshold",
-                                         str(ctx.p("load_threshold"))))
         yield Check(
             target="osd", fire=loaded and bool(changes), clear=not changes,
             severity=Severity.INFO,
             summary="; ".join(f"{ch.key} is {ch.current}" for ch in changes) +
-                    f" while clients do {mean(iops) or 0:.0f} IOPS" if changes else
-                    "scrub settings fit the load",
+                    f" under {scheduler} while clients do {mean(iops) or 0:.0f} IOPS"
+                    if changes else "scrub settings fit the load",
             evidence=(ctx.evidence("client IOPS", iops, "IOPS"),),
             changes=tuple(changes), badness=float(len(changes)))
+
+    @staticmethod
+    def _mclock(ctx: Context, iops: list[float], loaded: bool, scheduler: str | None) -> Check:
+        """Under mClock the sleeps do nothing (K8.1): while scrubs run under client load,
+        point to the profile and the scrub hours instead."""
+        scrubbing = ctx.values(lambda s: s.cluster.pgs_in("scrubbing"))
+        profile = (ctx.effective("osd_mclock_profile") or "").strip().lower()
+        changes = []
+        if profile not in ("high_client_ops", "custom") and ctx.option("osd_mclock_profile"):
+            changes.append(config_change(
+                ctx, "osd_mclock_profile", "high_client_ops",
+                note="the share background work loses slows recovery as well; set "
+                     f"{profile or 'balanced'} back when the load is over (K8.2)"))
+        hours = (ctx.effective("osd_scrub_begin_hour"), ctx.effective("osd_scrub_end_hour"))
+        procedure = [f"osd_scrub_sleep is forced to 0 under {scheduler} and is not the lever "
+                     "here (K8.1)."]
+        if hours[0] is not None and _num(hours[0]) == _num(hours[1]):
+            procedure.append("Scrubs may start at any hour (osd_scrub_begin_hour = "
+                             "osd_scrub_end_hour): confine them to quiet hours, e.g. "
+                             "ceph config set osd osd_scrub_begin_hour 22 and "
+                             "osd_scrub_end_hour 6.")
+        busy = max(scrubbing, default=0.0)
+        fire = loaded and busy > 0 and bool(changes)
+        return Check(
+            target="osd", fire=fire, clear=not fire, severity=Severity.INFO,
+            summary=f"up to {busy:.0f} PGs scrubbing while clients do {mean(iops) or 0:.0f} "
+                    f"IOPS under {scheduler}, osd_mclock_profile {profile or 'unknown'}",
+            evidence=(ctx.evidence("client IOPS", iops, "IOPS"),
+                      ctx.evidence("PGs scrubbing", scrubbing, "PGs")),
+            changes=tuple(changes), procedure=tuple(procedure), badness=busy)
 
 
 def _num(text: str | None) -> float | None:

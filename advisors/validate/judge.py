@@ -124,22 +124,40 @@ def ec_pool(pool: str, k: int | None, m: int | None, release: str | None,
     return Verdict(name, PASS, "fast EC on", "K5.1-K5.2", ev)
 
 
-def scrub(values: Mapping[str, str | None]) -> list[Verdict]:
-    """K3.6: scrubs that wait for idle hosts and leave gaps for client IO."""
+def scrub(values: Mapping[str, str | None], scheduler: str | None = None) -> list[Verdict]:
+    """What decides how scrubs meet client IO under the running scheduler (K3.6, K8.1-K8.4).
+
+    Ceph's defaults pass on every release: under wpq osd_scrub_sleep is the lever
+    (K3.6) and its default 0 is advice, not a fault; under mClock the sleep is forced to
+    0 and the profile is what counts (a value set anyway: overridden_settings).
+    osd_scrub_load_threshold is load per CPU since Luminous: only a value below Ceph's
+    own default makes scrubs wait (K8.4).
+    """
     out = []
+    mclock = scheduler in ("mclock_scheduler", "debug_random")
     sleep = _num(values.get("osd_scrub_sleep"))
-    if sleep is not None:
-        out.append(Verdict("osd_scrub_sleep", PASS if sleep >= 0.1 else WARN,
-                           f"{sleep:g} s" + ("" if sleep >= 0.1 else
-                                             ": scrubs run back to back and starve client "
-                                             "IO; set 0.1"), "K3.6",
+    if sleep is not None and not mclock:
+        out.append(Verdict("osd_scrub_sleep", PASS,
+                           f"{sleep:g} s between scrub chunks under {scheduler or 'wpq'}" +
+                           ("" if sleep > 0 else " (Ceph's default): if scrubs crowd out "
+                            "clients under load, 0.1 s leaves them gaps"), "K3.6",
                            (f"osd_scrub_sleep = {values.get('osd_scrub_sleep')}",)))
+    profile = (values.get("osd_mclock_profile") or "").strip().lower()
+    if mclock and profile:
+        recovery = profile == "high_recovery_ops"
+        out.append(Verdict("osd_mclock_profile", WARN if recovery else PASS, profile + (
+            ": background work gets the larger share and clients wait; it is meant for a "
+            "recovery, set balanced or high_client_ops after" if recovery else
+            ": reservations as you set them" if profile == "custom" else
+            " (scrub and recovery share with clients as the profile says)"), "K8.2",
+            (f"osd_op_queue = {scheduler}", f"osd_mclock_profile = {profile}")))
     load = _num(values.get("osd_scrub_load_threshold"))
     if load is not None:
-        out.append(Verdict("osd_scrub_load_threshold", PASS if load >= 1 else WARN,
-                           f"{load:g}" + ("" if load >= 1 else ": on many-core hosts the "
-                                          "load average is never this low, so scrubs are "
-                                          "always late; raise it (e.g. 5)"), "K3.6"))
+        out.append(Verdict("osd_scrub_load_threshold", PASS if load >= 0.5 else WARN,
+                           f"{load:g} (load per CPU)" + ("" if load >= 0.5 else
+                                                         ": below Ceph's own default, "
+                                                         "periodic scrubs wait and may fall "
+                                                         "behind"), "K8.4"))
     for opt, floor in (("osd_scrub_min_interval", 86400.0),
                        ("osd_deep_scrub_interval", 604800.0)):
         v = _num(values.get(opt))
@@ -149,6 +167,15 @@ def scrub(values: Mapping[str, str | None]) -> list[Verdict]:
                                                         ": more often than the defaults"),
                                "K3.6"))
     return out
+
+
+def overridden_settings(set_values: Mapping[str, tuple[str, str]]) -> list[Verdict]:
+    """Options set in the config database that the scheduler overrides: option -> (value,
+    why, from advisors/overrides.py). They do nothing but mislead whoever reads them."""
+    return [Verdict(f"{name} set but overridden", WARN,
+                    f"{value} is stored, but {why}: it does nothing; remove it "
+                    f"(ceph config rm osd {name})", "K8.1-K8.2", (f"{name} = {value}",))
+            for name, (value, why) in sorted(set_values.items())]
 
 
 def secure_mode(modes: Mapping[str, str | None]) -> Verdict:

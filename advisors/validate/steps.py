@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from stormdeck.advisors import overrides
+from stormdeck.advisors.actuators import same
 from stormdeck.advisors.validate import judge
 from stormdeck.advisors.validate.judge import Point, Verdict
 from stormdeck.base.errors import UserError
@@ -308,9 +310,18 @@ def cluster_settings(ctx: Ctx) -> list[Verdict]:
             return None
         return opt.values.get("osd", opt.values.get("global", opt.default))
 
+    scheduler = overrides.scheduler(c)
     out += judge.scrub({n: effective(n) for n in (
         "osd_scrub_sleep", "osd_scrub_load_threshold", "osd_scrub_min_interval",
-        "osd_deep_scrub_interval")})
+        "osd_deep_scrub_interval", "osd_mclock_profile")}, scheduler)
+    stored = {}
+    for name, opt in c.config.items():
+        over = overrides.override(c, name)
+        value = opt.values.get("osd", opt.values.get("global"))
+        if over is not None and value is not None and not same(value,
+                                                                 over.forced or opt.default):
+            stored[name] = (value, over.why())
+    out += judge.overridden_settings(stored)
     out.append(judge.secure_mode({n: effective(n) for n in (
         "ms_cluster_mode", "ms_service_mode", "ms_client_mode")}))
     return out

@@ -66,26 +66,40 @@ def flags(lab: LabCluster) -> str:
 def test_plan_apply_and_undo_a_scrub_change_through_the_cli(release_cluster: LabCluster, env,
                                                             tmp_path: Path) -> None:
     lab_cluster = release_cluster
-    assert lab_cluster.cli("lab", "load", "--threads", "8").rc == 0
-    try:
-        time.sleep(6)  # the mgr's client IO rates need a few seconds of load
-        plan = tmp_path / "plan.json"
-        res = cli(lab_cluster, env, "plan", "ceph.scrub.during_load", "-o", str(plan))
-        assert res.rc == 0, res.err
-        assert "ceph config set osd osd_scrub_sleep 0.1" in res.out
-    finally:
-        lab_cluster.cli("lab", "load", "--stop")
+    plan = tmp_path / "plan.json"
+    if lab_cluster.release == "pacific":
+        assert lab_cluster.cli("lab", "load", "--threads", "8").rc == 0
+        try:
+            time.sleep(6)  # the mgr's client IO rates need a few seconds of load
+            res = cli(lab_cluster, env, "plan", "ceph.scrub.during_load", "-o", str(plan))
+            assert res.rc == 0, res.err
+            assert "ceph config set osd osd_scrub_sleep 0.1" in res.out
+        finally:
+            lab_cluster.cli("lab", "load", "--stop")
+    else:
+        # From Quincy the mClock scheduler holds osd_scrub_sleep at 0, so no rule proposes
+        # it any more (test_mclock_lab); an operator's plan of it is applied as one.
+        write_plan(plan, Change("ceph_config", "osd", "osd_scrub_sleep",
+                                get(lab_cluster, "osd", "osd_scrub_sleep"), "0.1",
+                                "ceph config set osd osd_scrub_sleep 0.1", runtime=True))
+    started = time.monotonic()
     res = cli(lab_cluster, env, "apply", str(plan), "--yes")
     assert res.rc == 0, res.err
+    (entry,) = journal(env).entries()
     if lab_cluster.release == "pacific":
         assert "applied:" in res.out
         assert float(get(lab_cluster, "osd.1", "osd_scrub_sleep")) == pytest.approx(0.1)
+        assert entry.status == "applied"
     else:
-        # From Quincy the mClock scheduler holds osd_scrub_sleep at 0 whatever is
-        # stored: apply stores it, reads the OSDs back and says they did not take it.
-        assert "osd.0, osd.1, osd.2 still run the old value" in res.out, res.out
+        # Stored, read back from the OSDs, and named for what it is: no restart fixes it,
+        # so apply does not wait for one either.
+        assert "overridden by mclock_scheduler: ceph config set osd osd_scrub_sleep 0.1" \
+            in res.out, res.out
+        assert time.monotonic() - started < 15  # verify_seconds: it did not wait them out
         assert float(stored(lab_cluster, "osd", "osd_scrub_sleep") or 0) == pytest.approx(0.1)
-    (entry,) = journal(env).entries()
+        assert entry.status == "overridden by mclock_scheduler"
+        assert "maybe_override_sleep_options_for_qos" in entry.detail
+        assert "osd.0, osd.1, osd.2 run 0" in entry.detail and float(entry.after) == 0
     assert entry.before is None  # unset before
     assert "config log version" in entry.detail
     res = cli(lab_cluster, env, "undo", "--yes")
@@ -93,6 +107,28 @@ def test_plan_apply_and_undo_a_scrub_change_through_the_cli(release_cluster: Lab
     assert "runs: ceph config rm osd osd_scrub_sleep" in res.out  # shown before it runs
     assert stored(lab_cluster, "osd", "osd_scrub_sleep") is None
     assert float(get(lab_cluster, "osd.1", "osd_scrub_sleep")) == 0
+    assert journal(env).entries()[0].undone_by
+
+
+def test_a_recovery_limit_mclock_removes_is_reported_and_undone(release_cluster: LabCluster,
+                                                                env, tmp_path: Path) -> None:
+    lab_cluster = release_cluster
+    if lab_cluster.release == "pacific":
+        pytest.skip("wpq takes osd_max_backfills: test_osd_specific_class_wide_and_flag_changes")
+    plan = write_plan(tmp_path / "p.json", Change(
+        "ceph_config", "osd", "osd_max_backfills", get(lab_cluster, "osd", "osd_max_backfills"),
+        "3", "ceph config set osd osd_max_backfills 3", runtime=True))
+    res = cli(lab_cluster, env, "apply", str(plan), "--yes")
+    assert res.rc == 0, res.err
+    assert "overridden by mclock_scheduler: ceph config set osd osd_max_backfills 3" in res.out
+    (entry,) = journal(env).entries()
+    # maybe_override_options_for_qos took it out of the config database again.
+    assert "removed osd_max_backfills 3 from the config database" in entry.detail
+    assert stored(lab_cluster, "osd", "osd_max_backfills") is None
+    assert get(lab_cluster, "osd.0", "osd_max_backfills") == "1"
+    res = cli(lab_cluster, env, "undo", "--yes")
+    assert res.rc == 0, res.err
+    assert "applied: ceph config rm osd osd_max_backfills" in res.out
     assert journal(env).entries()[0].undone_by
 
 

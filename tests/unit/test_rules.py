@@ -19,8 +19,9 @@ from stormdeck.collectors.curve import CurveSource
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import Disk, Host, Pool, Snapshot, SourceHealth
 
-from tests.captured import history, with_cluster, with_config, with_daemon
+from tests.captured import history, lab_snapshot, with_cluster, with_config, with_daemon
 from tests.curve_wire import CurveWire
+from tests.unit.test_mclock import recovery_hurts
 
 History = list[Snapshot]
 
@@ -96,6 +97,10 @@ def slow_ops(s: Snapshot, i: int) -> Snapshot:
 
 def scrub_sleep_set(s: Snapshot, i: int) -> Snapshot:
     return with_config(s, "osd_scrub_sleep", "osd", "0.1")
+
+
+def tentacle(edit: Callable[[Snapshot, int], Snapshot]) -> History:
+    return history(41, step=10.0, edit=edit, base=lab_snapshot(release="tentacle"))
 
 
 def many_osds(s: Snapshot, i: int) -> Snapshot:
@@ -188,6 +193,9 @@ CASES: dict[str, tuple[Callable[[], History], Callable[[], History], Severity]] 
     "ceph.slow_ops": (lambda: long(slow_ops), long, Severity.WARNING),
     "ceph.scrub.during_load": (long, lambda: long(scrub_sleep_set), Severity.INFO),
     "ceph.osdmap.cache": (lambda: long(many_osds), long, Severity.INFO),
+    "ceph.mclock.background_vs_clients": (  # Tentacle's capture: more in test_mclock.py
+        lambda: tentacle(recovery_hurts(0.025)), lambda: tentacle(recovery_hurts(0.0025)),
+        Severity.WARNING),
     "ceph.pool.pg_not_power_of_two": (lambda: long(pool_edit(pg_num=100)), long,
                                       Severity.INFO),
     "ceph.ec.fast_ec_off": (lambda: long(tentacle_ec("20.2.1", ())),
@@ -302,12 +310,7 @@ def test_scrub_change_proposes_the_report_values() -> None:
         [("osd_scrub_sleep", "0", "0.1")]
     assert f.changes[0].command == "ceph config set osd osd_scrub_sleep 0.1"
     assert f.changes[0].runtime is True
-
-    def many_core(s: Snapshot, i: int) -> Snapshot:
-        return replace(s, hosts={"vm": replace(s.hosts["vm"], cpus=32)})
-
-    (f,) = firing(run(long(many_core)), "ceph.scrub.during_load")
-    assert ("osd_scrub_load_threshold", "5.0") in {(c.key, c.proposed) for c in f.changes}
+    # Under mClock, and osd_scrub_load_threshold at all: tests/unit/test_mclock.py.
 
 
 def test_osdmap_cache_proposes_only_options_this_release_has() -> None:

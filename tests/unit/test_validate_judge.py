@@ -91,10 +91,21 @@ def test_host_verdicts() -> None:
 def test_cluster_setting_verdicts() -> None:
     assert judge.pg_num("rbd", 100).verdict == WARN and "128" in judge.pg_num("rbd", 100).summary
     assert judge.pg_num("rbd", 128).verdict == PASS
+    # Ceph's defaults pass under each scheduler (Pacific's wpq, Reef's and Tentacle's mClock).
     scrub = {v.check: v.verdict for v in judge.scrub({"osd_scrub_sleep": "0",
-                                                       "osd_scrub_load_threshold": "0.5"})}
-    assert scrub == {"osd_scrub_sleep": WARN, "osd_scrub_load_threshold": WARN}
-    assert judge.scrub({"osd_scrub_sleep": "0.1"})[0].verdict == PASS
+                                                       "osd_scrub_load_threshold": "0.5"},
+                                                      "wpq")}
+    assert scrub == {"osd_scrub_sleep": PASS, "osd_scrub_load_threshold": PASS}
+    mclock = judge.scrub({"osd_scrub_sleep": "0", "osd_scrub_load_threshold": "10",
+                          "osd_mclock_profile": "balanced"}, "mclock_scheduler")
+    assert {v.check: v.verdict for v in mclock} == {"osd_mclock_profile": PASS,
+                                                     "osd_scrub_load_threshold": PASS}
+    # What matters: a profile that starves clients, a threshold that starves scrubs.
+    (busy,) = judge.scrub({"osd_mclock_profile": "high_recovery_ops"}, "mclock_scheduler")
+    assert busy.verdict == WARN and "clients wait" in busy.summary
+    assert judge.scrub({"osd_scrub_load_threshold": "0.1"}, "wpq")[0].verdict == WARN
+    (stored,) = judge.overridden_settings({"osd_scrub_sleep": ("0.1", "the OSD forces it")})
+    assert stored.verdict == WARN and "ceph config rm osd osd_scrub_sleep" in stored.summary
     assert judge.secure_mode({"ms_cluster_mode": "secure crc"}).verdict == WARN
     assert judge.secure_mode({"ms_cluster_mode": "crc secure"}).verdict == PASS
     assert judge.ec_pool("ec", 4, 2, "tentacle", (), 4096).verdict == WARN

@@ -16,7 +16,8 @@ from tests.captured import lab_snapshot, with_config
 
 @pytest.mark.asyncio
 async def test_the_ticked_steps_run_and_their_verdicts_show(tmp_path: Path) -> None:
-    snap = with_config(lab_snapshot(), "osd_scrub_sleep", "osd", "0")
+    # Below Ceph's own default: scrubs wait (K8.4). Ceph's defaults themselves pass.
+    snap = with_config(lab_snapshot(), "osd_scrub_load_threshold", "osd", "0.1")
     options = Options(conf=None, quick=True, state_dir=tmp_path)
     app = ValidateApp(options, admin=None, snapshot=snap)
     async with app.run_test(size=(160, 40)) as pilot:
@@ -27,7 +28,7 @@ async def test_the_ticked_steps_run_and_their_verdicts_show(tmp_path: Path) -> N
         await app.workers.wait_for_complete()
         await pilot.pause()
         verdict = str(app.query_one("#verdict-settings", Static).render())
-        assert "done: WARN" in verdict  # osd_scrub_sleep 0
+        assert "done: WARN" in verdict  # osd_scrub_load_threshold 0.1
         assert "skipped" in str(app.query_one("#verdict-curve", Static).render())
         assert app.exit_code == 1 and app.report is not None
         assert app.query_one("#cancel", Button).disabled

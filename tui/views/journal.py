@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+from stormdeck.advisors.overrides import is_overridden
 from stormdeck.advisors.plan import Plan, review
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
@@ -15,6 +16,14 @@ from stormdeck.tui.table import Column, VirtualTable
 from stormdeck.tui.views.base import change_in_worker
 from textual import work
 from textual.binding import Binding, BindingType
+
+
+def _status(status: str) -> Any:
+    if is_overridden(status):
+        # The daemons run something else, whatever is stored: the reason goes beside
+        # the values, where there is room for it.
+        return t("overridden", "yellow")
+    return t(status, "bold red" if status in ("INCOMPLETE", "failed") else "")
 
 
 class JournalTable(VirtualTable):
@@ -27,10 +36,11 @@ class JournalTable(VirtualTable):
 
     def show_entries(self, entries: Sequence[Any], clock: Callable[[float], str]) -> None:
         self.entries = {e.id: e for e in entries}
-        self.sync((e.id, (t(e.id), t(clock(e.started)),
-                          t(e.status, "bold red" if e.status in ("INCOMPLETE", "failed") else ""),
+        self.sync((e.id, (t(e.id), t(clock(e.started)), _status(e.status),
                           t(e.change.command, limit=80),
-                          t(f"{e.before if e.before is not None else 'unset'} -> {e.after}"),
+                          t(f"{e.before if e.before is not None else 'unset'} -> {e.after}"
+                            + (f" ({e.status.removeprefix('overridden by ')})"
+                               if is_overridden(e.status) else "")),
                           t(", ".join(e.undone_by) or (f"undoes {e.undoes}" if e.undoes else ""))))
                   for e in entries)
 

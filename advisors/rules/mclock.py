@@ -1,0 +1,104 @@
+"""Under the mClock scheduler: background work (recovery, backfill, scrub) that slows clients
+(KNOWLEDGE.md K8.1-K8.2, K3.7)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from stormdeck.advisors import overrides
+from stormdeck.advisors.model import Check, Severity
+from stormdeck.advisors.rules.base import Context, Rule, config_change, mean
+from stormdeck.collectors.model import Snapshot
+
+BACKGROUND = ("recovering", "backfilling", "scrubbing")
+
+
+def background(s: Snapshot) -> float | None:
+    """PGs recovering, backfilling or scrubbing in this snapshot."""
+    c = s.cluster
+    if c is None or c.num_pgs is None:
+        return None
+    return float(c.pgs_in(*BACKGROUND))
+
+
+def client_latency(s: Snapshot, attr: str) -> float | None:
+    """The OSDs' mean latency of `attr` in this snapshot (the ones that report it)."""
+    vals = [v for d in s.daemons.values() if d.kind == "osd"
+            and (v := getattr(d, attr, None)) is not None and v == v]
+    return sum(vals) / len(vals) if vals else None
+
+
+class MclockBackgroundVsClients(Rule):
+    id = "ceph.mclock.background_vs_clients"
+    title = "Recovery, backfill or scrub slowing clients under mClock"
+    source = "K8.1-K8.2, K3.7"
+    explanation = (
+        "Backfill and recovery do not block client IO as peering does, but they compete "
+        "with it for disks and network (K3.7); scrubs do the same. Under mclock_scheduler "
+        "(the default since Quincy) the old throttles do nothing: the OSD forces "
+        "osd_recovery_sleep*, osd_scrub_sleep and the other sleeps to 0, and removes "
+        "changes of osd_max_backfills and osd_recovery_max_active* unless "
+        "osd_mclock_override_recovery_settings is true (K8.1-K8.2). The lever is "
+        "osd_mclock_profile: high_client_ops gives client IO the larger reservation and "
+        "weight while background work runs (doc/rados/configuration/mclock-config-ref.rst); "
+        "recovery then takes longer, so set the profile back when it is over.")
+
+    def check(self, ctx: Context) -> Iterable[Check]:
+        c = ctx.cluster
+        if c is None:
+            return
+        scheduler = overrides.scheduler(c)
+        if not overrides.is_mclock(scheduler):
+            return
+        # Client op latency where a source gives it (ceph-exporter), else commit latency.
+        attr = next((a for a in ("op_write_latency", "commit_latency")
+                     if client_latency(ctx.latest, a) is not None), None)
+        if attr is None:
+            return
+        busy, quiet, work = [], [], []
+        for s in ctx.window:
+            n, lat = background(s), client_latency(s, attr)
+            if n is None or lat is None:
+                continue
+            (busy if n > 0 else quiet).append(lat)
+            if n > 0:
+                work.append(n)
+        iops = ctx.values(lambda s: (s.cluster.client_read_iops or 0)
+                          + (s.cluster.client_write_iops or 0))
+        now = background(ctx.latest) or 0.0
+        during, before = mean(busy), mean(quiet)
+        factor, floor = float(ctx.p("factor")), float(ctx.p("min_latency"))
+        enough = len(quiet) >= int(ctx.p("min_quiet_samples")) and len(busy) >= 2
+        up = enough and during is not None and before is not None and \
+            during > factor * before and during > floor
+        loaded = (mean(iops) or 0) >= float(ctx.p("min_client_iops"))
+        profile = (ctx.effective("osd_mclock_profile") or "").strip().lower()
+        changes = []
+        if profile not in ("high_client_ops", "custom") and ctx.option("osd_mclock_profile"):
+            changes.append(config_change(
+                ctx, "osd_mclock_profile", "high_client_ops",
+                note=f"recovery and scrubs slow down; set {profile or 'balanced'} back when "
+                     "they are done (K8.2)"))
+        procedure = []
+        if profile == "custom":
+            procedure.append("osd_mclock_profile is custom: raise the client reservation "
+                             "(osd_mclock_scheduler_client_res) or lower the background "
+                             "limits (osd_mclock_scheduler_background_*_lim) yourself.")
+        fire = up and loaded and now > 0 and bool(changes or procedure)
+        ratio = during / before if during is not None and before else 0.0
+        yield Check(
+            target="osd", fire=fire, clear=not up or now == 0,
+            severity=Severity.WARNING,
+            summary=(f"client {attr.replace('_', ' ')} {(during or 0) * 1000:.1f} ms while "
+                     f"PGs recover, backfill or scrub, against {(before or 0) * 1000:.1f} ms "
+                     f"without ({ratio:.1f}x), under {scheduler} with osd_mclock_profile "
+                     f"{profile or 'unknown'}"),
+            evidence=(ctx.evidence(f"{attr} with background work", busy, "s"),
+                      ctx.evidence(f"{attr} without", quiet, "s"),
+                      ctx.evidence("PGs recovering, backfilling or scrubbing", work, "PGs",
+                                   now=now),
+                      ctx.evidence("client IOPS", iops, "IOPS")),
+            changes=tuple(changes), procedure=tuple(procedure), badness=ratio)
+
+
+RULES = (MclockBackgroundVsClients,)
