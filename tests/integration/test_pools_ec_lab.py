@@ -25,7 +25,7 @@ from tests.conftest import LabCluster, ceph_json, eventually, run_cli
 pytestmark = pytest.mark.integration
 
 RULES = ("ceph.primary.spread", "ceph.pool.pg_not_power_of_two", "ceph.ec.fast_ec_off",
-         "ceph.msgr.secure_mode",
+         "ceph.msgr.secure_mode", "ceph.osdmap.cache",
          "ceph.ec.fast_ec_default", "ceph.ec.stripe_unit_small", "ceph.ec.single_parity",
          "ceph.release.advisory")
 
@@ -278,3 +278,24 @@ def test_secure_mode_judged_in_the_section_that_reads_it(release_cluster: LabClu
     finally:
         for who, name, _ in settings:
             ceph("config rm", who=who, name=name)
+
+
+def test_map_cache_advice_only_and_the_check_configs_limit(release_cluster: LabCluster,
+                                                           ceph: Ceph) -> None:
+    """A three-OSD lab needs no smaller map caches: nothing fires and nothing is proposed;
+    osd_map_cache_size at osd_pg_epoch_persisted_max_stale + 2 is the warning
+    OSD::check_config gives, and one above it is not."""
+    lab = release_cluster
+    settings = load_settings()
+    rule = "ceph.osdmap.cache"
+    try:
+        assert not of(findings(lab), rule)
+        stale = int(ceph("config get", who="osd", key="osd_pg_epoch_persisted_max_stale"))
+        ceph("config set", who="osd", name="osd_map_cache_size", value=str(stale + 2))
+        (f,) = of(findings(lab), rule)
+        assert f.target == "osd_map_cache_size" and f.severity == Severity.WARNING
+        assert f.changes == () and settings[rule].for_seconds == 0
+        ceph("config set", who="osd", name="osd_map_cache_size", value=str(stale + 3))
+        assert not of(findings(lab), rule)
+    finally:
+        ceph("config rm", who="osd", name="osd_map_cache_size")
