@@ -202,20 +202,48 @@ class CephConfig(Actuator):
                 else f"ceph config set {c.target} {c.key} {before}")
 
 
+OSD_ID = re.compile(r"osd\.\d+")
+# The flags `osd set-group` takes for one OSD (OSDMonitor: noup, nodown, noin, noout).
+GROUP_FLAGS = ("noup", "nodown", "noin", "noout")
+
+
 class OsdFlag(Actuator):
-    """A cluster-wide OSD flag (`ceph osd set/unset`): noout, noscrub, ..."""
+    """An OSD flag: cluster-wide (`ceph osd set/unset`: noout, noscrub, ...) when the target
+    is "cluster", or one OSD's own (`ceph osd set-group/unset-group noup osd.N`) when the
+    target names it, read back from that OSD's state in `osd dump`."""
 
     kind = "osd_flag"
     needs_ceph = True
 
+    @staticmethod
+    def _one_osd(c: Change) -> bool:
+        if c.target == "cluster":
+            return False
+        if not OSD_ID.fullmatch(c.target):
+            raise UserError(f"an OSD flag is set on the cluster or on one OSD (osd.N), "
+                            f"not on {c.target!r}")
+        if c.key not in GROUP_FLAGS:
+            raise UserError(f"{c.key} cannot be set on one OSD; only "
+                            f"{', '.join(GROUP_FLAGS)} can")
+        return True
+
     def read(self, b: Backends, c: Change) -> str | None:
-        return "set" if c.key in b.need_ceph().flags() else "unset"
+        ceph = b.need_ceph()
+        flags = ceph.osd_flags(c.target) if self._one_osd(c) else ceph.flags()
+        return "set" if c.key in flags else "unset"
 
     def apply(self, b: Backends, c: Change, value: str | None) -> None:
-        b.need_ceph().set_flag(c.key, (value or "unset") == "set")
+        on = (value or "unset") == "set"
+        if self._one_osd(c):
+            b.need_ceph().set_group_flag(c.key, c.target, on)
+        else:
+            b.need_ceph().set_flag(c.key, on)
 
     def inverse_command(self, c: Change, before: str | None) -> str:
-        return f"ceph osd {'set' if before == 'set' else 'unset'} {c.key}"
+        verb = "set" if before == "set" else "unset"
+        if self._one_osd(c):
+            return f"ceph osd {verb}-group {c.key} {c.target}"
+        return f"ceph osd {verb} {c.key}"
 
 
 class PoolSet(Actuator):

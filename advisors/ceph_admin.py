@@ -101,6 +101,20 @@ class CephAdmin:
     def set_flag(self, flag: str, on: bool) -> None:
         self.cmd("osd set" if on else "osd unset", key=flag)
 
+    def osd_flags(self, osd: str) -> set[str]:
+        """One OSD's own flags (noup, noin, nodown, noout set by `osd set-group`), as
+        `osd dump` lists them in its state beside exists/up."""
+        osd_id = int(osd.removeprefix("osd."))
+        for o in self.cmd("osd dump")["osds"]:
+            if int(o["osd"]) == osd_id:
+                return set(o.get("state") or ())
+        raise UserError(f"{osd} is not in the OSD map")
+
+    def set_group_flag(self, flag: str, who: str, on: bool) -> None:
+        """`ceph osd set-group FLAG WHO` / `unset-group`: a flag for one OSD (or a CRUSH
+        node or device class) alone, not the whole cluster."""
+        self.cmd("osd set-group" if on else "osd unset-group", flags=flag, who=[who])
+
     def pool_get(self, pool: str, var: str) -> str:
         out = self.cmd("osd pool get", pool=pool, var=var)
         return str(out.get(var)) if isinstance(out, dict) else str(out)

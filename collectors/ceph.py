@@ -54,6 +54,8 @@ WATCHED_OPTIONS = (
     "osd_delete_sleep_hdd", "osd_delete_sleep_ssd", "osd_delete_sleep_hybrid",
     "osd_max_backfills", "osd_recovery_max_active", "osd_recovery_max_active_hdd",
     "osd_recovery_max_active_ssd",
+    # Fast EC for new pools and their stripe unit (K5.2, K8.6; Tentacle's osd pool create).
+    "osd_pool_default_flag_ec_optimizations", "osd_pool_erasure_code_stripe_unit",
 )
 
 ENOENT = 2
@@ -318,11 +320,16 @@ _PRIMARY = re.compile(rb'"acting_primary":\s*(-?\d+)')
 _POOL_OF_PG = re.compile(rb'"pgid":\s*"(\d+)\.')
 
 
+_ACTING = re.compile(rb'"acting":\s*\[([^\]]*)\]')
+
+
 @dataclass(frozen=True, slots=True)
 class Primaries:
     by_osd: dict[int, int]
     by_pool: dict[int, dict[int, int]]  # pool id -> osd id -> primaries
     total: int
+    # pool id -> osd id -> the pool's PGs in whose acting set the OSD is (per-pool mode only)
+    pgs_by_pool: dict[int, dict[int, int]] | None = None
 
 
 # Above this many PGs the per-pool split is left out: at a million PGs it costs
@@ -360,7 +367,19 @@ def count_primaries(raw: bytes, per_pool: bool = True) -> Primaries:
     for counts in by_pool.values():
         for osd, n in counts.items():
             by_osd[osd] = by_osd.get(osd, 0) + n
-    return Primaries(by_osd, by_pool, len(primaries))
+    # What Ceph's read balancer weighs each OSD's fair share of primaries by
+    # (OSDMap::calc_desired_primary_distribution: its PGs in the pool / size x affinity).
+    acting = _ACTING.findall(body)
+    pgs_by_pool: dict[int, dict[int, int]] | None = None
+    if len(acting) == len(pools):
+        pgs_by_pool = {}
+        for (pool, members), n in Counter(zip(pools, acting, strict=True)).items():
+            counts = pgs_by_pool.setdefault(int(pool), {})
+            for osd in members.split(b","):
+                osd = osd.strip()
+                if osd and osd != b"-1" and osd != b"2147483647":  # CRUSH_ITEM_NONE
+                    counts[int(osd)] = counts.get(int(osd), 0) + n
+    return Primaries(by_osd, by_pool, len(primaries), pgs_by_pool)
 
 
 def parse_osd_dump(d: Mapping[str, Any]) -> dict[str, Any]:
@@ -368,8 +387,13 @@ def parse_osd_dump(d: Mapping[str, Any]) -> dict[str, Any]:
     flags = d.get("flags", "")
     flag_list = [f for f in (flags.split(",") if isinstance(flags, str) else flags) if f]
     osds = {int(o["osd"]): (bool(o.get("up")), bool(o.get("in"))) for o in d.get("osds", [])}
+    # Only affinities other than 1 (the default): the read balancer weighs primaries by them.
+    affinity = {f"osd.{o['osd']}": a for o in d.get("osds", [])
+                if (a := _float(o.get("primary_affinity"))) is not None and a != 1.0}
     return {"epoch": _int(d.get("epoch")), "flags": tuple(flag_list), "osds": osds,
-            "ec_profiles": d.get("erasure_code_profiles", {})}
+            "ec_profiles": d.get("erasure_code_profiles", {}),
+            "require_min_compat_client": d.get("require_min_compat_client") or None,
+            "primary_affinity": affinity}
 
 
 # Flags every modern cluster has set; the ones an operator sets (noout,
@@ -386,6 +410,7 @@ def parse_pools(rows: Iterable[Mapping[str, Any]],
         erasure = r.get("type") == 3 or r.get("type") == "erasure"
         profile_name = r.get("erasure_code_profile") or None
         k = m = stripe_unit = None
+        prof: Mapping[str, Any] = {}
         if erasure and profile_name:
             prof = ec_profiles.get(profile_name, {})
             k, m = _int(prof.get("k")), _int(prof.get("m"))
@@ -406,7 +431,11 @@ def parse_pools(rows: Iterable[Mapping[str, Any]],
             ec_k=k, ec_m=m, stripe_unit=stripe_unit,
             flags=tuple(f for f in (flags.split(",") if isinstance(flags, str) else flags) if f),
             applications=tuple(sorted(r.get("application_metadata", {}) or {})),
-            read_balance_score=score))
+            read_balance_score=score, pg_num_target=_int(r.get("pg_num_target")),
+            autoscale_mode=r.get("pg_autoscale_mode") or None,
+            ec_plugin=prof.get("plugin") or None, ec_technique=prof.get("technique") or None,
+            ec_failure_domain=prof.get("crush-failure-domain") or None,
+            ec_device_class=prof.get("crush-device-class") or None))
     return tuple(pools)
 
 
@@ -779,9 +808,12 @@ class CephSource:
                     errors.append(f"osd pool ls: unexpected output ({type(exc).__name__}: "
                                   f"{exc})")
             if primaries:
+                spread = primaries.pgs_by_pool or {}
                 pools = tuple(
                     replace(p, primaries={f"osd.{o}": n for o, n in
-                                          sorted(primaries.by_pool.get(p.id, {}).items())})
+                                          sorted(primaries.by_pool.get(p.id, {}).items())},
+                            pgs_by_osd={f"osd.{o}": n for o, n in
+                                        sorted(spread.get(p.id, {}).items())})
                     for p in pools)
             if not errors or not errors[-1].startswith("osd pool ls"):
                 self._pools = (pools_key, pools)
@@ -796,7 +828,8 @@ class CephSource:
         cluster = Cluster(
             **status, checks=checks, slow_ops=slow, slow_ops_daemons=slow_daemons,
             osd_flags=tuple(f for f in dump["flags"] if f not in ROUTINE_FLAGS),
-            pools=pools,
+            require_min_compat_client=dump.get("require_min_compat_client"),
+            primary_affinity=dump.get("primary_affinity") or {}, pools=pools,
             config=options, release=release, version=version, versions_mixed=mixed)
         prim_counts = primaries.by_osd if primaries else None
         inputs = (meta, df, perf, io, dump["osds"], prim_counts, health)

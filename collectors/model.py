@@ -177,6 +177,15 @@ class Pool:
     applications: tuple[str, ...] = ()
     read_balance_score: float | None = None  # Reef+; may be inf or nan
     primaries: Mapping[str, int] = field(default_factory=dict)  # osd id -> acting primaries
+    # osd id -> this pool's PGs whose acting set holds it (the read balancer's pgs_by_osd)
+    pgs_by_osd: Mapping[str, int] = field(default_factory=dict)
+    pg_num_target: int | None = None  # where pg_num is heading while PGs split or merge
+    autoscale_mode: str | None = None  # "on" | "warn" | "off"
+    # The erasure-code profile's plugin, technique, failure domain and device class.
+    ec_plugin: str | None = None
+    ec_technique: str | None = None
+    ec_failure_domain: str | None = None
+    ec_device_class: str | None = None
 
     @property
     def ec_optimizations(self) -> bool:
@@ -232,6 +241,9 @@ class Cluster:
     slow_ops_daemons: tuple[str, ...] = ()
     osd_flags: tuple[str, ...] = ()
     osdmap_epoch: int | None = None
+    require_min_compat_client: str | None = None  # "luminous", "reef", ...
+    # osd id -> primary affinity, for OSDs whose affinity is not 1 (`osd dump`)
+    primary_affinity: Mapping[str, float] = field(default_factory=dict)
     num_osds: int | None = None
     num_up_osds: int | None = None
     num_in_osds: int | None = None

@@ -54,10 +54,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.list_rules:
         from stormdeck.advisors.rules import ALL
 
+        wide = max(len(r.id) for r in ALL), max(len(r.source) for r in ALL)
         for r in ALL:
             s = settings[r.id]
             state = "" if s.enabled else "  (disabled)"
-            print(f"{r.id:<32} {r.source:<18} {r.title}{state}")
+            print(f"{r.id:<{wide[0]}}  {r.source:<{wide[1]}}  {r.title}{state}")
         return 0
     if args.duration < 0 or args.interval <= 0:
         raise UserError("--for must be zero or more and --interval above zero")

@@ -10,13 +10,14 @@ from stormdeck.advisors.rules import (
     mclock,
     peering,
     pools,
+    release,
     triage,
 )
 from stormdeck.advisors.rules.base import Context, Rule
 
 ALL: tuple[type[Rule], ...] = (*cpu.RULES, *latency.RULES, *leaders.RULES, *peering.RULES,
                                *pools.RULES, *ec.RULES, *disks.RULES, *host.RULES,
-                               *triage.RULES, *mclock.RULES)
+                               *triage.RULES, *mclock.RULES, *release.RULES)
 BY_ID: dict[str, type[Rule]] = {r.id: r for r in ALL}
 # The rules an incident is read by: the triage view shows their findings.
 TRIAGE: tuple[type[Rule], ...] = (

@@ -1,13 +1,28 @@
-"""Erasure-coded pools: fast EC in Tentacle and its stripe unit (KNOWLEDGE.md K5, K7.3)."""
+"""Erasure-coded pools: fast EC in Tentacle, its defaults, the stripe unit, m < 2 (K5, K8.6).
+
+Sources checked: Tentacle's ceph-mon refuses the flag with "ec optimizations not
+currently supported for pool profile." and "stripe_unit must be divisible by 4096
+to enable ec optimizations" (strings of the 20.2.4 binary; tried on the lab, see
+tests/integration/test_pools_ec_lab.py); the plugins set
+FLAG_EC_PLUGIN_OPTIMIZED_SUPPORTED only for jerasure with technique reed_sol_van
+and isa with reed_sol_van (or its "default") in src/erasure-code/jerasure/
+ErasureCodeJerasure.h and src/erasure-code/isa/ErasureCodeIsa.h (ceph/ceph main);
+doc/rados/operations/erasure-code.rst (K8.6).
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
 from stormdeck.advisors.model import Change, Check, Severity
-from stormdeck.advisors.rules.base import Context, Rule
+from stormdeck.advisors.rules.base import Context, Rule, config_change
+from stormdeck.collectors.model import Cluster, Pool
 
 FIXED = (20, 2, 1)  # 20.2.0 crashes OSDs with the flag set (tracker 74813)
+# (plugin, technique) pairs whose plugin says FLAG_EC_PLUGIN_OPTIMIZED_SUPPORTED; both
+# plugins default their technique to reed_sol_van when the profile names none.
+FAST_EC_CODES = {("jerasure", "reed_sol_van"), ("isa", "reed_sol_van"), ("isa", "default")}
 
 
 def _version(text: str | None) -> tuple[int, ...] | None:
@@ -17,71 +32,216 @@ def _version(text: str | None) -> tuple[int, ...] | None:
         return None
 
 
+def fast_ec_capable(pool: Pool) -> bool | None:
+    """Whether the monitor takes allow_ec_optimizations for this pool's profile; None
+    when the profile's plugin is not known (no profile in `osd dump`)."""
+    if pool.ec_plugin is None:
+        return None
+    return (pool.ec_plugin, pool.ec_technique or "reed_sol_van") in FAST_EC_CODES
+
+
+def rgw_bulk_data(pool: Pool) -> bool:
+    """An RGW bucket-data pool (application rgw, name ending .data): large objects written
+    whole, which fast EC's partial reads and writes do little for; the docs recommend it
+    for block and file (K8.6)."""
+    return "rgw" in pool.applications and pool.name.endswith(".data")
+
+
+def tentacle(c: Cluster | None) -> tuple[int, ...] | None:
+    """The oldest running version when it is Tentacle (20) or later, else None."""
+    version = _version(c.version) if c else None
+    return version if version is not None and version >= (20,) else None
+
+
 class FastEcOff(Rule):
     id = "ceph.ec.fast_ec_off"
     title = "Erasure-coded pool without fast EC"
-    source = "K5.1, K5.3, K7.3"
+    source = "K5.1, K5.3, K7.3, K8.6"
     explanation = (
         "Tentacle's fast EC (allow_ec_optimizations) brings partial reads and writes and "
         "parity-delta writes: small reads 2-3x, small writes at least 2x at equal latency "
-        "(K5.3). It can NOT be turned off again (K5.1, K7.3). 20.2.0 crashes OSDs with it "
-        "set (tracker 74813): use 20.2.1 or later.")
+        "(K5.3). It can NOT be turned off again (K5.1, K7.3). The monitor takes it only for "
+        "the jerasure and isa plugins with technique reed_sol_van, and only when every mon "
+        "and OSD runs Tentacle (K8.6); RGW bucket-data pools (large objects written whole) "
+        "gain little and are left alone. 20.2.0 crashes OSDs with it set (tracker 74813): "
+        "use 20.2.1 or later. New pools get it from osd_pool_default_flag_ec_optimizations.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster
-        version = _version(c.version) if c else None
-        if c is None or version is None or version < (20,):
+        version = tentacle(c)
+        if c is None or version is None:
             return
         for pool in c.pools:
             if pool.type != "erasure":
                 continue
             on = pool.ec_optimizations
+            capable = fast_ec_capable(pool)
+            target = f"pool {pool.name}"
+            # The version is the oldest running: at 20 or later every daemon is on Tentacle,
+            # which the flag needs (K8.6).
+            if on or capable is not True or rgw_bulk_data(pool):
+                # Nothing to propose: on already, a code the monitor refuses, or a pool
+                # that gains little.
+                yield Check(target=target, fire=False, clear=True, severity=Severity.INFO,
+                            summary=f"EC pool {pool.name}: fast EC "
+                                    f"{'on' if on else 'not applicable'}")
+                continue
             if version < FIXED:
                 yield Check(
-                    target=f"pool {pool.name}", fire=not on, clear=on,
-                    severity=Severity.INFO,
+                    target=target, fire=True, clear=False, severity=Severity.INFO,
                     summary=f"EC pool {pool.name} could use fast EC, but {c.version} crashes "
                             "OSDs with it (tracker 74813): upgrade to 20.2.1 first",
-                    evidence=(ctx.evidence("ceph version", [], now=c.version),))
+                    evidence=(ctx.evidence("ceph version", [], now=c.version),),
+                    procedure=("Upgrade every daemon to 20.2.1 or later; only then turn fast "
+                               "EC on (`ceph osd pool set POOL allow_ec_optimizations "
+                               "true`).",))
                 continue
             yield Check(
-                target=f"pool {pool.name}", fire=not on, clear=on, severity=Severity.INFO,
-                summary=f"EC pool {pool.name} ({pool.ec_k}+{pool.ec_m}) runs without fast EC",
+                target=target, fire=True, clear=False, severity=Severity.INFO,
+                summary=f"EC pool {pool.name} ({pool.ec_k}+{pool.ec_m}, {pool.ec_plugin} "
+                        f"{pool.ec_technique or 'reed_sol_van'}) runs without fast EC",
                 evidence=(ctx.evidence("pool flags", [], now=",".join(pool.flags) or "none"),),
-                changes=() if on else (Change(
+                changes=(Change(
                     kind="fast_ec", target=pool.name, key="allow_ec_optimizations",
                     current="false", proposed="true",
                     command=f"ceph osd pool set {pool.name} allow_ec_optimizations true",
                     runtime=True, reversible=False, blast_radius="pool",
-                    note="IRREVERSIBLE: fast EC cannot be turned off again"),))
+                    note="IRREVERSIBLE: fast EC cannot be turned off again"),),
+                procedure=("For pools created later: `ceph config set mon "
+                           "osd_pool_default_flag_ec_optimizations true` "
+                           "(ceph.ec.fast_ec_default).",))
+
+
+class FastEcDefault(Rule):
+    id = "ceph.ec.fast_ec_default"
+    title = "New EC pools will be created without fast EC"
+    source = "K5.2, K8.6"
+    explanation = (
+        "On Tentacle osd_pool_default_flag_ec_optimizations gives every new EC pool fast EC "
+        "from the start (K8.6); it is off by default. A cluster that uses EC pools and runs "
+        "20.2.1 or later (20.2.0 crashes OSDs with the flag, tracker 74813) can turn it on: "
+        "it changes only pools created afterwards, and only those whose profile's code the "
+        "monitor accepts (jerasure or isa with reed_sol_van).")
+
+    def check(self, ctx: Context) -> Iterable[Check]:
+        c = ctx.cluster
+        version = tentacle(c)
+        opt = ctx.option("osd_pool_default_flag_ec_optimizations")
+        if c is None or version is None or opt is None or not opt.exists:
+            return
+        value = ctx.effective("osd_pool_default_flag_ec_optimizations", "mon")
+        off = (value or "false").strip().lower() in ("false", "0", "no", "off")
+        ec = [p for p in c.pools if p.type == "erasure"]
+        fire = off and bool(ec) and version >= FIXED
+        yield Check(
+            target="cluster", fire=fire, clear=not fire, severity=Severity.INFO,
+            summary=f"osd_pool_default_flag_ec_optimizations is {value or 'false'} while "
+                    f"{len(ec)} EC pool(s) exist: new EC pools start without fast EC",
+            evidence=(ctx.evidence("osd_pool_default_flag_ec_optimizations", [],
+                                   now=value or "false"),),
+            changes=(config_change(ctx, "osd_pool_default_flag_ec_optimizations", "true",
+                                   who="mon", blast_radius="EC pools created from now on",
+                                   note="existing pools keep their flags; undo with ceph "
+                                        "config rm mon "
+                                        "osd_pool_default_flag_ec_optimizations"),)
+            if fire else ())
 
 
 class StripeUnitSmall(Rule):
     id = "ceph.ec.stripe_unit_small"
     title = "EC stripe unit smaller than fast EC wants"
-    source = "K5.2"
+    source = "K5.2, K8.6"
     explanation = (
-        "For new fast-EC pools a 16K stripe_unit is recommended; the default is still 4K, "
-        "and an existing pool's stripe unit cannot change (K5.2). This is advice for the "
-        "next pool: its erasure-code profile sets stripe_unit.")
+        "For new fast-EC pools a 16K stripe_unit is recommended (up to 256K for read-heavy "
+        "pools); the default is still 4K, and an existing pool's stripe unit cannot change "
+        "(K5.2, K8.6). So this is said once per cluster, about the next pool: it fires while "
+        "EC pools with a small stripe unit exist and new profiles still default to it "
+        "(osd_pool_erasure_code_stripe_unit), and proposes a profile that keeps the old one's "
+        "plugin, technique, failure domain and device class.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster
-        version = _version(c.version) if c else None
-        if c is None or version is None or version < (20,):
+        if c is None or tentacle(c) is None:
             return
         want = int(ctx.p("stripe_unit"))
-        for pool in c.pools:
-            if pool.type != "erasure" or pool.stripe_unit is None:
+        small = [p for p in c.pools if p.type == "erasure" and p.stripe_unit is not None
+                 and p.stripe_unit < want]
+        default = ctx.effective("osd_pool_erasure_code_stripe_unit", "mon")
+        try:
+            default_small = default is None or int(float(default)) < want
+        except ValueError:
+            default_small = True
+        fire = bool(small) and default_small
+        if not small:
+            yield Check(target="cluster", fire=False, clear=True, severity=Severity.INFO,
+                        summary="no EC pool with a small stripe unit")
+            return
+        model = self._model(small)
+        names = ", ".join(f"{p.name} ({p.stripe_unit // 1024} KiB)" for p in small[:5])
+        yield Check(
+            target="cluster", fire=fire, clear=not fire, severity=Severity.INFO,
+            summary=f"EC pools {names} have stripe units below {want // 1024} KiB, which "
+                    "cannot change; create the next fast-EC pool with a profile of "
+                    f"{want // 1024} KiB",
+            evidence=(ctx.evidence("stripe_unit", [float(p.stripe_unit or 0) for p in small],
+                                   "B"),),
+            procedure=(f"For the next pool: `{self._profile_command(model, want)}`, then "
+                       f"`ceph osd pool create NAME erasure {model.ec_profile}-su"
+                       f"{want // 1024}k` (a pool cannot take a new profile; migrate data "
+                       "to it if the old pool's small writes matter).",
+                       "Or make it the default for profiles that name no stripe unit: "
+                       f"`ceph config set mon osd_pool_erasure_code_stripe_unit {want}`."),
+            badness=float(len(small)))
+
+    @staticmethod
+    def _model(pools: list[Pool]) -> Pool:
+        """The profile most of the small-stripe pools use: the one to copy."""
+        common = Counter(p.ec_profile for p in pools).most_common(1)[0][0]
+        return next(p for p in pools if p.ec_profile == common)
+
+    @staticmethod
+    def _profile_command(p: Pool, want: int) -> str:
+        parts = [f"ceph osd erasure-code-profile set {p.ec_profile}-su{want // 1024}k",
+                 f"k={p.ec_k}", f"m={p.ec_m}"]
+        if p.ec_plugin:
+            parts.append(f"plugin={p.ec_plugin}")
+        if p.ec_technique:
+            parts.append(f"technique={p.ec_technique}")
+        if p.ec_failure_domain:
+            parts.append(f"crush-failure-domain={p.ec_failure_domain}")
+        if p.ec_device_class:
+            parts.append(f"crush-device-class={p.ec_device_class}")
+        parts.append(f"stripe_unit={want // 1024}K")
+        return " ".join(parts)
+
+
+class EcOneParity(Rule):
+    id = "ceph.ec.single_parity"
+    title = "Erasure-coded pool with one parity chunk (m < 2)"
+    source = "K5.3"
+    explanation = (
+        "An EC pool with m=1 survives one failure, like 2 replicas: while one OSD is down "
+        "or recovering, a second failure loses data. m=2 gives the protection of 3 "
+        "replicas, and with fast EC a wider k no longer costs performance, so k+2 (6+2: "
+        "33% overhead) is the choice (K5.3). A pool's k and m cannot change: the way out is "
+        "a new pool with an m=2 profile and moving the data.")
+
+    def check(self, ctx: Context) -> Iterable[Check]:
+        c = ctx.cluster
+        for pool in (c.pools if c else ()):
+            if pool.type != "erasure" or pool.ec_m is None:
                 continue
-            small = pool.stripe_unit < want
+            thin = pool.ec_m < 2
             yield Check(
-                target=f"pool {pool.name}", fire=small, clear=not small, severity=Severity.INFO,
-                summary=f"EC pool {pool.name} has a {pool.stripe_unit // 1024} KiB stripe unit; "
-                        f"create new fast-EC pools with {want // 1024} KiB",
-                evidence=(ctx.evidence("stripe_unit", [float(pool.stripe_unit)], "B"),),
-                procedure=(f"For the next pool: `ceph osd erasure-code-profile set NAME "
-                           f"k={pool.ec_k} m={pool.ec_m} stripe_unit={want // 1024}K`.",))
+                target=f"pool {pool.name}", fire=thin, clear=not thin,
+                severity=Severity.WARNING,
+                summary=f"EC pool {pool.name} is {pool.ec_k}+{pool.ec_m}: one more failure "
+                        "while an OSD is down loses data",
+                evidence=(ctx.evidence("m (parity chunks)", [float(pool.ec_m)]),),
+                procedure=(f"Create a profile with m=2 (e.g. k={pool.ec_k or 4} m=2, same "
+                           "plugin and failure domain), a pool on it, and move the data; "
+                           "k and m of an existing pool cannot change.",),
+                badness=float(2 - pool.ec_m))
 
 
-RULES = (FastEcOff, StripeUnitSmall)
+RULES = (FastEcOff, FastEcDefault, StripeUnitSmall, EcOneParity)

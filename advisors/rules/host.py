@@ -41,7 +41,12 @@ class TunedProfile(Rule):
                                               f"profile {want}`.",))
 
 
-MODES = ("ms_cluster_mode", "ms_service_mode", "ms_client_mode")
+# Where each mode is read: clients read ms_client_mode; daemons read ms_cluster_mode for
+# their connections to each other and ms_service_mode for the connections they accept
+# (doc/rados/configuration/msgr2.rst). The mons' own ms_mon_*_mode are left out: mon
+# traffic is small, and they default to secure.
+MODES = (("ms_cluster_mode", ("osd", "mon")), ("ms_service_mode", ("osd", "mon")),
+         ("ms_client_mode", ("client",)))
 
 
 class SecureMode(Rule):
@@ -50,21 +55,35 @@ class SecureMode(Rule):
     source = "K1.9"
     explanation = (
         "msgr v2 with cephx performs like v1, but its secure mode (on-wire encryption) "
-        "cost 30-40% of performance at equal or higher CPU use (K1.9). Whether the "
-        "encryption is needed is a security decision; this only says what it costs.")
+        "cost 30-40% of performance at equal or higher CPU use (K1.9). Each mode is judged "
+        "where it is read: ms_client_mode in the client section (and client.NAME ones), "
+        "ms_cluster_mode and ms_service_mode in the osd and mon sections (and osd.N), each "
+        "falling back to global as `ceph config get` does. Whether the encryption is "
+        "needed is a security decision; this only says what it costs.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
-        for option in MODES:
+        for option, families in MODES:
             opt = ctx.option(option)
-            value = ctx.effective(option, "global")
-            if opt is None or not opt.exists or not value:
+            if opt is None or not opt.exists:
                 continue
-            first = value.replace(",", " ").split()[0]
-            secure = first == "secure"
-            yield Check(
-                target=option, fire=secure, clear=not secure, severity=Severity.INFO,
-                summary=f"{option} is '{value}': traffic is encrypted on the wire first",
-                evidence=(ctx.evidence(option, [], now=value),))
+            sections = list(families)
+            # Sections of one daemon or client set apart in `config dump` (osd.3,
+            # client.rgw.a, osd/class:ssd) are judged on their own too.
+            sections += sorted(w for w in opt.values
+                               if w.split("/")[0].split(".")[0] in families
+                               and w not in families)
+            for who in sections:
+                value = opt.values.get(who) if who not in families else \
+                    ctx.effective(option, who)
+                if not value:
+                    continue
+                secure = value.replace(",", " ").split()[0] == "secure"
+                yield Check(
+                    target=f"{option} {who}", fire=secure, clear=not secure,
+                    severity=Severity.INFO,
+                    summary=f"{option} is '{value}' for {who}: traffic is encrypted on the "
+                            "wire first",
+                    evidence=(ctx.evidence(f"{option} ({who})", [], now=value),))
 
 
 RULES = (TunedProfile, SecureMode)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -10,65 +11,121 @@ from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.model import Change, Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule, mean
 
+# Ceph releases in order: require_min_compat_client is compared by it, never lowered.
+RELEASES = ("argonaut", "bobtail", "cuttlefish", "dumpling", "emperor", "firefly", "giant",
+            "hammer", "infernalis", "jewel", "kraken", "luminous", "mimic", "nautilus",
+            "octopus", "pacific", "quincy", "reef", "squid", "tentacle", "umbrella")
+
+
+def release_at_least(release: str | None, floor: str) -> bool | None:
+    """Whether `release` is `floor` or later; None when it is not a name we know."""
+    if release not in RELEASES:
+        return None
+    return RELEASES.index(release) >= RELEASES.index(floor)
+
+
+def desired_primaries(pool, affinity) -> dict[str, float]:
+    """Each OSD's fair share of the pool's primaries, as Ceph's read balancer computes it
+    (src/osd/OSDMap.cc, OSDMap::calc_desired_primary_distribution): its PGs in the pool
+    divided by the pool's size, times its primary affinity, stretched so the shares add
+    up to pg_num. Its PG count already carries its CRUSH weight and reweight."""
+    size = pool.size or 1
+    raw = {osd: n / size * affinity.get(osd, 1.0) for osd, n in pool.pgs_by_osd.items()}
+    total = sum(raw.values())
+    if total <= 0:
+        return {}
+    factor = sum(pool.primaries.values()) / total
+    return {osd: v * factor for osd, v in raw.items()}
+
 
 class PrimarySpread(Rule):
     id = "ceph.primary.spread"
-    title = "Primary PGs unevenly spread over OSDs"
-    source = "K7.2"
+    title = "Primary PGs unevenly spread over a pool's OSDs"
+    source = "K7.2, K8.5"
     explanation = (
         "Reads go to a PG's primary, so primaries are to Ceph what raft leaders are to "
-        "Curve (K7.2). Count them per OSD from `pg dump pgs_brief` (`osd df`'s PGS column "
-        "counts all PGs, not primaries); from Reef a pool's read_balance_score above 1 "
-        "says the same. Reef fixes primaries offline with osdmaptool; Squid adds the read "
-        "balancer. Both need require-min-compat-client reef, which kernel clients (krbd, "
-        "kcephfs) do not support.")
+        "Curve (K7.2). Judged per replicated pool as Ceph's read balancer does "
+        "(OSDMap::calc_desired_primary_distribution): an OSD's fair share is its PGs in "
+        "the pool / size x its primary affinity, so OSDs with lower affinity or weight are "
+        "meant to lead less. Pools with fewer PGs than OSDs cannot be balanced (a 1-PG .mgr "
+        "pool scores 3 on three OSDs) and are not judged; from Reef a pool's "
+        "read_balance_score says the same where PG counts are missing. Reef fixes primaries "
+        "offline with osdmaptool; Squid adds the read balancer. Both need "
+        "require_min_compat_client reef, which kernel clients (krbd, kcephfs) do not "
+        "support, and which must never be lowered (K8.5).")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster
-        counts = {d.id: d.primary_pgs for d in ctx.osds()
-                  if d.primary_pgs is not None and d.up and d.in_}
-        steps = self._procedure(c.release if c else None)
-        if len(counts) >= 2:
-            avg = sum(counts.values()) / len(counts)
-            if avg >= float(ctx.p("min_mean")):
-                worst_id, worst = max(counts.items(), key=lambda kv: abs(kv[1] - avg))
-                dev = abs(worst - avg) / avg
-                limit = float(ctx.p("max_deviation"))
+        if c is None:
+            return
+        limit = float(ctx.p("max_deviation"))
+        score_limit = float(ctx.p("max_read_balance_score"))
+        in_osds = sum(1 for d in ctx.osds() if d.up and d.in_)
+        for pool in c.pools:
+            if pool.type != "replicated" or (pool.size or 0) < 2:
+                continue  # one copy: its only OSD leads every PG, there is nothing to move
+            steps = self._procedure(c.release, c.require_min_compat_client, pool.name)
+            want = desired_primaries(pool, c.primary_affinity) if pool.primaries else {}
+            if want:
+                if pool.pg_num < len(pool.pgs_by_osd) or \
+                        pool.pg_num / len(want) < float(ctx.p("min_mean")):
+                    continue  # too few PGs per OSD to balance (K8.5)
+                worst, dev = max(((osd, self._over(pool.primaries.get(osd, 0), share))
+                                  for osd, share in want.items()), key=lambda kv: kv[1])
+                have = pool.primaries.get(worst, 0)
+                score = pool.read_balance_score
                 yield Check(
-                    target="cluster", fire=dev > limit, clear=dev <= limit * 0.8,
+                    target=f"pool {pool.name}", fire=dev > limit, clear=dev <= limit * 0.8,
                     severity=Severity.WARNING,
-                    summary=f"{worst_id} is primary for {worst} PGs against a mean of "
-                            f"{avg:.0f} ({dev:.0%} off); range {min(counts.values())}-"
-                            f"{max(counts.values())}",
-                    evidence=(ctx.evidence("primary PGs per OSD",
-                                           sorted(float(v) for v in counts.values()), "PGs"),),
-                    procedure=steps, badness=dev)
-        limit = float(ctx.p("max_read_balance_score"))
-        for pool in (c.pools if c else ()):
-            score = pool.read_balance_score
-            if score is None or pool.type != "replicated" or score != score:  # NaN: unknown
+                    summary=f"pool {pool.name}: {worst} is primary for {have} PGs against a "
+                            f"fair share of {want[worst]:.1f} ({dev:.0%} over, weighted by "
+                            "PGs and primary affinity)"
+                            + (f"; read_balance_score {score:g}"
+                               if score is not None and score == score else ""),
+                    evidence=(ctx.evidence("primaries / fair share", sorted(
+                        pool.primaries.get(o, 0) / s for o, s in want.items() if s > 0),
+                        "ratio"),),
+                    procedure=steps, badness=min(dev, 1e6))
                 continue
+            score = pool.read_balance_score
+            if score is None or score != score or pool.pg_num < max(in_osds, 1):
+                continue  # no counts, no score, or too few PGs for either to mean anything
             yield Check(
-                target=f"pool {pool.name}", fire=score > limit, clear=score <= limit,
-                severity=Severity.INFO,
+                target=f"pool {pool.name}", fire=score > score_limit,
+                clear=score <= score_limit, severity=Severity.INFO,
                 summary=f"pool {pool.name} has read_balance_score {score:g}",
                 evidence=(ctx.evidence("read_balance_score", [score], ""),),
                 procedure=steps, badness=score)
 
     @staticmethod
-    def _procedure(release: str | None) -> tuple[str, ...]:
-        squid_on = ("squid", "tentacle", "umbrella")
-        common = ("Check first that no kernel client (krbd, kcephfs) mounts the cluster, then "
-                  "`ceph osd set-require-min-compat-client reef`.")
-        if release in squid_on:
-            return (common, "`ceph balancer mode upmap-read` (or `read`), then "
-                            "`ceph balancer on`; follow `ceph osd pool ls detail`.")
-        if release == "reef":
-            return (common, "`ceph osd getmap -o om`, `osdmaptool om --read out.txt "
-                            "--read-pool POOL`, review out.txt, then run its "
-                            "`ceph osd pg-upmap-primary` lines.")
-        return ("This release has no read balancer; Reef adds an offline one, Squid an "
-                "online one (K7.2).",)
+    def _over(have: int, share: float) -> float:
+        if share <= 0:
+            return math.inf if have else 0.0  # primaries where affinity says none
+        return (have - share) / share
+
+    @staticmethod
+    def _procedure(release: str | None, required: str | None, pool: str) -> tuple[str, ...]:
+        squid_on = release_at_least(release, "squid")
+        reef_on = release_at_least(release, "reef")
+        if not reef_on:
+            return ("This release has no read balancer; Reef adds an offline one, Squid an "
+                    "online one (K7.2). Primary affinity (`ceph osd primary-affinity`) is "
+                    "the only lever here.",)
+        ready = release_at_least(required, "reef")
+        if ready:
+            compat = (f"require_min_compat_client is already {required}: nothing to raise "
+                      "(and never lower it, K8.5).")
+        else:
+            compat = (f"require_min_compat_client is {required or 'unknown'}: check with "
+                      "`ceph features` that no client older than Reef and no kernel client "
+                      "(krbd, kcephfs) is connected, then `ceph osd "
+                      "set-require-min-compat-client reef` (never lower it again, K8.5).")
+        if squid_on:
+            return (compat, "`ceph balancer mode upmap-read` (or `read`), then `ceph balancer "
+                            "on`; follow the pool in `ceph osd pool ls detail`.")
+        return (compat, f"`ceph osd getmap -o om`, `osdmaptool om --read out.txt --read-pool "
+                        f"{pool}`, review out.txt, then run its `ceph osd pg-upmap-primary` "
+                        "lines.")
 
 
 def own_schedules(settle: float) -> list[tuple[float, float]]:

@@ -17,6 +17,11 @@ def _inactive(s) -> float | None:  # Snapshot -> PGs not active
     return None if active is None and not c.pg_states else c.num_pgs - (active or 0)
 
 
+def mgr_blind(c) -> bool:
+    """Every PG unknown at once: the active mgr has no PG stats (a failover, a restart)."""
+    return bool(c.num_pgs) and c.pgs_in("unknown") >= c.num_pgs
+
+
 class PeeringStorm(Rule):
     id = "ceph.peering.storm"
     title = "Peering storm: PGs not active"
@@ -28,12 +33,18 @@ class PeeringStorm(Rule):
         "first. Scrubs compete for the same disks: pause them for the storm and unset the "
         "flags after. On filestore OSDs the op threads set the pace (filestore_op_threads "
         "2 -> 6 halved a measured storm, K3.4-K3.5); never give peering more threads than "
-        "the host has CPUs (K3.3).")
+        "the host has CPUs (K3.3). Every PG unknown at once is a manager without PG stats "
+        "(after a mgr failover), not a storm, and is not judged.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster
         now = _inactive(ctx.latest)
         if c is None or now is None:
+            return
+        if mgr_blind(c):
+            # Every PG unknown: a manager that just took over (or restarted) has no PG
+            # stats yet, and `ceph status` says unknown until the OSDs report to it. No PG
+            # is known to be inactive: not a storm, and nothing to judge until it knows.
             return
         series = ctx.values(_inactive)
         need = max(float(ctx.p("min_pgs")), float(ctx.p("min_fraction")) * (c.num_pgs or 0))
@@ -151,50 +162,75 @@ def _num(text: str | None) -> float | None:
         return None
 
 
-# (option, who, default, reduced, reduced further for very many OSDs) per K3.1.
+# (option, who, default, reduced, reduced further for very many OSDs) per K3.1. The monitor
+# and the OSDs both read osd_map_message_max (how many maps go in one message): global.
 MAP_CACHES = (
     ("mon_osd_cache_size", "mon", 500, 300, 100),
     ("osd_map_cache_size", "osd", 50, 30, 20),
     ("osd_map_max_advance", "osd", 40, 20, 10),
     ("osd_map_share_max_epochs", "osd", 40, 20, 10),
     ("osd_pg_epoch_persisted_max_stale", "osd", 40, 20, 10),
-    ("osd_map_message_max", "osd", 40, 20, 10),
+    ("osd_map_message_max", "global", 40, 20, 10),
 )
 
 
 class OsdmapCache(Rule):
     id = "ceph.osdmap.cache"
-    title = "Default OSD map caches on a cluster of very many OSDs"
-    source = "K3.1"
+    title = "OSD map caches: what to lower if memory is short, and a cache too small"
+    source = "K3.1, K3.3"
     explanation = (
-        "Every daemon caches OSD maps; with very many OSDs each map is large, and the "
-        "default cache sizes cost a lot of memory. The report lowered mon_osd_cache_size "
-        "500 -> 300, osd_map_cache_size 50 -> 30 and four epoch limits 40 -> 20, and "
-        "further (100, 20, 10) for very many OSDs (K3.1). Only options this release has "
-        "and that are still at their defaults are proposed.")
+        "Every daemon caches OSD maps; with very many OSDs each map is large. The report "
+        "lowered mon_osd_cache_size 500 -> 300, osd_map_cache_size 50 -> 30 and four epoch "
+        "limits 40 -> 20 (100, 20, 10 for very many OSDs) to save memory (K3.1), but found "
+        "no peering time gained by moving from the defaults (K3.3): so this is advice for a "
+        "cluster short of memory, never an automatic change. osd_map_cache_size must stay "
+        "above osd_pg_epoch_persisted_max_stale + 2, or each OSD warns at start "
+        "(OSD::check_config: 'osd_map_cache_size ... is not > "
+        "osd_pg_epoch_persisted_max_stale'), and a cache that small reads maps back from "
+        "disk while peering.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster
-        if c is None or c.num_osds is None:
+        if c is None:
+            return
+        cache = _num(ctx.effective("osd_map_cache_size"))
+        stale = _num(ctx.effective("osd_pg_epoch_persisted_max_stale"))
+        if cache is not None and stale is not None:
+            small = cache <= stale + 2
+            yield Check(
+                target="osd_map_cache_size", fire=small, clear=not small,
+                severity=Severity.WARNING,
+                summary=f"osd_map_cache_size {cache:g} is not above "
+                        f"osd_pg_epoch_persisted_max_stale {stale:g} + 2",
+                evidence=(ctx.evidence("osd_map_cache_size", [cache]),
+                          ctx.evidence("osd_pg_epoch_persisted_max_stale", [stale])),
+                procedure=(f"Raise osd_map_cache_size above {stale + 2:g} (`ceph config set "
+                           f"osd osd_map_cache_size {max(stale + 3, 50):g}`, the default is "
+                           "50) or lower osd_pg_epoch_persisted_max_stale; OSDs read the "
+                           "cache size at start.",),
+                badness=stale + 3 - cache)
+        if c.num_osds is None:
             return
         many, very = int(ctx.p("many_osds")), int(ctx.p("very_many_osds"))
-        changes = []
+        steps = []
         for option, who, default, reduced, further in MAP_CACHES:
             opt = ctx.option(option)
             value = _num(ctx.effective(option, who))
             if opt is None or not opt.exists or value is None or value != default:
                 continue
             target = further if c.num_osds >= very else reduced
-            changes.append(config_change(ctx, option, str(target), who=who,
-                                         blast_radius="all monitors" if who == "mon"
-                                         else "all OSDs"))
+            steps.append(f"ceph config set {who} {option} {target}")
+        fire = c.num_osds >= many and bool(steps)
         yield Check(
-            target="cluster", fire=c.num_osds >= many and bool(changes),
-            clear=c.num_osds < many or not changes, severity=Severity.INFO,
-            summary=f"{c.num_osds} OSDs with {len(changes)} OSD map cache option(s) at "
-                    "their defaults",
+            target="cluster", fire=fire, clear=not fire, severity=Severity.INFO,
+            summary=f"{c.num_osds} OSDs with {len(steps)} OSD map cache option(s) at their "
+                    "defaults: lower them only if daemons are short of memory",
             evidence=(ctx.evidence("OSDs", [float(c.num_osds)], "OSDs"),),
-            changes=tuple(changes), badness=float(c.num_osds))
+            procedure=("Only if mon or OSD memory is short (the report gained no peering "
+                       "time from these, K3.3): " + "; ".join(f"`{x}`" for x in steps)
+                       + ". The reduced values keep osd_map_cache_size above "
+                       "osd_pg_epoch_persisted_max_stale + 2.",) if steps else (),
+            badness=float(c.num_osds))
 
 
 RULES = (PeeringStorm, ScrubDuringLoad, OsdmapCache)

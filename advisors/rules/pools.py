@@ -8,12 +8,9 @@ from stormdeck.advisors.model import Change, Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule
 
 
-def nearest_power_of_two(n: int) -> int:
-    if n <= 1:
-        return 1
-    low = 1 << (n.bit_length() - 1)
-    high = low << 1
-    return high if high - n <= n - low else low
+def next_power_of_two(n: int) -> int:
+    """The smallest power of two >= n: PGs only ever split toward it, never merge."""
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
 class PgNotPowerOfTwo(Rule):
@@ -23,27 +20,35 @@ class PgNotPowerOfTwo(Rule):
     explanation = (
         "PGs split in halves, so data spreads evenly over a pool's PGs only when pg_num is "
         "a power of two; otherwise some PGs hold twice the data of others, most visibly at "
-        "low PG counts (K4.2). Changing pg_num moves data in the background.")
+        "low PG counts (K4.2). Ceph's own POOL_PG_NUM_NOT_POWER_OF_TWO health warning says "
+        "the same (mon_warn_on_pool_pg_num_not_power_of_two). Judged on pg_num_target, where "
+        "the pool is heading while it splits or merges; pools the autoscaler runs "
+        "(pg_autoscale_mode on) are its business and skipped. The proposal rounds up: "
+        "splitting moves data in the background, and merging PGs in the middle of a split "
+        "is never proposed.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster
         for pool in (c.pools if c else ()):
-            n = pool.pg_num
-            if n <= 0:
+            n = pool.pg_num_target if pool.pg_num_target is not None else pool.pg_num
+            if n <= 0 or pool.autoscale_mode == "on":
                 continue
             good = n & (n - 1) == 0
-            target = nearest_power_of_two(n)
+            target = next_power_of_two(max(n, pool.pg_num))
+            moving = pool.pg_num != n
             yield Check(
-                target=f"pool {pool.name}", fire=not good, clear=good, severity=Severity.INFO,
-                summary=f"pool {pool.name} has pg_num {n}; {target} is the nearest power "
-                        "of two",
-                evidence=(ctx.evidence("pg_num", [float(n)], "PGs"),),
+                target=f"pool {pool.name}", fire=not good, clear=good,
+                severity=Severity.WARNING,
+                summary=f"pool {pool.name} has pg_num {pool.pg_num}"
+                        + (f" (heading for {n})" if moving else "")
+                        + f"; {target} is the next power of two",
+                evidence=(ctx.evidence("pg_num_target", [float(n)], "PGs"),),
                 changes=() if good else (Change(
-                    kind="pool_set", target=pool.name, key="pg_num", current=str(n),
+                    kind="pool_set", target=pool.name, key="pg_num", current=str(pool.pg_num),
                     proposed=str(target), command=f"ceph osd pool set {pool.name} pg_num "
                                                   f"{target}",
                     runtime=True, reversible=True, blast_radius="pool",
-                    note="moves data: PGs split or merge in the background"),),
+                    note="moves data: PGs split in the background"),),
                 badness=abs(target - n) / n)
 
 

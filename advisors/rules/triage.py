@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
-from stormdeck.advisors.model import Check, Severity
+from stormdeck.advisors.model import Change, Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule
 
 
@@ -24,7 +24,8 @@ class OsdFlapping(Rule):
         "blocks client IO (K3.7). An OSD that goes down more than once in minutes is "
         "flapping (ceph-mixin's alert, K7.5): its own crashes, a host that runs out of "
         "memory, or a cluster network that drops heartbeats. Find the cause before "
-        "restarting anything else.")
+        "restarting anything else; to stop the churn meanwhile, keep that one OSD down with "
+        "`ceph osd set-group noup osd.N` (Luminous and later), not the cluster-wide noup.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         need = int(ctx.p("min_downs"))
@@ -41,11 +42,20 @@ class OsdFlapping(Rule):
                         + (f" (on {d.host})" if d.host else ""),
                 evidence=(ctx.evidence("times marked down", [float(n)], "times"),
                           ctx.evidence("up", ctx.daemon_values(d.id, "up"), "up=1")),
+                changes=(Change(
+                    kind="osd_flag", target=d.id, key="noup", current="unset",
+                    proposed="set", command=f"ceph osd set-group noup {d.id}", runtime=True,
+                    reversible=True, blast_radius=f"{d.id} alone",
+                    note=f"{d.id} stays down the next time it goes down, so its PGs peer "
+                         f"once more and then stop; undo when the cause is found: ceph osd "
+                         f"unset-group noup {d.id}"),) if n >= need else (),
                 procedure=(f"Read {d.id}'s log and `ceph crash ls` for crashes; on "
                            f"{d.host or 'its host'} look for OOM kills (dmesg) and for "
                            "dropped packets on the cluster network.",
-                           "If it keeps flapping while you look, `ceph osd set noup` stops "
-                           "the churn of peering; unset it when the cause is found."),
+                           f"If it keeps flapping while you look, `ceph osd set-group noup "
+                           f"{d.id}` keeps that OSD alone down and stops the churn of "
+                           "peering; never the cluster-wide `ceph osd set noup`, which would "
+                           "keep every restarting OSD down."),
                 badness=float(n))
 
 

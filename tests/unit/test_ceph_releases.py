@@ -202,3 +202,24 @@ def test_a_mgr_without_modules_is_the_sources_warning() -> None:
     (problem,) = src.poll().errors
     assert problem.startswith("mgr modules cannot run: balancer, crash,")
     assert "prometheus" in problem and "PyO3" in problem
+
+
+def test_osd_dump_and_pools_give_what_the_pool_rules_judge(release: str) -> None:
+    """require_min_compat_client, primary affinities other than 1, pg_num_target, the
+    autoscale mode and the EC profile's code (issue 19's pool and EC rules)."""
+    dump = parse_osd_dump(load(release, "osd_dump.json"))
+    assert dump["require_min_compat_client"] == "luminous"
+    assert dump["primary_affinity"] == {}  # every OSD at 1
+    edited = load(release, "osd_dump.json")
+    edited["osds"][1]["primary_affinity"] = 0.25
+    assert parse_osd_dump(edited)["primary_affinity"] == {"osd.1": 0.25}
+    rows = load(release, "osd_pool_ls_detail.json")
+    pools = {p.name: p for p in parse_pools(rows, dump["ec_profiles"])}
+    assert (pools["lab-bench"].pg_num_target, pools["lab-bench"].autoscale_mode) == (32, "off")
+    # An EC pool on the release's default profile: Tentacle's default plugin is isa.
+    ec = {**rows[-1], "pool_id": 9, "pool_name": "ec", "type": 3,
+          "erasure_code_profile": "default", "stripe_width": 8192}
+    (p,) = [x for x in parse_pools([ec], dump["ec_profiles"])]
+    plugin = "isa" if release == "tentacle" else "jerasure"
+    assert (p.ec_plugin, p.ec_technique, p.ec_k, p.ec_m, p.stripe_unit) == \
+        (plugin, "reed_sol_van", 2, 2, 4096)
