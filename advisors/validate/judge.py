@@ -48,8 +48,11 @@ def tuned(host: str, profile: str | None) -> Verdict:
                    (f"/etc/tuned/active_profile: {profile or '(none)'}",))
 
 
-def cores(daemon: str, allowed: float | None, used: float | None) -> Verdict:
-    """2-4 cores per OSD is the minimum that lets it use them all; the knee is ~8-12 (K1.2-K1.5)."""
+def cores(daemon: str, allowed: float | None, used: float | None,
+          explicit: bool | None = True) -> Verdict:
+    """2-4 cores per OSD is the minimum that lets it use them all; the knee is ~8-12 (K1.2-K1.5).
+    Only a limit someone set (`explicit`) can be beyond the knee: an unpinned OSD shares
+    its host's CPUs, and may burst above 16 as it does best (K1.3)."""
     name = f"cores allowed to {daemon}"
     if allowed is None:
         return Verdict(name, SKIP, "not measurable from here (not on this host)", "K1.2-K1.5")
@@ -58,7 +61,7 @@ def cores(daemon: str, allowed: float | None, used: float | None) -> Verdict:
     if allowed < 2:
         return Verdict(name, FAIL, f"{allowed:g} core(s): below the 2-4 an OSD needs for small "
                        "random IO", "K1.2-K1.5", ev, {"allowed": allowed})
-    if allowed > 16:
+    if allowed > 16 and explicit is not False:
         return Verdict(name, WARN, f"{allowed:g} cores: beyond the knee (~8-12): an OSD rarely "
                        "uses more than 16 (K1.3); fewer per OSD leaves cores for others",
                        "K1.3-K1.4", ev, {"allowed": allowed})

@@ -231,7 +231,8 @@ def host_checks(ctx: Ctx) -> list[Verdict]:
     osds = [d for d in snap.daemons.values() if d.kind == "osd"]
     for d in osds:
         if d.cores_allowed is not None:
-            out.append(judge.cores(d.id, d.cores_allowed, d.cores_used))
+            out.append(judge.cores(d.id, d.cores_allowed, d.cores_used,
+                                   d.cpu_limit_explicit))
             out.append(judge.op_threads(d.id, op_thread_count(snap, d), d.cores_allowed,
                                         op_threads_per_core()))
     if not any(d.cores_allowed is not None for d in osds):

@@ -126,6 +126,8 @@ def test_host_verdicts() -> None:
     assert judge.cores("osd.0", 1.0, 0.9).verdict == FAIL  # pinned to one core
     assert judge.cores("osd.0", 4.0, 1.2).verdict == PASS
     assert judge.cores("osd.0", 32.0, 6.0).verdict == WARN  # beyond the knee
+    # Unpinned on a 32-CPU host: nothing was given to it, nothing is beyond the knee.
+    assert judge.cores("osd.0", 32.0, 6.0, explicit=False).verdict == PASS
     assert judge.cores("osd.0", None, None).verdict == SKIP
     assert judge.tuned("vm", "").verdict == WARN
     assert judge.tuned("vm", "latency-performance").verdict == PASS
