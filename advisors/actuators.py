@@ -8,18 +8,27 @@ Ceph changes through librados, tools as argument lists.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import ClassVar
 
 from stormdeck.advisors import overrides
 from stormdeck.advisors.ceph_admin import CephAdmin
-from stormdeck.advisors.devices import cache_argv, controller, transport_of_command
+from stormdeck.advisors.devices import (
+    UDEV_RULES,
+    cache_argv,
+    controller,
+    persist_path,
+    transport_of_command,
+    udev_rule,
+)
 from stormdeck.advisors.model import Change
 from stormdeck.base.errors import UserError
 
@@ -42,6 +51,9 @@ class Backends:
     curve_tool: tuple[str, ...] = ("curve_ops_tool",)
     curve_follow: Callable[[str], tuple[bool, str]] | None = None
     verify_seconds: float = 15.0
+    # Where a device cache change is kept across reboots (read at construction, so a
+    # test can point it elsewhere).
+    udev_rules: Path = field(default_factory=lambda: UDEV_RULES)
 
     def need_ceph(self) -> CephAdmin:
         if self.ceph is None:
@@ -388,10 +400,42 @@ class DeviceCache(Actuator):
         return argv
 
     def apply(self, b: Backends, c: Change, value: str | None) -> None:
-        run_tool(self._argv(c, (value or "off") == "on"))
+        on = (value or "off") == "on"
+        run_tool(self._argv(c, on))
+        self._persist(b, c, on)
+
+    @staticmethod
+    def _persist(b: Backends, c: Change, on: bool) -> None:
+        """Off: a udev rule keeps it off at every boot (SATA/SAS; NVMe saved it with -s).
+        On (undo): the rule goes, so nothing turns it off again."""
+        name = device_of(c.target)
+        path = persist_path(name, b.udev_rules)
+        if on:
+            path.unlink(missing_ok=True)
+            return
+        transport = DeviceCache._transport(c)
+        wwid = None
+        with contextlib.suppress(OSError):
+            wwid = Path(f"/sys/block/{name}/device/wwid").read_text().strip() or None
+        tool = cache_argv(name, transport, on=False)
+        rule = udev_rule(name, transport, wwid, shutil.which(tool[0]) if tool else None)
+        if rule is None:
+            return
+        try:
+            b.udev_rules.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(rule)
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise UserError(f"the cache of /dev/{name} is off now, but the udev rule that "
+                            f"keeps it off could not be written ({exc.strerror}: {path}); "
+                            "it comes back on at the next boot") from None
 
     def inverse_command(self, c: Change, before: str | None) -> str:
-        return " ".join(self._argv(c, before == "on"))
+        command = " ".join(self._argv(c, before == "on"))
+        if before == "on" and self._transport(c) != "nvme":
+            command += f" (and removes {persist_path(device_of(c.target))})"
+        return command
 
 
 class TunedProfile(Actuator):

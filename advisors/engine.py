@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from stormdeck.advisors import overrides
+from stormdeck.advisors.evidence import EvidenceStore
 from stormdeck.advisors.model import Change, Check, Finding, RuleSettings
 from stormdeck.advisors.mutes import MuteStore
 from stormdeck.advisors.rules import ALL, Context, Rule
@@ -41,7 +42,8 @@ class Engine:
 
     def __init__(self, settings: dict[str, RuleSettings] | None = None,
                  mutes: MuteStore | None = None, rules: Iterable[type[Rule]] = ALL,
-                 incremental: bool = True) -> None:
+                 incremental: bool = True, evidence: EvidenceStore | None = None) -> None:
+        self.evidence = evidence  # what validate measured, for the rules that act on it
         self.settings = settings if settings is not None else load_settings()
         self.rules = [r() for r in rules if self.settings[r.id].enabled]
         self.mutes = mutes
@@ -82,6 +84,7 @@ class Engine:
         cols.sync(snaps, max(self._spans.values(), default=60.0))
         judged: set[tuple[str, str]] = set()
         by_rule = {r.id: r for r in self.rules}
+        validated = self.evidence.get() if self.evidence is not None else None
         tracked: dict[str, set[str]] = {}
         for rid, target in self._tracks:
             tracked.setdefault(rid, set()).add(target)
@@ -93,8 +96,9 @@ class Engine:
             window = cols.snaps[first - cols.base:]
             try:
                 ctx = Context(latest, window, s.params, cols, first,
-                              frozenset(tracked.get(rule.id, ()))) if self.incremental \
-                    else Context(latest, window, s.params)
+                              frozenset(tracked.get(rule.id, ())), validated) \
+                    if self.incremental else Context(latest, window, s.params,
+                                                     validated=validated)
                 checks = list(rule.check(ctx))
             except Exception as exc:  # one broken rule must not silence the others
                 self.errors[rule.id] = f"{type(exc).__name__}: {exc}"

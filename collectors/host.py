@@ -1,7 +1,9 @@
 """The host source: this host's OSD and chunkserver processes and disks, as the kernel sees them.
 
 Per daemon: cores used (rate of CPU time), cores allowed (CPU affinity and
-cgroup v1/v2 CPU quota), threads, RSS, and the block devices it holds open.
+cgroup v1/v2 CPU quota) and whether someone set that limit, how often the quota
+throttled it (cpu.stat), its systemd unit, threads, RSS, and the block devices
+it holds open.
 Per disk: iostat's figures from /proc/diskstats deltas; through pyudev what
 udev knows where a udev daemon runs (model, serial, WWN, bus, /dev/disk/by-id
 and by-path links) and the kernel's attributes always (rotational, the
@@ -17,7 +19,7 @@ import socket
 import stat
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -214,6 +216,76 @@ def cgroup_cpu_throttled(pid: int, proc: Path = Path("/proc"),
         name, _, value = line.partition(" ")
         if name == key and value.strip().isdigit():
             return int(value) * scale
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class CpuStat:
+    """The counters of cpu.stat that say how often a CPU quota held a cgroup back."""
+
+    periods: int  # nr_periods: CFS periods in which the cgroup had runnable tasks
+    throttled: int  # nr_throttled: of those, the ones its quota cut short
+    throttled_seconds: float  # v2 throttled_usec, v1 throttled_time (ns)
+
+
+def parse_cpu_stat(text: str, v2: bool) -> CpuStat | None:
+    """cpu.stat of cgroup v2 or v1 (Documentation/scheduler/sched-bwc.rst); None if partial."""
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if value.strip().isdigit():
+            values[name] = int(value)
+    key, scale = ("throttled_usec", 1e-6) if v2 else ("throttled_time", 1e-9)
+    if not {"nr_periods", "nr_throttled", key} <= set(values):
+        return None
+    return CpuStat(values["nr_periods"], values["nr_throttled"], values[key] * scale)
+
+
+def cgroup_cpu_stat(pid: int, proc: Path = Path("/proc"),
+                    cgroup_root: Path = Path("/sys/fs/cgroup")) -> CpuStat | None:
+    """cpu.stat of the cgroup whose quota binds the process (the tightest), read through
+    /proc/PID/cgroup on v2 or v1; None when no quota applies or the file says too little."""
+    quotas = _cpu_quotas(pid, proc, cgroup_root)
+    if not quotas:
+        return None
+    _, directory, v2 = min(quotas, key=lambda q: q[0])
+    try:
+        return parse_cpu_stat((directory / "cpu.stat").read_text(), v2)
+    except OSError:
+        return None
+
+
+def systemd_unit(pid: int, proc: Path = Path("/proc")) -> str | None:
+    """The systemd unit a process runs in, from its cgroup paths (v2's line, v1's
+    name=systemd or any controller's): "ceph-FSID@osd.3.service" under cephadm,
+    "ceph-osd@3.service" from the packages. None when no path names a service."""
+    try:
+        lines = (proc / str(pid) / "cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        path = line.split(":", 2)[-1]
+        units = [part for part in path.split("/") if part.endswith(".service")]
+        if units:
+            return units[-1]
+    return None
+
+
+def unit_from_shape(argv: Sequence[str], fsid: str | None) -> str | None:
+    """The unit a deployer would have started this OSD as, from its command line, where
+    the cgroup does not say: cephadm runs `ceph-osd -n osd.N -f` in ceph-FSID@osd.N,
+    the packages' unit runs `ceph-osd -f --cluster C --id N --setuser ceph` as
+    ceph-osd@N. None for other shapes (Rook, a hand-started OSD): no unit to name."""
+    args = list(argv)
+    osd = osd_id_from_argv(args)
+    if osd is None:
+        return None
+    name = _flag_value(args, "-n", "--name")
+    if name == f"osd.{osd}" and fsid:
+        return f"ceph-{fsid}@osd.{osd}.service"
+    if "--setuser" in args and _flag_value(args, "-i", "--id") == str(osd):
+        cluster = cluster_from_argv(args)
+        return f"ceph-osd@{osd}.service" if cluster == "ceph" else None
     return None
 
 
@@ -677,6 +749,7 @@ class _ProcSample:
     at: float
     devices: tuple[str, ...]
     devices_at: float
+    cpu_stat: CpuStat | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -692,10 +765,16 @@ class ProcInfo:
     threads: int
     rss_bytes: int
     cores_allowed: float  # CPU affinity, capped by a cgroup quota
+    # A quota, or an affinity narrower than the host's online CPUs: someone chose it.
+    cpu_limit_explicit: bool = False
+    cpu_quota: float | None = None  # cores, the tightest cgroup quota over it
+    cpu_stat: CpuStat | None = None  # the binding quota's cgroup cpu.stat, if any
+    unit: str | None = None  # systemd unit from the cgroup, else from the process shape
 
 
 def scan_processes(proc_names: frozenset[str] = OSD_NAMES,
-                   belongs: Callable[[int, list[str]], bool] = lambda pid, argv: True
+                   belongs: Callable[[int, list[str]], bool] = lambda pid, argv: True,
+                   fsid_of: Callable[[int, list[str]], str | None] | None = None
                    ) -> list[ProcInfo]:
     """This host's ceph-osd and chunkserver processes (those `belongs(pid, argv)` accepts)."""
     out = []
@@ -724,8 +803,14 @@ def scan_processes(proc_names: frozenset[str] = OSD_NAMES,
             continue
         quota = cgroup_cpu_limit(p.pid)
         allowed = float(affinity) if quota is None else min(float(affinity), quota)
+        explicit = quota is not None or affinity < (psutil.cpu_count() or affinity)
+        stat = cgroup_cpu_stat(p.pid) if quota is not None else None
+        unit = systemd_unit(p.pid)
+        if unit is None and kind == "osd":
+            unit = unit_from_shape(argv, fsid_of(p.pid, argv) if fsid_of else None)
         out.append(ProcInfo(daemon_id, kind, p.pid, p.info["create_time"], tuple(argv),
-                            t.user + t.system, threads, rss, allowed))
+                            t.user + t.system, threads, rss, allowed, explicit, quota, stat,
+                            unit))
     return out
 
 
@@ -777,7 +862,7 @@ class HostSource:
     def _poll_daemons(self, now: float) -> dict[str, Daemon]:
         out: dict[str, Daemon] = {}
         seen: set[tuple[int, float]] = set()
-        for p in scan_processes(self.proc_names, self._belongs):
+        for p in scan_processes(self.proc_names, self._belongs, self._fsids.of):
             key = (p.pid, p.create_time)
             seen.add(key)
             prev = self._procs.get(key)
@@ -788,11 +873,18 @@ class HostSource:
                 devices, devices_at = open_block_devices(p.pid), now
             else:
                 devices, devices_at = prev.devices, prev.devices_at
-            self._procs[key] = _ProcSample(p.cpu_seconds, now, devices, devices_at)
+            self._procs[key] = _ProcSample(p.cpu_seconds, now, devices, devices_at,
+                                           p.cpu_stat)
+            throttled, throttled_time = throttling(
+                prev.cpu_stat if prev is not None else None, p.cpu_stat,
+                now - prev.at if prev is not None else 0.0, quota=p.cpu_quota is not None)
             out[p.daemon_id] = Daemon(id=p.daemon_id, kind=p.kind, host=self.hostname,
                                       pid=p.pid, devices=devices or None, cores_used=used,
-                                      cores_allowed=p.cores_allowed, threads=p.threads,
-                                      rss_bytes=p.rss_bytes)
+                                      cores_allowed=p.cores_allowed,
+                                      cpu_limit_explicit=p.cpu_limit_explicit,
+                                      cpu_throttled=throttled,
+                                      cpu_throttled_time=throttled_time, unit=p.unit,
+                                      threads=p.threads, rss_bytes=p.rss_bytes)
         for key in set(self._procs) - seen:
             del self._procs[key]
         return out
@@ -865,6 +957,21 @@ def _what(info: DiskInfo) -> str:
         parts.append(f"{info.size_bytes / 2**30:.4g} GiB")
     parts += [p for p in (info.model, info.serial and f"serial {info.serial}") if p]
     return ", ".join(parts)
+
+
+def throttling(prev: CpuStat | None, now: CpuStat | None, seconds: float,
+               quota: bool = True) -> tuple[float | None, float | None]:
+    """(share of CFS periods throttled, throttled seconds per second) between two cpu.stat
+    readings. No quota at all: (0.0, 0.0), nothing can throttle it; a first reading, a
+    counter that went back (a new cgroup) or an unreadable file: unknown."""
+    if now is None:
+        return (0.0, 0.0) if not quota else (None, None)
+    if prev is None or seconds <= 0 or now.periods < prev.periods or \
+            now.throttled < prev.throttled:
+        return None, None
+    periods = now.periods - prev.periods
+    share = (now.throttled - prev.throttled) / periods if periods else 0.0
+    return share, max(0.0, now.throttled_seconds - prev.throttled_seconds) / seconds
 
 
 def _total(t: Any) -> float:

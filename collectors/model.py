@@ -33,6 +33,16 @@ class Daemon:
     pid: int | None = None
     cores_used: float | None = None
     cores_allowed: float | None = None
+    # True where cores_allowed comes from a cpuset narrower than the host or a CPU quota
+    # someone set; False: the OSD may run on every CPU of its host (nothing pinned it).
+    cpu_limit_explicit: bool | None = None
+    # Of the CFS periods since the last poll, the share in which its CPU quota throttled
+    # it (cgroup cpu.stat nr_throttled / nr_periods); 0.0 without a quota.
+    cpu_throttled: float | None = None
+    cpu_throttled_time: float | None = None  # throttled seconds per second, same cgroup
+    # The systemd unit it runs in, as its cgroup says ("ceph-FSID@osd.3.service" under
+    # cephadm, "ceph-osd@3.service" from packages), or None when it runs in none.
+    unit: str | None = None
     threads: int | None = None
     rss_bytes: int | None = None
     read_iops: float | None = None

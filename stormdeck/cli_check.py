@@ -63,9 +63,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.duration < 0 or args.interval <= 0:
         raise UserError("--for must be zero or more and --interval above zero")
 
+    from stormdeck.advisors.evidence import store_in
     from stormdeck.watching import watch
 
-    engine = Engine(settings, mutes=MuteStore(state_dir() / "mutes.json"))
+    engine = Engine(settings, mutes=MuteStore(state_dir() / "mutes.json"),
+                    evidence=store_in(state_dir()))
     started = time.monotonic()
     findings, snap = watch(build_sources(args), engine, args.duration, args.interval,
                            args.timeout)

@@ -76,9 +76,11 @@ def recorder(path: str, args: argparse.Namespace) -> Any:
 
 def _engine(args: argparse.Namespace, mutes: Any = None) -> Any:
     from stormdeck.advisors.engine import Engine
-    from stormdeck.advisors.settings import load_settings
+    from stormdeck.advisors.evidence import store_in
+    from stormdeck.advisors.settings import load_settings, state_dir
 
-    return Engine(load_settings(Path(args.rules) if args.rules else None), mutes=mutes)
+    return Engine(load_settings(Path(args.rules) if args.rules else None), mutes=mutes,
+                  evidence=store_in(state_dir()))
 
 
 def cmd_record(args: argparse.Namespace) -> int:

@@ -93,7 +93,9 @@ def _tab(args: argparse.Namespace, name: str, sources_args: argparse.Namespace, 
 
     sources = build_sources(sources_args)
     mutes = MuteStore(state_dir() / (f"mutes-{name}.json" if name else "mutes.json"))
-    engine = Engine(settings, mutes=mutes)
+    from stormdeck.advisors.evidence import store_in
+
+    engine = Engine(settings, mutes=mutes, evidence=store_in(state_dir()))
     interval = max(2.0, args.interval) if args.low_bandwidth else args.interval
     tape = recorder(args.record, args) if args.record else None
     feed = Feed(sources, engine, interval=interval, timeout=sources_args.timeout,

@@ -1,6 +1,7 @@
 """The rules, one module per family; each cites the KNOWLEDGE.md section it rests on."""
 
 from stormdeck.advisors.rules import (
+    capacity,
     cpu,
     disks,
     ec,
@@ -17,7 +18,8 @@ from stormdeck.advisors.rules.base import Context, Rule
 
 ALL: tuple[type[Rule], ...] = (*cpu.RULES, *latency.RULES, *leaders.RULES, *peering.RULES,
                                *pools.RULES, *ec.RULES, *disks.RULES, *host.RULES,
-                               *triage.RULES, *mclock.RULES, *release.RULES)
+                               *triage.RULES, *mclock.RULES, *release.RULES,
+                               *capacity.RULES)
 BY_ID: dict[str, type[Rule]] = {r.id: r for r in ALL}
 # The rules an incident is read by: the triage view shows their findings.
 TRIAGE: tuple[type[Rule], ...] = (

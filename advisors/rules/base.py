@@ -15,10 +15,13 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from stormdeck.advisors.model import Change, Check, Evidence, Thresholds
 from stormdeck.collectors.model import Cluster, ConfigOption, Daemon, Snapshot
+
+if TYPE_CHECKING:
+    from stormdeck.advisors.evidence import Validated
 
 
 class _Column:
@@ -295,6 +298,8 @@ class Context:
     first_seq: int = 0  # the window's first snapshot, in the columns' numbering
     tracked: frozenset[str] = field(default_factory=frozenset)  # targets this rule is
     # pending or firing on: a check on any other target that does not fire changes nothing
+    # What `stormdeck validate` measured (advisors/validate/evidence.py); None: nothing.
+    validated: Validated | None = None
 
     def p(self, name: str) -> Any:
         return self.params[name]

@@ -1,11 +1,14 @@
-"""CPU rules: cores per OSD against the scaling knee and the starving point (KNOWLEDGE.md K1)."""
+"""CPU rules: cores per OSD against the knee, the starving point and its quota (KNOWLEDGE.md K1)."""
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterable
 
 from stormdeck.advisors.model import Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule, mean
+from stormdeck.collectors.model import Daemon, Pool
 
 KIB = 1024
 
@@ -26,6 +29,24 @@ def _io_size(ctx: Context, daemon_id: str) -> tuple[float | None, float | None]:
     return avg_iops, avg_bps / avg_iops
 
 
+def limit_how(d: Daemon, cores: float) -> str:
+    """How to set an OSD's CPU limit to `cores`, for the way it was started: cephadm's unit
+    is ceph-FSID@osd.N (its container limit lives in the service spec), the packages'
+    ceph-osd@N; otherwise its cpuset or its container's limit."""
+    quota = f"CPUQuota={round(cores * 100)}%"
+    unit = d.unit or ""
+    if re.fullmatch(r"ceph-[0-9a-f-]{36}@osd\.\d+\.service", unit):
+        return (f"`systemctl set-property {unit} {quota}` (cephadm's unit); cephadm rewrites "
+                f"the unit when it redeploys {d.id}, so keep it in the OSD service spec too "
+                f"(`extra_container_args: [\"--cpus={cores:g}\"]`, `ceph orch apply -i SPEC`)")
+    if re.fullmatch(r"ceph-osd@\d+\.service", unit):
+        return f"`systemctl set-property {unit} {quota}` (a drop-in; it survives restarts)"
+    if unit:
+        return f"`systemctl set-property {unit} {quota}`"
+    return ("its cpuset (`taskset -a -p -c LIST PID` for a running test) or its container's "
+            f"CPU limit (--cpus={cores:g})")
+
+
 class CoresBeyondKnee(Rule):
     id = "ceph.osd.cores_beyond_knee"
     title = "OSD allowed more cores than it can use"
@@ -35,35 +56,84 @@ class CoresBeyondKnee(Rule):
         "small reads and 12 for writes (K1.4); past it each added core buys little. IOPS per "
         "used core stay flat while IOPS per allocated core fall (K1.3), so cores an OSD is "
         "given but does not use are better spent on OSDs that are starved or on other work. "
-        "An OSD may still want short bursts above its average (K1.3): lower its allowance "
-        "toward the knee, not toward its average.")
+        "Only a limit someone set is judged (a cpuset or a quota): an OSD nobody pinned "
+        "shares its host's CPUs and is given nothing. And an OSD may average 6-8 cores yet "
+        "do best bursting above 16 (K1.3): it is judged by its peak and by whether its quota "
+        "ever throttled it, never by its mean, and lowered toward the knee only.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         for d in ctx.osds():
-            if d.cores_allowed is None:
+            if d.cores_allowed is None or not d.cpu_limit_explicit:
                 continue
             used = ctx.daemon_values(d.id, "cores_used")
             if not used:
                 continue
+            throttled = ctx.daemon_values(d.id, "cpu_throttled")
             reads = mean(ctx.daemon_values(d.id, "read_iops")) or 0.0
             writes = mean(ctx.daemon_values(d.id, "write_iops")) or 0.0
             kind = "read" if reads > writes else "write"
             knee = float(ctx.p(f"knee_{kind}"))
             frac = float(ctx.p("used_fraction"))
-            avg = sum(used) / len(used)
-            share = avg / d.cores_allowed
+            peak = max(used)
+            share = peak / d.cores_allowed
+            held = any(t > 0 for t in throttled)
             yield Check(
-                target=d.id, fire=d.cores_allowed > knee and share < frac,
-                clear=d.cores_allowed <= knee or share >= frac * 1.2, severity=Severity.INFO,
+                target=d.id, fire=d.cores_allowed > knee and share < frac and not held,
+                clear=d.cores_allowed <= knee or share >= frac * 1.2 or held,
+                severity=Severity.INFO,
                 summary=f"{d.id} may use {d.cores_allowed:g} cores, beyond the {knee:g}-core "
-                        f"knee for {kind}-heavy load, and used {avg:.1f} on average",
+                        f"knee for {kind}-heavy load, and peaked at {peak:.1f} "
+                        f"({sum(used) / len(used):.1f} on average), never throttled",
                 evidence=(ctx.evidence("cores used", used, "cores"),
-                          ctx.evidence("cores allowed", [d.cores_allowed], "cores")),
-                procedure=(f"Lower {d.id}'s CPU allowance toward {knee:g} cores where it is set: "
-                           f"systemd `systemctl set-property ceph-osd@{d.id[4:]}.service "
-                           f"CPUQuota={int(knee * 100)}%`, its cpuset, or the container's "
-                           "CPU limit.",),
+                          ctx.evidence("cores allowed", [d.cores_allowed], "cores"),
+                          ctx.evidence("periods throttled", throttled, "ratio")),
+                procedure=(f"Lower {d.id}'s CPU limit toward {knee:g} cores, not toward its "
+                           f"average (it may need bursts, K1.3): {limit_how(d, knee)}.",),
                 badness=d.cores_allowed - knee)
+
+
+class CpuThrottled(Rule):
+    id = "ceph.osd.cpu_throttled"
+    title = "OSD held back by its CPU quota"
+    source = "K1.3, K1.5"
+    explanation = (
+        "An OSD's CPU use comes in bursts: one that averages 6-8 cores does best when it "
+        "can burst above 16 for short moments (K1.3). A CPU quota (a container's --cpus, "
+        "systemd's CPUQuota, cgroup cpu.max) cuts every burst at its limit: the kernel "
+        "stops the OSD's threads for the rest of the period, and requests wait even though "
+        "the average use looks below the limit. The cgroup's cpu.stat counts the periods "
+        "in which that happened (nr_throttled of nr_periods). Give the OSD room to burst: "
+        "at least 2-4 cores for small IO (K1.5), or no quota and a cpuset instead.")
+
+    def check(self, ctx: Context) -> Iterable[Check]:
+        need = float(ctx.p("min_throttled"))
+        for d in ctx.osds():
+            shares = ctx.daemon_values(d.id, "cpu_throttled")
+            if not shares:
+                continue
+            share = sum(shares) / len(shares)
+            stopped = ctx.daemon_values(d.id, "cpu_throttled_time")
+            used = ctx.daemon_values(d.id, "cores_used")
+            allowed = d.cores_allowed or 0.0
+            more = max(float(ctx.p("min_cores")), 2 * allowed)
+            if not ctx.matters(d.id, share >= need):
+                continue
+            yield Check(
+                target=d.id, fire=share >= need, clear=share < need / 2,
+                severity=Severity.WARNING,
+                summary=f"{d.id}'s CPU quota of {allowed:g} cores throttled it in "
+                        f"{share:.0%} of scheduler periods"
+                        + (f", {mean(stopped) or 0:.2f} s stopped per second" if stopped
+                           else ""),
+                evidence=(ctx.evidence("periods throttled", shares, "ratio"),
+                          ctx.evidence("throttled time", stopped, "s/s"),
+                          ctx.evidence("cores used", used, "cores"),
+                          ctx.evidence("cores allowed", [allowed], "cores")),
+                procedure=(f"Raise {d.id}'s CPU quota (to {more:g} cores, say) or replace it "
+                           f"by a cpuset: {limit_how(d, more)}.",
+                           "Read it back: cpu.stat's nr_throttled stops rising (`cat "
+                           "/sys/fs/cgroup/.../cpu.stat`)."),
+                badness=share)
 
 
 class CoresStarved(Rule):
@@ -106,58 +176,96 @@ class CoresStarved(Rule):
                 badness=busy)
 
 
+def replicas(pools: Iterable[Pool]) -> float | None:
+    """Copies each client write makes, over the pools weighted by PGs: size for replicated
+    pools, k+m shards for erasure-coded ones."""
+    total = weight = 0.0
+    for p in pools:
+        copies = p.size if p.type == "replicated" else (
+            p.ec_k + p.ec_m if p.ec_k and p.ec_m else p.size)
+        if copies and p.pg_num:
+            total += copies * p.pg_num
+            weight += p.pg_num
+    return total / weight if weight else None
+
+
 class IopsPerCore(Rule):
     id = "ceph.osd.iops_per_core"
-    title = "Small-IO load per core beyond the sizing guidance"
+    title = "Small-IO load per core beyond what was measured"
     source = "K1.1, K1.4"
     explanation = (
-        "Upstream sizing asks for 1 core per 1000-3000 IOPS of small IO (K1.1); the 60-OSD "
-        "measurements found 1600-3900 write and 2400-8500 read IOPS per allocated core "
-        "(K1.4). Beyond the guidance the OSDs' cores, not the disks, set the ceiling: a "
-        "capacity warning, before latency shows it.")
+        "The 60-OSD measurements (3 replicas) found 2400-8500 small random read IOPS and "
+        "1600-3900 write IOPS per allocated core (K1.4); upstream sizing asks for 1 core "
+        "per 1000-3000 IOPS (K1.1). Reads and writes cost differently, so each is judged "
+        "apart; a client write costs every copy, so writes count times the pools' replica "
+        "count (3,900 client writes at 3 replicas: 11,700 copies per core). Beyond that the "
+        "OSDs' cores, not the disks, set the ceiling: a capacity warning before latency "
+        "shows it. Only OSDs given a cpuset or quota have cores of their own to count.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster
         osds = list(ctx.osds())
-        allowed = [d.cores_allowed for d in osds if d.cores_allowed]
-        if c is None or not osds or len(allowed) < len(osds) / 2:
+        pinned = [d.cores_allowed for d in osds if d.cpu_limit_explicit and d.cores_allowed]
+        if c is None or not osds or len(pinned) < len(osds) / 2:
             return
-        iops = ctx.values(lambda s: (s.cluster.client_read_iops or 0)
-                          + (s.cluster.client_write_iops or 0))
-        bps = ctx.values(lambda s: (s.cluster.client_read_bps or 0)
-                         + (s.cluster.client_write_bps or 0))
-        avg_iops, avg_bps = mean(iops), mean(bps)
-        if not avg_iops or avg_bps is None:
-            return
+        copies = replicas(c.pools) or 1.0
         # Scale the known allowances to all OSDs, as hosts we cannot see are alike.
-        cores = sum(allowed) * len(osds) / len(allowed)
-        per_core = avg_iops / cores
-        small = avg_bps / avg_iops <= float(ctx.p("small_io_bytes"))
-        limit = float(ctx.p("max_iops_per_core"))
+        cores = sum(pinned) * len(osds) / len(pinned)
+        small = float(ctx.p("small_io_bytes"))
+        reads = ctx.values(lambda s: s.cluster.client_read_iops)
+        writes = ctx.values(lambda s: s.cluster.client_write_iops)
+        r_iops, w_iops = mean(reads) or 0.0, mean(writes) or 0.0
+        r_bps = mean(ctx.values(lambda s: s.cluster.client_read_bps)) or 0.0
+        w_bps = mean(ctx.values(lambda s: s.cluster.client_write_bps)) or 0.0
+        r_small = r_iops > 0 and r_bps / r_iops <= small
+        w_small = w_iops > 0 and w_bps / w_iops <= small
+        r_core, w_core = r_iops / cores, w_iops * copies / cores
+        r_lim = float(ctx.p("max_read_iops_per_core"))
+        w_lim = float(ctx.p("max_write_ops_per_core"))
+        over = []
+        if r_small and r_core > r_lim:
+            over.append(f"{r_core:.0f} reads per core (measured up to {r_lim:.0f})")
+        if w_small and w_core > w_lim:
+            over.append(f"{w_core:.0f} write copies per core ({w_iops:.0f} client writes x "
+                        f"{copies:g} copies; measured up to {w_lim:.0f})")
         yield Check(
-            target="cluster", fire=small and per_core > limit,
-            clear=not small or per_core < limit * 0.9, severity=Severity.INFO,
-            summary=f"{avg_iops:.0f} client IOPS on {cores:.0f} allocated OSD cores: "
-                    f"{per_core:.0f} IOPS per core, beyond the {limit:.0f} of the guidance",
-            evidence=(ctx.evidence("client IOPS", iops, "IOPS"),
+            target="cluster", fire=bool(over),
+            clear=(not r_small or r_core < r_lim * 0.9) and (not w_small or
+                                                             w_core < w_lim * 0.9),
+            severity=Severity.INFO,
+            summary=f"{cores:.0f} pinned OSD cores serve "
+                    + ("; ".join(over) if over else
+                       f"{r_core:.0f} reads and {w_core:.0f} write copies per core"),
+            evidence=(ctx.evidence("client read IOPS", reads, "IOPS"),
+                      ctx.evidence("client write IOPS", writes, "IOPS"),
+                      ctx.evidence("copies per write", [copies]),
                       ctx.evidence("allocated OSD cores", [cores], "cores"),
-                      ctx.evidence("IOPS per allocated core", [per_core], "IOPS")),
-            badness=per_core)
+                      ctx.evidence("reads per core", [r_core], "IOPS"),
+                      ctx.evidence("write copies per core", [w_core], "IOPS")),
+            badness=max(r_core / r_lim, w_core / w_lim))
 
 
 SHARD_OPTIONS = {"hdd": ("osd_op_num_shards_hdd", "osd_op_num_threads_per_shard_hdd"),
                  "ssd": ("osd_op_num_shards_ssd", "osd_op_num_threads_per_shard_ssd")}
 
 
+OP_THREADS_PER_CORE = 8
+"""Op threads per allowed core beyond which threads contend, shared with validate. The
+densest configuration measured to work: the default 16 op threads (8 shards x 2, K1.6) on
+2 cores, where the OSD used every core and scaled almost linearly to 4 (K1.2, K1.5)."""
+
+
 class OpThreadsVsCores(Rule):
     id = "ceph.osd.op_threads_vs_cores"
     title = "Op threads far beyond the cores the OSD may use"
-    source = "K1.6, K3.3"
+    source = "K1.2, K1.5, K1.6"
     explanation = (
         "An OSD's op work queue runs shards x threads-per-shard worker threads (8 x 2 = 16 "
         "on SSD by default, K1.6) besides its messenger, BlueStore and RocksDB threads. "
-        "Many more runnable threads than allowed cores means threads sleeping and waking "
-        "(K1.8), and for peering threads more than the CPUs made things slower (K3.3).")
+        "The densest measured configuration that still used every core was those 16 "
+        "threads on 2 cores (K1.2, K1.5): 8 per core. Beyond that threads sleep and wake "
+        "(K1.8). The fix is cores, not fewer threads: the op queue's scheduler sizes them "
+        "(under mClock an HDD OSD runs 1 shard x 5 threads).")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         for d in ctx.osds():
@@ -173,16 +281,19 @@ class OpThreadsVsCores(Rule):
                 continue
             total = shards * threads
             factor = float(ctx.p("threads_per_core"))
+            need = math.ceil(total / factor)
             yield Check(
                 target=d.id, fire=total > factor * d.cores_allowed,
                 clear=total <= factor * d.cores_allowed, severity=Severity.INFO,
                 summary=f"{d.id} runs {shards:g} x {threads:g} = {total:g} op threads on "
-                        f"{d.cores_allowed:g} allowed core(s)",
+                        f"{d.cores_allowed:g} allowed core(s), more than {factor:g} per core",
                 evidence=(ctx.evidence("op threads", [total], "threads"),
                           ctx.evidence("cores allowed", [d.cores_allowed], "cores")),
-                procedure=(f"Either give {d.id} more cores, or lower {threads_opt} for it "
-                           f"(`ceph config set {d.id} {threads_opt} 1`) and restart it: the "
-                           "option is read at start-up.",),
+                # Never fewer threads: under mClock an HDD OSD runs 1 shard x 5 threads,
+                # and cutting them could leave one thread for all its IO.
+                procedure=(f"Give {d.id} more cores: at least {need:g} for its {total:g} op "
+                           f"threads; {limit_how(d, need)}. "
+                           "Do not lower the op thread counts: the scheduler sizes them.",),
                 badness=total / d.cores_allowed)
 
 
@@ -194,4 +305,4 @@ def _positive(value: str | None) -> float | None:
     return v if v and v > 0 else None
 
 
-RULES = (CoresBeyondKnee, CoresStarved, IopsPerCore, OpThreadsVsCores)
+RULES = (CoresBeyondKnee, CoresStarved, CpuThrottled, IopsPerCore, OpThreadsVsCores)

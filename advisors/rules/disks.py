@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from stormdeck.advisors.devices import cache_argv
+from stormdeck.advisors.devices import cache_argv, persist_path
 from stormdeck.advisors.model import Change, Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule, mean
-from stormdeck.collectors.model import disk_key
+from stormdeck.collectors.model import Disk, disk_key
 
 VERIFY = ("Verify (K2.5, K6.4): prefill a file on the disk (`dd if=/dev/zero of=FILE bs=1M "
           "count=4096 oflag=direct`), run `fio --name=wc --filename=FILE --rw=randwrite "
@@ -17,16 +17,26 @@ VERIFY = ("Verify (K2.5, K6.4): prefill a file on the disk (`dd if=/dev/zero of=
 
 
 def cache_change(host: str, name: str, transport: str | None) -> Change | None:
-    """The device-level change for a disk's transport (K6.2); never the kernel's view (K6.1)."""
+    """The device-level change for a disk's transport (K6.2); never the kernel's view (K6.1).
+    The actuator makes it last: a udev rule for SATA/SAS, the saved feature for NVMe."""
     argv = cache_argv(name, transport or "", on=False)
     if argv is None:
         return None
+    note = ("behind a RAID or SAS controller use the controller's own tool, then reboot the "
+            "host so the controller sees it (K2.5)")
+    if transport == "nvme":
+        note = "saved in the controller (-s) so it survives a reset; " + note
+    else:
+        note = (f"kept across reboots by a udev rule ({persist_path(name)}), which undo "
+                "removes; " + note)
     return Change(kind="device_cache", target=disk_key(host, name),
                   key="volatile write cache", current="on", proposed="off",
                   command=" ".join(argv), runtime=True, reversible=True,
-                  blast_radius="host",
-                  note="behind a RAID or SAS controller use the controller's own tool, then "
-                       "reboot the host so the controller sees it (K2.5)")
+                  blast_radius="host", note=note)
+
+
+def solid_state(disk: Disk) -> bool:
+    return disk.transport == "nvme" or disk.rotational is False
 
 
 class WriteCacheOn(Rule):
@@ -35,11 +45,16 @@ class WriteCacheOn(Rule):
     source = "K2.5, K6.1-K6.4"
     explanation = (
         "With the disk's volatile write cache on, every fsync the OSD or chunkserver issues "
-        "becomes a cache flush to the disk, and performance drops (K2.5); at CERN turning "
-        "it off cut commit latency from ~120 ms to ~10 ms (K6.3). Turn off the DEVICE's "
-        "cache with the tool for its transport (K6.2). Writing `write through` to "
+        "becomes a cache flush to the disk, and performance can drop (K2.5); at CERN turning "
+        "it off cut commit latency from ~120 ms to ~10 ms (K6.3). Whether it costs is "
+        "measured, not assumed: `stormdeck validate` runs fio's fdatasync writes against "
+        "the writes and flushes the device saw (K2.5, K6.4), and only a disk that failed "
+        "that gets a change. Turn off the DEVICE's cache with the tool for its transport "
+        "(K6.2), kept across reboots. Writing `write through` to "
         "/sys/block/*/queue/write_cache only changes the kernel's view, stops its flushes "
-        "and risks acknowledged writes on power loss: never do that (K6.1).")
+        "and risks acknowledged writes on power loss: never do that (K6.1). On SSDs and "
+        "NVMe the cache may be what makes the disk fast: without power-loss protection, "
+        "turning it off can cost a lot, so there it is information, not a warning.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         for disk in ctx.latest.disks.values():
@@ -49,20 +64,40 @@ class WriteCacheOn(Rule):
             if state is None:
                 continue
             on = state.lower().startswith("write back")
-            change = cache_change(disk.host, disk.name, disk.transport) if on else None
+            ev = ctx.validated.cache_of(disk.key) if ctx.validated is not None else None
+            measured_bad = ev is not None and ev.verdict == "fail"
+            # A fio run that found no cost outweighs the cache's state: nothing to do.
+            fire = on and (ev is None or measured_bad)
+            change = cache_change(disk.host, disk.name, disk.transport) \
+                if fire and measured_bad else None
+            solid = solid_state(disk)
+            severity = Severity.WARNING if measured_bad and not solid else Severity.INFO
             procedure = [VERIFY]
-            if on and change is None:
+            if ev is None:
+                procedure.insert(0, "Measure before changing anything: `stormdeck validate "
+                                    f"--scratch-dir DIR` with DIR on {disk.name} (its "
+                                    "write-cache check), then look again.")
+            elif fire and change is None:
                 procedure.insert(0, f"No device-level tool fits a {disk.transport} disk from "
                                     "here: change the cache where it lives (hypervisor, "
                                     "controller), not in /sys/block (K6.1).")
+            if fire and solid:
+                procedure.append("An SSD or NVMe without power-loss protection may need its "
+                                 "cache: check the model's datasheet before turning it off.")
+            found = ("not measured yet" if ev is None else
+                     f"fio measured {ev.ratio:.0%} of the device's requests"
+                     + (f", {ev.flushes_per_write:.2f} flushes per write"
+                        if ev.flushes_per_write is not None else ""))
             yield Check(
-                target=disk.key, fire=on, clear=not on, severity=Severity.WARNING,
+                target=disk.key, fire=fire, clear=not fire, severity=severity,
                 summary=f"{disk.key} ({disk.transport}, {disk.model or 'model unknown'}) under "
-                        f"{', '.join(disk.daemons)} has its write cache {state}",
+                        f"{', '.join(disk.daemons)} has its write cache {state}; {found}",
                 evidence=(ctx.evidence("kernel write_cache", [], now=disk.write_cache),
-                          ctx.evidence("device cache_type", [], now=disk.device_cache)),
+                          ctx.evidence("device cache_type", [], now=disk.device_cache),
+                          ctx.evidence("fio / device requests",
+                                       [ev.ratio] if ev is not None else [], "ratio")),
                 changes=(change,) if change else (), procedure=tuple(procedure),
-                badness=1.0 if on else 0.0)
+                badness=1.0 if fire else 0.0)
 
 
 class AtHardwareLimit(Rule):
@@ -70,20 +105,30 @@ class AtHardwareLimit(Rule):
     title = "Disk at its hardware limit"
     source = "K2.4"
     explanation = (
-        "The ideal is disks at full load: %util near 100% together with CPU idle near 0 "
+        "The ideal is disks at full load: a disk at its limit together with CPU idle near 0 "
         "means the hardware limit is reached, and no tuning will help (K2.4): more or "
-        "faster disks, or less load, will.")
+        "faster disks, or less load, will. For a rotational disk %util near 100% says it. "
+        "An SSD or NVMe serves many requests at once, so %util reaches 100% long before it "
+        "is saturated: there the queue (iostat's aqu-sz) and the time each request waits "
+        "(await, beyond the few ms an SSD takes, K2.4) say it.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         for disk in ctx.latest.disks.values():
             if not disk.daemons:
                 continue
-            util = ctx.values(lambda s, k=disk.key: s.disks[k].util)
             busy = ctx.values(lambda s, h=disk.host: s.hosts[h].cpu_busy)
-            u, b = mean(util), mean(busy)
-            if u is None or b is None:
+            b = mean(busy)
+            if b is None:
                 continue
-            fire = u >= float(ctx.p("min_util")) and b >= float(ctx.p("min_cpu_busy"))
+            cpu_full = b >= float(ctx.p("min_cpu_busy"))
+            if disk.rotational is False or disk.transport == "nvme":
+                yield from self._solid(ctx, disk, busy, b, cpu_full)
+                continue
+            util = ctx.values(lambda s, k=disk.key: s.disks[k].util)
+            u = mean(util)
+            if u is None:
+                continue
+            fire = u >= float(ctx.p("min_util")) and cpu_full
             yield Check(
                 target=disk.key, fire=fire, clear=u < float(ctx.p("min_util")) - 0.1,
                 severity=Severity.INFO,
@@ -92,6 +137,40 @@ class AtHardwareLimit(Rule):
                 evidence=(ctx.evidence("disk util", util, "ratio"),
                           ctx.evidence("host CPU busy", busy, "ratio")),
                 badness=u + b)
+
+    @staticmethod
+    def _solid(ctx: Context, disk: Disk, busy: list[float], b: float,
+               cpu_full: bool) -> Iterable[Check]:
+        queue = ctx.values(lambda s, k=disk.key: s.disks[k].queue_depth)
+        waits = ctx.values(lambda s, k=disk.key: _await(s.disks[k]))
+        q, w = mean(queue), mean(waits)
+        if q is None or w is None:
+            return
+        min_q, max_w = float(ctx.p("min_queue_depth")), float(ctx.p("ssd_await"))
+        fire = q >= min_q and w >= max_w and cpu_full
+        yield Check(
+            target=disk.key, fire=fire, clear=q < min_q / 2 or w < max_w / 2,
+            severity=Severity.INFO,
+            summary=f"{disk.key} ({'NVMe' if disk.transport == 'nvme' else 'SSD'}) keeps "
+                    f"{q:.1f} requests queued, each waiting {w * 1000:.1f} ms, and its "
+                    f"host's CPUs are {b:.0%} busy: the hardware limit, no tuning will help",
+            evidence=(ctx.evidence("queue depth (aqu-sz)", queue, "requests"),
+                      ctx.evidence("await", waits, "s"),
+                      ctx.evidence("disk util (not saturation on SSD)",
+                                   ctx.values(lambda s, k=disk.key: s.disks[k].util),
+                                   "ratio"),
+                      ctx.evidence("host CPU busy", busy, "ratio")),
+            badness=q / min_q + w / max_w + b)
+
+
+def _await(d: Disk) -> float | None:
+    """Average wait of a request, reads and writes weighed by how many there were."""
+    if d.read_await is None and d.write_await is None:
+        return None
+    r, w = d.read_iops or 0.0, d.write_iops or 0.0
+    if r + w <= 0:
+        return max(d.read_await or 0.0, d.write_await or 0.0)
+    return ((d.read_await or 0.0) * r + (d.write_await or 0.0) * w) / (r + w)
 
 
 RULES = (WriteCacheOn, AtHardwareLimit)

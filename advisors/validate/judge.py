@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from stormdeck.advisors.rules.cpu import OP_THREADS_PER_CORE
+
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 ORDER = {PASS: 0, SKIP: 0, WARN: 1, FAIL: 2}
 GOOD_PROFILES = ("latency-performance", "network-latency")
@@ -46,8 +48,11 @@ def tuned(host: str, profile: str | None) -> Verdict:
                    (f"/etc/tuned/active_profile: {profile or '(none)'}",))
 
 
-def cores(daemon: str, allowed: float | None, used: float | None) -> Verdict:
-    """2-4 cores per OSD is the minimum that lets it use them all; the knee is ~8-12 (K1.2-K1.5)."""
+def cores(daemon: str, allowed: float | None, used: float | None,
+          explicit: bool | None = True) -> Verdict:
+    """2-4 cores per OSD is the minimum that lets it use them all; the knee is ~8-12 (K1.2-K1.5).
+    Only a limit someone set (`explicit`) can be beyond the knee: an unpinned OSD shares
+    its host's CPUs, and may burst above 16 as it does best (K1.3)."""
     name = f"cores allowed to {daemon}"
     if allowed is None:
         return Verdict(name, SKIP, "not measurable from here (not on this host)", "K1.2-K1.5")
@@ -56,43 +61,64 @@ def cores(daemon: str, allowed: float | None, used: float | None) -> Verdict:
     if allowed < 2:
         return Verdict(name, FAIL, f"{allowed:g} core(s): below the 2-4 an OSD needs for small "
                        "random IO", "K1.2-K1.5", ev, {"allowed": allowed})
-    if allowed > 16:
+    if allowed > 16 and explicit is not False:
         return Verdict(name, WARN, f"{allowed:g} cores: beyond the knee (~8-12): an OSD rarely "
                        "uses more than 16 (K1.3); fewer per OSD leaves cores for others",
                        "K1.3-K1.4", ev, {"allowed": allowed})
     return Verdict(name, PASS, f"{allowed:g} cores", "K1.2-K1.5", ev, {"allowed": allowed})
 
 
-def op_threads(daemon: str, threads: int | None, allowed: float | None) -> Verdict:
-    """Op worker threads (shards x threads per shard) against the cores the OSD may use (K1.6)."""
+def op_threads(daemon: str, threads: int | None, allowed: float | None,
+               per_core: float = OP_THREADS_PER_CORE) -> Verdict:
+    """Op worker threads (shards x threads per shard) against the cores the OSD may use: the
+    same threshold as the ceph.osd.op_threads_vs_cores rule (K1.2, K1.5, K1.6)."""
     name = f"op threads of {daemon}"
     if threads is None or allowed is None:
         return Verdict(name, SKIP, "shards, threads or cores unknown", "K1.6")
-    ev = (f"{threads} op worker threads", f"{allowed:g} cores allowed")
-    if threads > 4 * allowed:
+    ev = (f"{threads} op worker threads", f"{allowed:g} cores allowed",
+          f"measured to work: up to {per_core:g} per core (16 on 2 cores, K1.2, K1.5)")
+    if threads > per_core * allowed:
         return Verdict(name, WARN, f"{threads} op threads on {allowed:g} cores: they contend; "
-                       "give the OSD more cores or fewer shards", "K1.6", ev)
-    return Verdict(name, PASS, f"{threads} op threads on {allowed:g} cores", "K1.6", ev)
+                       f"give the OSD at least {math.ceil(threads / per_core)} cores (do not "
+                       "cut the threads: the op scheduler sizes them)", "K1.2, K1.5, K1.6", ev)
+    return Verdict(name, PASS, f"{threads} op threads on {allowed:g} cores",
+                   "K1.2, K1.5, K1.6", ev)
 
 
 def write_cache(device: str, fio_iops: float | None, device_wps: float | None,
-                kernel_view: str | None) -> Verdict:
-    """K2.5: fio's fdatasync IOPS equals the device's w/s when its cache is off; about half of
-    it when the cache is still on (each sync reaches the disk as a write plus a flush)."""
+                kernel_view: str | None, flushes_ps: float | None = None,
+                flush_ms: float | None = None) -> Verdict:
+    """K2.5: with the volatile cache off the device sees one request per fio fdatasync
+    write; with it on, a write and a cache flush, so fio does about half of what the device
+    does. Kernels before 5.5 counted a flush as a write; since 5.5 /proc/diskstats counts
+    flushes apart (fields 19-20) and w/s alone matches fio even with the cache on: the
+    device's requests are its writes plus its flushes."""
     name = f"write cache of {device}"
     if fio_iops is None or not device_wps:
         return Verdict(name, SKIP, "no fio measurement", "K2.5, K6.4")
-    ratio = fio_iops / device_wps
-    ev = (f"fio 4K fdatasync writes: {fio_iops:.0f} IOPS",
-          f"{device} w/s over the same seconds (/proc/diskstats): {device_wps:.0f}",
-          f"ratio {ratio:.2f}; kernel's view: {kernel_view or 'unknown'}")
-    data = {"fio_iops": fio_iops, "device_wps": device_wps, "ratio": ratio}
+    requests = device_wps + (flushes_ps or 0.0)
+    ratio = fio_iops / requests
+    per_write = flushes_ps / fio_iops if flushes_ps is not None and fio_iops else None
+    ev = [f"fio 4K fdatasync writes: {fio_iops:.0f} IOPS",
+          f"{device} over the same seconds (/proc/diskstats): {device_wps:.0f} writes/s"]
+    if flushes_ps is None:
+        ev.append("flushes: not counted by this kernel (before 5.5: they count as writes)")
+    else:
+        ev.append(f"{flushes_ps:.0f} flushes/s ({per_write:.2f} per fio write)"
+                  + (f", {flush_ms:.2f} ms each" if flush_ms is not None else ""))
+    ev.append(f"ratio {ratio:.2f}; kernel's view: {kernel_view or 'unknown'}")
+    data = {"device": device, "fio_iops": fio_iops, "device_wps": device_wps,
+            "flushes_ps": flushes_ps, "flushes_per_write": per_write,
+            "flush_ms": flush_ms, "ratio": ratio}
     if ratio < 0.7:
-        return Verdict(name, FAIL, f"fio does {ratio:.0%} of the device's writes: the "
-                       "volatile write cache is on (or the host was not rebooted since it "
-                       "was turned off)", "K2.5, K6.4", ev, data)
-    return Verdict(name, PASS, f"fio IOPS matches the device's w/s ({ratio:.0%})",
-                   "K2.5, K6.4", ev, data)
+        why = (f"{per_write:.0%} of fio's writes sent the device a cache flush"
+               if per_write is not None and per_write >= 0.3 else
+               f"fio does {ratio:.0%} of the device's requests")
+        return Verdict(name, FAIL, f"{why}: the volatile write cache is on (or the host was "
+                       "not rebooted since it was turned off)", "K2.5, K6.4", tuple(ev), data)
+    return Verdict(name, PASS, f"fio IOPS matches the device's requests ({ratio:.0%})"
+                   + ("; no flushes reach it" if per_write is not None and per_write < 0.3
+                      else ""), "K2.5, K6.4", tuple(ev), data)
 
 
 # ---- cluster settings ------------------------------------------------------------------

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stormdeck.advisors import evidence
 from stormdeck.advisors.report import md_text as md
 from stormdeck.advisors.validate import judge, steps
 from stormdeck.advisors.validate.judge import Verdict
@@ -225,5 +226,11 @@ def save(r: Report, directory: Path) -> Path:
     base.with_suffix(".json").write_text(doc)
     if not r.cancelled:
         last_path.write_text(doc)
+    # What finished steps measured, for the rules (even of a cancelled run: a step
+    # that finished measured what it says).
+    from stormdeck.collectors.host import short_hostname
+
+    evidence.record(directory / evidence.FILE, r.cluster, short_hostname(),
+                    [s for s in r.steps if s.status == "done"], r.quick, r.started)
     return base.with_suffix(".md")
 

@@ -9,11 +9,12 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,19 @@ class Options:
     # The client options the rados tool is run with beyond -c (--name, --keyring,
     # --cluster): the same identity the connection uses.
     client_args: tuple[str, ...] = ()
+
+
+def _stop(procs: Sequence[subprocess.Popen[str]]) -> None:
+    """SIGINT to those still running (rados bench cleans up on it), then SIGKILL."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+    for p in procs:
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 class Cleanup:
@@ -106,30 +120,51 @@ class Ctx:
 
     def run(self, argv: Sequence[str], timeout: float) -> str:
         """A tool run that a cancel interrupts (SIGINT, then SIGKILL): its stdout."""
+        return self.run_many([argv], timeout)[0]
+
+    def run_many(self, argvs: Sequence[Sequence[str]], timeout: float) -> list[str]:
+        """Tools run side by side (several bench clients), each as `run` runs one: a cancel,
+        the timeout or one failing stops them all. Their stdouts, in order."""
         self.check()
-        try:
-            proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    text=True, start_new_session=True)
-        except OSError as exc:
-            raise UserError(f"cannot run {argv[0]}: {exc.strerror}") from None
-        deadline = time.monotonic() + timeout
-        while proc.poll() is None:
-            if self.cancel.is_set() or time.monotonic() > deadline:
-                proc.send_signal(signal.SIGINT)
-                try:
-                    proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                if self.cancel.is_set():
-                    raise Cancelled()
-                raise UserError(f"{Path(argv[0]).name} did not finish in {timeout:.0f} s")
-            time.sleep(0.1)
-        out, err = proc.communicate()
-        if proc.returncode != 0:
-            lines = (err or out).strip().splitlines()
-            why = lines[-1] if lines else f"exit {proc.returncode}"
-            raise UserError(f"{Path(argv[0]).name} failed: {why}")
-        return out
+        procs: list[subprocess.Popen[str]] = []
+        with ExitStack() as files:
+            # Output goes to files, not pipes: a chatty client must not block on a full
+            # pipe while we wait for the others.
+            outs = [files.enter_context(tempfile.TemporaryFile("w+")) for _ in argvs]
+            errs = [files.enter_context(tempfile.TemporaryFile("w+")) for _ in argvs]
+            try:
+                for argv, out, err in zip(argvs, outs, errs, strict=True):
+                    try:
+                        procs.append(subprocess.Popen(list(argv), stdout=out, stderr=err,
+                                                      text=True, start_new_session=True))
+                    except OSError as exc:
+                        raise UserError(f"cannot run {argv[0]}: {exc.strerror}") from None
+                deadline = time.monotonic() + timeout
+                failed: list[int] = []
+                while any(p.poll() is None for p in procs) and not failed:
+                    if self.cancel.is_set() or time.monotonic() > deadline:
+                        _stop(procs)
+                        if self.cancel.is_set():
+                            raise Cancelled()
+                        raise UserError(f"{Path(argvs[0][0]).name} did not finish in "
+                                        f"{timeout:.0f} s")
+                    failed = [i for i, p in enumerate(procs) if p.returncode not in (None, 0)]
+                    time.sleep(0.1)
+                _stop(procs)
+                failed = failed or [i for i, p in enumerate(procs) if p.returncode != 0]
+                texts = []
+                for f in (*outs, *errs):
+                    f.seek(0)
+                for out in outs:
+                    texts.append(out.read())
+                if failed:
+                    i = failed[0]
+                    lines = (errs[i].read() or texts[i]).strip().splitlines()
+                    why = lines[-1] if lines else f"exit {procs[i].returncode}"
+                    raise UserError(f"{Path(argvs[i][0]).name} failed: {why}")
+                return texts
+            finally:
+                _stop(procs)
 
     def rados(self, *args: str) -> list[str]:
         base = [shutil.which("rados") or "rados"]
@@ -199,8 +234,10 @@ def host_checks(ctx: Ctx) -> list[Verdict]:
     osds = [d for d in snap.daemons.values() if d.kind == "osd"]
     for d in osds:
         if d.cores_allowed is not None:
-            out.append(judge.cores(d.id, d.cores_allowed, d.cores_used))
-            out.append(judge.op_threads(d.id, op_thread_count(snap, d), d.cores_allowed))
+            out.append(judge.cores(d.id, d.cores_allowed, d.cores_used,
+                                   d.cpu_limit_explicit))
+            out.append(judge.op_threads(d.id, op_thread_count(snap, d), d.cores_allowed,
+                                        op_threads_per_core()))
     if not any(d.cores_allowed is not None for d in osds):
         out.append(Verdict("cores allowed per OSD", judge.SKIP, "no OSD of this cluster runs "
                            "on this host (run the exporter on OSD hosts, or validate there)",
@@ -208,6 +245,17 @@ def host_checks(ctx: Ctx) -> list[Verdict]:
     ctx.progress(0.3, "host settings read; measuring the write cache with fio")
     out.append(write_cache_check(ctx))
     return out
+
+
+def op_threads_per_core() -> float:
+    """The rule's threshold, with the operator's override: validate and check agree."""
+    from stormdeck.advisors.settings import load_settings
+
+    try:
+        params = load_settings()["ceph.osd.op_threads_vs_cores"].params
+    except UserError:
+        params = {}
+    return float(params.get("threads_per_core", judge.OP_THREADS_PER_CORE))
 
 
 def op_thread_count(snap: Snapshot, d: Any) -> int | None:
@@ -246,19 +294,44 @@ def device_of(path: Path) -> str | None:
     return Path(os.path.realpath(link)).name if link.exists() else None
 
 
+def parse_flushes(text: str) -> dict[str, tuple[int, int]]:
+    """Per device (flush requests completed, ms spent flushing): /proc/diskstats' 19th and
+    20th columns, there since Linux 5.5 (Documentation/admin-guide/iostats.rst, fields 16
+    and 17 after the name). Older kernels' shorter lines give nothing: no count, not 0."""
+    out = {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) >= 20 and f[18].isdigit() and f[19].isdigit():
+            out[f[2]] = (int(f[18]), int(f[19]))
+    return out
+
+
+def flush_rates(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]],
+                dev: str, seconds: float) -> tuple[float | None, float | None]:
+    """(flushes per second, ms per flush) of `dev` between two readings; None: not counted."""
+    if dev not in before or dev not in after or seconds <= 0:
+        return None, None
+    n = after[dev][0] - before[dev][0]
+    ms = after[dev][1] - before[dev][1]
+    return n / seconds, (ms / n if n > 0 else None)
+
+
 def write_cache_check(ctx: Ctx) -> Verdict:
     """K2.5: fio 4K writes with fdatasync on a pre-filled scratch file, against the w/s the
     device shows in /proc/diskstats over the same seconds."""
-    from stormdeck.collectors.host import parse_diskstats
+    from stormdeck.collectors.host import parse_diskstats, whole_disk
 
     directory = ctx.options.scratch_dir
     dev = device_of(directory)
     if dev is None:
         return Verdict(f"write cache under {directory}", judge.SKIP,
                        f"{directory} is on no block device (tmpfs, overlay)", "K2.5, K6.4")
+    # A partition's flushes go to its disk: the disk's cache is what is judged.
+    disk = (whole_disk(dev) or [dev])[0]
     if shutil.which("fio") is None:
         return Verdict(f"write cache of {dev}", judge.SKIP, "fio is not installed", "K2.5")
-    holders = [d for k in ctx.snapshot.disks.values() if k.name == dev for d in k.daemons]
+    holders = [d for k in ctx.snapshot.disks.values() if k.name in (dev, disk)
+               for d in k.daemons]
     if holders and dev not in ctx.options.confirmed_devices and not ctx.confirm(
             f"{dev} holds {', '.join(holders)}: writing a scratch file to it competes with "
             "them. Type the device name to go on:", dev):
@@ -272,7 +345,8 @@ def write_cache_check(ctx: Ctx) -> Verdict:
         ctx.run(["dd", "if=/dev/zero", f"of={scratch}", "bs=1M", f"count={size}",
                  "oflag=direct", "status=none"], timeout=300)
         ctx.progress(0.5, f"fio on {scratch} for {seconds} s")
-        before = parse_diskstats(Path("/proc/diskstats").read_text()).get(dev)
+        text = Path("/proc/diskstats").read_text()
+        before, flushes_before = parse_diskstats(text).get(dev), parse_flushes(text)
         started = time.monotonic()
         out = ctx.run(["fio", "--name=stormdeck-validate", f"--filename={scratch}",
                        "--rw=randwrite", "--ioengine=psync", "--fdatasync=1", "--bs=4k",
@@ -280,7 +354,8 @@ def write_cache_check(ctx: Ctx) -> Verdict:
                        f"--size={size}M", f"--runtime={seconds}", "--time_based",
                        "--group_reporting", "--output-format=json"], timeout=seconds + 120)
         elapsed = time.monotonic() - started
-        after = parse_diskstats(Path("/proc/diskstats").read_text()).get(dev)
+        text = Path("/proc/diskstats").read_text()
+        after, flushes_after = parse_diskstats(text).get(dev), parse_flushes(text)
     finally:
         ctx.cleanup.pop(f"file {scratch}")
     try:
@@ -288,8 +363,9 @@ def write_cache_check(ctx: Ctx) -> Verdict:
     except (ValueError, KeyError, IndexError) as exc:
         raise UserError(f"fio's output is not what stormdeck reads ({exc})") from None
     wps = (after.writes - before.writes) / elapsed if before and after else None
-    kernel = next((k.write_cache for k in ctx.snapshot.disks.values() if k.name == dev), None)
-    return judge.write_cache(dev, iops, wps, kernel)
+    flushes = flush_rates(flushes_before, flushes_after, disk, elapsed)
+    kernel = next((k.write_cache for k in ctx.snapshot.disks.values() if k.name == disk), None)
+    return judge.write_cache(disk, iops, wps, kernel, *flushes)
 
 
 # ---- step 2: cluster settings ---------------------------------------------------------------
@@ -345,28 +421,88 @@ def levels(quick: bool) -> list[int]:
     return [1, 2, 4, 8, 16, 32] if quick else [1, 2, 4, 8, 16, 32, 64, 128]
 
 
+def bench_clients(quick: bool) -> int:
+    """rados bench processes run side by side: one client process is itself a limit
+    (seed 001 ran several), and several keep the curve the cluster's, not the tool's."""
+    return 2 if quick else 4
+
+
+def split(in_flight: int, clients: int) -> list[int]:
+    """`in_flight` requests over at most `clients` processes, as evenly as can be."""
+    n = max(1, min(clients, in_flight))
+    return [in_flight // n + (1 if i < in_flight % n else 0) for i in range(n)]
+
+
+def combine(results: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """Clients' (IOPS, average latency) as one: IOPS add up, latency weighs by IOPS."""
+    iops = sum(r[0] for r in results)
+    if iops <= 0:
+        return 0.0, max((r[1] for r in results), default=0.0)
+    return iops, sum(r[0] * r[1] for r in results) / iops
+
+
+def drop_osd_caches(ctx: Ctx) -> str | None:
+    """`ceph tell osd.* cache drop` (K4.4: reads after writes come from memory otherwise);
+    None when done, else why not (the run goes on, and the report says so)."""
+    ceph = shutil.which("ceph")
+    if ceph is None:
+        return "the ceph command is not installed here"
+    argv = [ceph, *(["-c", ctx.options.conf] if ctx.options.conf else []),
+            *ctx.options.client_args, "tell", "osd.*", "cache", "drop"]
+    try:
+        ctx.run(argv, timeout=120)
+    except UserError as exc:
+        return str(exc)
+    return None
+
+
 def response_curves(ctx: Ctx) -> tuple[list[Verdict], dict[str, list[Point]]]:
-    seconds = 2 if ctx.options.quick else 180
-    warm = 1 if ctx.options.quick else 30
-    steps = levels(ctx.options.quick)
+    quick = ctx.options.quick
+    seconds = 2 if quick else 180
+    warm = 1 if quick else 30
+    steps = levels(quick)
+    clients = bench_clients(quick)
+    # Enough PGs that the benchmark reaches every OSD evenly, not a few of them.
+    pgs = 32 if quick else 128
     curves: dict[str, list[Point]] = {"write": [], "read": []}
-    with scratch_pool(ctx, "bench", 32) as pool:
+    dropped: str | None = None
+    with scratch_pool(ctx, "bench", pgs) as pool:
         ctx.progress(0.02, f"warm-up: {warm} s of writes")
         ctx.run(ctx.rados("-p", pool, "bench", str(warm), "write", "-t", "16", "-b", "4096",
-                          "--no-cleanup"), timeout=warm + 120)
+                          "--run-name", "stormdeck-0", "--no-cleanup"), timeout=warm + 120)
         total = 2 * len(steps)
         done = 0
         for kind, mode in (("write", "write"), ("read", "rand")):
+            if kind == "read":
+                ctx.progress(done / total, "dropping the OSDs' caches before the reads")
+                dropped = drop_osd_caches(ctx)
             for t in steps:
-                ctx.progress(done / total, f"{kind}: {t} in flight for {seconds} s")
-                args = ["-p", pool, "bench", str(seconds), mode, "-t", str(t)]
-                if mode == "write":
-                    args += ["-b", "4096", "--no-cleanup"]
-                iops, lat = parse_bench(ctx.run(ctx.rados(*args), timeout=seconds + 120))
-                curves[kind].append(Point(float(t), iops, lat))
+                per = split(t, clients)
+                ctx.progress(done / total, f"{kind}: {t} in flight from {len(per)} "
+                             f"client(s) for {seconds} s")
+                argvs = []
+                for i, n in enumerate(per):
+                    # Each client its own objects: reads find what that client wrote (the
+                    # highest level wrote from every client).
+                    args = ["-p", pool, "bench", str(seconds), mode, "-t", str(n),
+                            "--run-name", f"stormdeck-{i}"]
+                    if mode == "write":
+                        args += ["-b", "4096", "--no-cleanup"]
+                    argvs.append(ctx.rados(*args))
+                iops, lat = combine([parse_bench(out) for out in
+                                     ctx.run_many(argvs, timeout=seconds + 120)])
+                curves[kind].append(Point(float(t), iops, lat, {"clients": float(len(per))}))
                 done += 1
         ctx.progress(1.0, "removing the benchmark's objects")
-    return [judge.response_curve(k, pts) for k, pts in curves.items()], curves
+    verdicts = [judge.response_curve(k, pts) for k, pts in curves.items()]
+    note = (f"{clients} rados bench clients side by side on a pool of {pgs} PGs; "
+            + ("the OSDs' caches were dropped before the reads (`ceph tell osd.* cache drop`)"
+               if dropped is None else f"the OSDs' caches could NOT be dropped before the "
+               f"reads ({dropped}): reads may come from memory"))
+    verdicts = [replace(v, evidence=(*v.evidence, note),
+                        data={**v.data, "caches_dropped": dropped is None, "clients": clients,
+                              "pgs": pgs}) for v in verdicts]
+    return verdicts, curves
 
 
 # ---- step 4: peering time ------------------------------------------------------------------

@@ -12,6 +12,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
+from stormdeck.advisors import actuators
 from stormdeck.advisors.apply import Executor, ReadOnlyError
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.model import Change
@@ -76,6 +77,8 @@ def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     tool(bin_dir, "nvme", NVME)
     tool(bin_dir, "tuned-adm", TUNED)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    # Never this machine's /etc/udev: the rules a cache change writes go here.
+    monkeypatch.setattr(actuators, "UDEV_RULES", tmp_path / "udev")
     return bin_dir
 
 
@@ -94,8 +97,8 @@ def cache_change(name: str, command: str) -> Change:
     ("sdz", "hdparm -W 0 /dev/sdz", "hdparm", ["-W /dev/sdz", "-W 0 /dev/sdz", "-W /dev/sdz"]),
     ("sdy", "sdparm --clear WCE --save /dev/sdy", "sdparm",
      ["--get WCE /dev/sdy", "--clear WCE --save /dev/sdy", "--get WCE /dev/sdy"]),
-    ("nvme7n1", "nvme set-feature /dev/nvme7 -f 6 -v 0", "nvme",
-     ["get-feature /dev/nvme7 -f 6", "set-feature /dev/nvme7 -f 6 -v 0",
+    ("nvme7n1", "nvme set-feature /dev/nvme7 -f 6 -v 0 -s", "nvme",
+     ["get-feature /dev/nvme7 -f 6", "set-feature /dev/nvme7 -f 6 -v 0 -s",
       "get-feature /dev/nvme7 -f 6"]),
 ])
 def test_write_cache_off_and_back_through_the_transport_tool(
@@ -109,9 +112,19 @@ def test_write_cache_off_and_back_through_the_transport_tool(
     assert argv_log(tools, tool_name) == [expect[0], expect[0], expect[1], expect[2]]
     (entry,) = journal.entries()
     assert entry.before == "on" and entry.status == "applied"
+    # Kept across reboots: a udev rule for SATA/SAS, the saved feature (-s) for NVMe.
+    rule = tmp_path / "udev" / f"99-stormdeck-write-cache-{name}.rules"
+    if tool_name == "nvme":
+        assert not rule.exists()
+    else:
+        text = rule.read_text()
+        assert f'KERNEL=="{name}"' in text and 'SUBSYSTEM=="block"' in text
+        assert f"{tools / tool_name} " in text and "/dev/%k" in text
+        assert "(and removes" in ex.inverse(entry).command
     undo = ex.undo(entry)
     assert undo.outcome == "applied" and undo.after == "on"
     assert journal.entries()[0].undone_by == [undo.entry]
+    assert not rule.exists(), "undo removes the rule"
 
 
 def test_a_loop_device_is_never_a_cache_target(tools: Path, tmp_path: Path) -> None:
@@ -363,7 +376,8 @@ def test_fast_ec_is_its_own_kind_typed_by_pool_name_and_has_no_way_back(tmp_path
     (KINDS[0], "0.2", "ceph config set osd osd_scrub_sleep 0.2"),
     (KINDS[1], "unset", "ceph osd unset noscrub"),
     (KINDS[2], "100", "ceph osd pool set rbd pg_num 100"),
-    (KINDS[4], "on", "hdparm -W 1 /dev/sdz"),
+    (KINDS[4], "on", "hdparm -W 1 /dev/sdz (and removes "
+                     "/etc/udev/rules.d/99-stormdeck-write-cache-sdz.rules)"),
     (KINDS[5], "balanced", "tuned-adm profile balanced"),
 ], ids=["config-rm", "config-set", "flag", "pg_num", "cache", "tuned"])
 def test_the_inverse_is_the_exact_command_undo_runs(tmp_path: Path, change: Change,

@@ -179,6 +179,9 @@ def test_host_source_measures_cores_used_and_allowed(fake_osd: subprocess.Popen)
     assert first.cores_used is None, "one sample gives no rate"
     assert first.pid == fake_osd.pid and first.threads == 1
     assert first.cores_allowed == float(len(os.sched_getaffinity(fake_osd.pid)))
+    # Every CPU of the host and no quota: nobody limited it.
+    assert first.cpu_limit_explicit is False and first.cpu_throttled == 0.0
+    assert first.unit is None  # a bare process, in no service
     time.sleep(1.0)
     busy = src.poll().daemons["osd.77"]
     cpu1, t1 = sum(proc.cpu_times()[:2]), time.monotonic()
@@ -190,6 +193,7 @@ def test_host_source_measures_cores_used_and_allowed(fake_osd: subprocess.Popen)
     os.sched_setaffinity(fake_osd.pid, {0})
     pinned = src.poll().daemons["osd.77"]
     assert pinned.cores_allowed == 1.0
+    assert pinned.cpu_limit_explicit is (len(os.sched_getaffinity(0)) > 1)
     assert pinned.host == "h1" and pinned.rss_bytes and pinned.rss_bytes > 0
 
 

@@ -10,9 +10,11 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from stormdeck.advisors.engine import Engine
+from stormdeck.advisors.evidence import EvidenceStore
 from stormdeck.advisors.model import Finding, Severity
 from stormdeck.advisors.rules import ALL
 from stormdeck.advisors.settings import load_settings
@@ -30,14 +32,16 @@ from tests.captured import (
 )
 from tests.conftest import DATA
 from tests.curve_wire import CurveWire
+from tests.evidence import CEPHADM_UNIT, fio_found, recorded_curves
 from tests.unit.test_mclock import recovery_hurts
 
 History = list[Snapshot]
 
 
-def run(snaps: History, rules: tuple | None = None) -> list[Finding]:
+def run(snaps: History, rules: tuple | None = None,
+        evidence: EvidenceStore | None = None) -> list[Finding]:
     """Feed snapshots one at a time, as the console does, and return the last findings."""
-    engine = Engine(settings=load_settings(), rules=rules or ALL)
+    engine = Engine(settings=load_settings(), rules=rules or ALL, evidence=evidence)
     findings: list[Finding] = []
     for i in range(1, len(snaps) + 1):
         findings = engine.evaluate(snaps[:i])
@@ -57,7 +61,35 @@ def long(edit: Callable[[Snapshot, int], Snapshot] | None = None) -> History:
 
 
 def beyond_knee(s: Snapshot, i: int) -> Snapshot:
-    return with_daemon(s, "osd.0", cores_allowed=16.0, cores_used=2.5)
+    # A cpuset of 16 someone gave it; its peak (2.5-4.5) stays under half, never throttled.
+    return with_daemon(s, "osd.0", cores_allowed=16.0, cores_used=2.5 + (i % 3),
+                       cpu_limit_explicit=True, cpu_throttled=0.0)
+
+
+def throttled(s: Snapshot, i: int) -> Snapshot:
+    return with_daemon(s, "osd.0", cores_allowed=1.5, cores_used=1.45, cpu_limit_explicit=True,
+                       cpu_throttled=0.4, cpu_throttled_time=0.3, unit=CEPHADM_UNIT)
+
+
+def not_throttled(s: Snapshot, i: int) -> Snapshot:
+    return with_daemon(s, "osd.0", cores_allowed=1.5, cores_used=0.4, cpu_limit_explicit=True,
+                       cpu_throttled=0.0, cpu_throttled_time=0.0, unit=CEPHADM_UNIT)
+
+
+def pinned(s: Snapshot, cores: float = 2.0) -> Snapshot:
+    for osd in ("osd.0", "osd.1", "osd.2"):
+        s = with_daemon(s, osd, cores_allowed=cores, cpu_limit_explicit=True)
+    return s
+
+
+def busy_reads(s: Snapshot, i: int) -> Snapshot:
+    # 60,000 4K reads on 3 x 2 pinned cores: 10,000 per core, beyond K1.4's 8,500.
+    return with_cluster(pinned(s), client_read_iops=60000.0, client_read_bps=60000.0 * 4096)
+
+
+def beyond_validated(s: Snapshot, i: int) -> Snapshot:
+    # 3,500 4K writes against the 4,142 the recorded write curve reached: 85%.
+    return with_cluster(s, client_write_iops=3500.0, client_write_bps=3500.0 * 4096)
 
 
 def starved(s: Snapshot, i: int) -> Snapshot:
@@ -159,12 +191,32 @@ def both(*edits: Callable[[Snapshot, int], Snapshot]) -> Callable[[Snapshot, int
     return edit
 
 
-def sata_disk(cache: str) -> Callable[[Snapshot, int], Snapshot]:
+def sata_disk(cache: str, rotational: bool = False) -> Callable[[Snapshot, int], Snapshot]:
     def edit(s: Snapshot, i: int) -> Snapshot:
-        disk = Disk(host="vm", name="sdb", util=0.3, rotational=False, write_cache=cache,
-                    model="ATA Micron_5300", transport="sata", daemons=("osd.0",))
+        disk = Disk(host="vm", name="sdb", util=0.3, rotational=rotational, write_cache=cache,
+                    model="ATA Micron_5300" if not rotational else "ATA ST14000NM001G",
+                    transport="sata", daemons=("osd.0",))
         return replace(s, disks={**s.disks, disk.key: disk})
     return edit
+
+
+def ssd_saturated(s: Snapshot, i: int) -> Snapshot:
+    """An SSD with 40 requests queued, each waiting 12 ms, its host's CPUs full."""
+    disk = Disk(host="vm", name="sdc", util=1.0, rotational=False, read_iops=1000.0,
+                write_iops=3000.0, read_await=0.008, write_await=0.0133, queue_depth=40.0,
+                transport="sata", daemons=("osd.0",))
+    return replace(s, disks={**s.disks, disk.key: disk},
+                   hosts={"vm": replace(s.hosts["vm"], cpu_busy=0.97)})
+
+
+def ssd_busy_not_saturated(s: Snapshot, i: int) -> Snapshot:
+    """%util 100% on an SSD that serves many requests at once, each in 0.3 ms: not its
+    limit (iostat's %util says nothing of a device that works in parallel)."""
+    disk = Disk(host="vm", name="sdc", util=1.0, rotational=False, read_iops=20000.0,
+                write_iops=5000.0, read_await=0.0003, write_await=0.0003, queue_depth=7.5,
+                transport="sata", daemons=("osd.0",))
+    return replace(s, disks={**s.disks, disk.key: disk},
+                   hosts={"vm": replace(s.hosts["vm"], cpu_busy=0.97)})
 
 
 def at_limit(s: Snapshot, i: int) -> Snapshot:
@@ -226,7 +278,11 @@ def saturated(cs) -> None:
 CASES: dict[str, tuple[Callable[[], History], Callable[[], History], Severity]] = {
     "ceph.osd.cores_beyond_knee": (lambda: long(beyond_knee), long, Severity.INFO),
     "ceph.osd.cores_starved": (lambda: long(starved), long, Severity.WARNING),
-    "ceph.osd.iops_per_core": (lambda: long(busy_cluster), long, Severity.INFO),
+    "ceph.osd.cpu_throttled": (lambda: long(throttled), lambda: long(not_throttled),
+                               Severity.WARNING),
+    "ceph.osd.iops_per_core": (lambda: long(busy_reads), lambda: long(lambda s, i: pinned(s)),
+                               Severity.INFO),
+    "ceph.cluster.load_vs_validated": (lambda: long(beyond_validated), long, Severity.WARNING),
     "ceph.osd.op_threads_vs_cores": (lambda: long(ssd_one_core), long, Severity.INFO),
     "ceph.osd.slowest": (lambda: long(slow_osd), long, Severity.WARNING),
     "ceph.primary.spread": (lambda: long(primaries_skewed),
@@ -260,8 +316,10 @@ CASES: dict[str, tuple[Callable[[], History], Callable[[], History], Severity]] 
     "ceph.ec.single_parity": (lambda: long(tentacle_ec("20.2.4", (), m=1)),
                               lambda: long(tentacle_ec("20.2.4", ())), Severity.WARNING),
     "ceph.release.advisory": (long, lambda: long(at("20.2.4", "tentacle")), Severity.INFO),
-    "disk.write_cache_on": (lambda: long(sata_disk("write back")),
-                            lambda: long(sata_disk("write through")), Severity.WARNING),
+    # A rotational disk fio found paying for its cache: a warning, with the change.
+    "disk.write_cache_on": (lambda: long(sata_disk("write back", rotational=True)),
+                            lambda: long(sata_disk("write through", rotational=True)),
+                            Severity.WARNING),
     "disk.at_hardware_limit": (lambda: long(at_limit), long, Severity.INFO),
     "host.tuned_profile": (lambda: long(tuned("balanced")),
                            lambda: long(tuned("latency-performance")), Severity.INFO),
@@ -279,10 +337,18 @@ CASES: dict[str, tuple[Callable[[], History], Callable[[], History], Severity]] 
 }
 
 
+# What `stormdeck validate` measured, for the rules that act on it only.
+EVIDENCE: dict[str, Callable[[Path], EvidenceStore]] = {
+    "ceph.cluster.load_vs_validated": lambda tmp: recorded_curves(tmp),
+    "disk.write_cache_on": lambda tmp: fio_found(tmp, "vm:/dev/sdb", "fail"),
+}
+
+
 @pytest.mark.parametrize("rule_id", sorted(CASES))
-def test_rule_fires_on_the_bad_case(rule_id: str) -> None:
+def test_rule_fires_on_the_bad_case(rule_id: str, tmp_path: Path) -> None:
     bad, _, severity = CASES[rule_id]
-    found = firing(run(bad()), rule_id)
+    store = EVIDENCE[rule_id](tmp_path) if rule_id in EVIDENCE else None
+    found = firing(run(bad(), evidence=store), rule_id)
     assert found, f"{rule_id} did not fire"
     f = found[0]
     assert f.severity == severity and f.summary and f.evidence
@@ -290,9 +356,10 @@ def test_rule_fires_on_the_bad_case(rule_id: str) -> None:
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))
-def test_rule_is_silent_on_the_healthy_case(rule_id: str) -> None:
+def test_rule_is_silent_on_the_healthy_case(rule_id: str, tmp_path: Path) -> None:
     _, good, _ = CASES[rule_id]
-    assert not [f for f in run(good()) if f.rule == rule_id]
+    store = EVIDENCE[rule_id](tmp_path) if rule_id in EVIDENCE else None
+    assert not [f for f in run(good(), evidence=store) if f.rule == rule_id]
 
 
 def test_every_rule_has_a_source_an_explanation_and_tests() -> None:
@@ -481,15 +548,17 @@ def test_primary_spread_judges_each_pool_and_skips_small_ones() -> None:
 @pytest.mark.parametrize(("name", "transport", "command"), [
     ("sdb", "sata", "hdparm -W 0 /dev/sdb"),
     ("sdc", "sas", "sdparm --clear WCE --save /dev/sdc"),
-    ("nvme1n1", "nvme", "nvme set-feature /dev/nvme1 -f 6 -v 0"),
+    ("nvme1n1", "nvme", "nvme set-feature /dev/nvme1 -f 6 -v 0 -s"),
 ])
-def test_write_cache_change_fits_the_transport(name: str, transport: str, command: str) -> None:
+def test_write_cache_change_fits_the_transport(name: str, transport: str, command: str,
+                                               tmp_path: Path) -> None:
     def edit(s: Snapshot, i: int) -> Snapshot:
         disk = Disk(host="vm", name=name, write_cache="write back", transport=transport,
                     daemons=("osd.0",))
         return replace(s, disks={**s.disks, disk.key: disk})
 
-    (f,) = firing(run(history(2, edit=edit)), "disk.write_cache_on")
+    store = fio_found(tmp_path, f"vm:/dev/{name}", "fail")
+    (f,) = firing(run(history(2, edit=edit), evidence=store), "disk.write_cache_on")
     assert f.changes[0].command == command
     assert "/sys/block" not in f.changes[0].command
     assert any("fio" in step for step in f.procedure)

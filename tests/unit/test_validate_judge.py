@@ -10,7 +10,16 @@ import pytest
 from stormdeck.advisors.validate import judge
 from stormdeck.advisors.validate.judge import FAIL, PASS, SKIP, WARN, Point
 from stormdeck.advisors.validate.plot import curve_plot
-from stormdeck.advisors.validate.steps import Cleanup, levels, parse_bench
+from stormdeck.advisors.validate.steps import (
+    Cleanup,
+    bench_clients,
+    combine,
+    flush_rates,
+    levels,
+    parse_bench,
+    parse_flushes,
+    split,
+)
 from stormdeck.base.errors import UserError
 
 from tests.conftest import DATA
@@ -77,14 +86,55 @@ def test_write_cache_verdict_from_fio_against_the_devices_writes() -> None:
     assert judge.write_cache("sdb", None, None, None).verdict == SKIP
 
 
+def test_write_cache_counts_flushes_on_kernels_since_5_5() -> None:
+    """Since 5.5 a flush is no write in /proc/diskstats: w/s equals fio's IOPS with the cache
+    on, and only the flush count (columns 19-20) shows the device was asked to flush."""
+    fio = json.loads((VAL / "fio_fdatasync.json").read_text())
+    iops = fio["jobs"][0]["write"]["iops"]
+    on = judge.write_cache("vda", iops, iops, "write back", flushes_ps=iops, flush_ms=1.9)
+    assert on.verdict == FAIL and "flush" in on.summary
+    assert on.data["flushes_per_write"] == pytest.approx(1.0)
+    assert any("1.90 ms each" in e for e in on.evidence)
+    off = judge.write_cache("vda", iops, iops, "write through", flushes_ps=0.0)
+    assert off.verdict == PASS and "no flushes" in off.summary
+    old_kernel = judge.write_cache("vda", iops, iops, "write back", flushes_ps=None)
+    assert old_kernel.verdict == PASS and old_kernel.data["flushes_per_write"] is None
+    assert any("not counted" in e for e in old_kernel.evidence)
+
+
+def test_flushes_from_proc_diskstats() -> None:
+    """The lab's /proc/diskstats (Linux 6.x, 20 columns) and a 4.x line of 14 columns, as
+    Documentation/admin-guide/iostats.rst lists them."""
+    text = (DATA / "diskstats_sample.txt").read_text()
+    counts = parse_flushes(text)
+    assert counts["loop0"] == (194943, 138785)
+    assert parse_flushes("   8       0 sda 4 0 8 1 2 0 16 3 0 4 4\n") == {}
+    before, after = {"sda": (100, 50)}, {"sda": (300, 450)}
+    assert flush_rates(before, after, "sda", 2.0) == (100.0, 2.0)
+    assert flush_rates(before, {}, "sda", 2.0) == (None, None)
+
+
+def test_bench_clients_split_the_load_and_add_up() -> None:
+    assert split(1, 4) == [1] and split(8, 4) == [2, 2, 2, 2] and split(6, 4) == [2, 2, 1, 1]
+    assert sum(split(128, 4)) == 128 and bench_clients(quick=True) < bench_clients(False)
+    iops, lat = combine([(1000.0, 0.004), (3000.0, 0.002)])
+    assert iops == 4000.0 and lat == pytest.approx(0.0025)
+
+
+
 def test_host_verdicts() -> None:
     assert judge.cores("osd.0", 1.0, 0.9).verdict == FAIL  # pinned to one core
     assert judge.cores("osd.0", 4.0, 1.2).verdict == PASS
     assert judge.cores("osd.0", 32.0, 6.0).verdict == WARN  # beyond the knee
+    # Unpinned on a 32-CPU host: nothing was given to it, nothing is beyond the knee.
+    assert judge.cores("osd.0", 32.0, 6.0, explicit=False).verdict == PASS
     assert judge.cores("osd.0", None, None).verdict == SKIP
     assert judge.tuned("vm", "").verdict == WARN
     assert judge.tuned("vm", "latency-performance").verdict == PASS
-    assert judge.op_threads("osd.0", 16, 2.0).verdict == WARN
+    # The rule's threshold (8 per core): 16 op threads on 2 cores is what K1.2/K1.5 measured.
+    assert judge.op_threads("osd.0", 24, 2.0).verdict == WARN
+    assert "at least 3 cores" in judge.op_threads("osd.0", 24, 2.0).summary
+    assert judge.op_threads("osd.0", 16, 2.0).verdict == PASS
     assert judge.op_threads("osd.0", 16, 8.0).verdict == PASS
 
 
