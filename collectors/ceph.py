@@ -210,14 +210,31 @@ _BYTE_UNITS = {"": 1, "k": 1024, "K": 1024, "M": 1 << 20, "G": 1 << 30, "T": 1 <
                "P": 1 << 50}
 
 
+_HUMAN = re.compile(r"([0-9.]+)([kKMGTP]?)(?:i?B)?")
+# Cells already read, per unit table: the mgr prints three significant digits and a
+# unit, so a 10,000-row table holds few distinct cells, and most recur every period.
+_HUMAN_SEEN: dict[int, dict[str, float]] = {}
+_HUMAN_KEEP = 50_000
+
+
 def _human(text: str, units: Mapping[str, float]) -> float:
     """'1619k', '3.5M', '0' from the mgr status module's tables."""
+    seen = _HUMAN_SEEN.get(id(units))
+    if seen is not None:
+        hit = seen.get(text)
+        if hit is not None:
+            return hit
     if text.isdigit():  # most cells; a 10,000-row table is 40,000 of them
         return float(text)
-    m = re.fullmatch(r"([0-9.]+)([kKMGTP]?)(?:i?B)?", text)
+    m = _HUMAN.fullmatch(text)
     if not m:
         raise ValueError(f"not a number: {text!r}")
-    return float(m.group(1)) * units[m.group(2)]
+    value = float(m.group(1)) * units[m.group(2)]
+    if units is _UNITS or units is _BYTE_UNITS:
+        if seen is None or len(seen) > _HUMAN_KEEP:
+            seen = _HUMAN_SEEN[id(units)] = {}
+        seen[text] = value
+    return value
 
 
 def parse_osd_status(raw: bytes) -> dict[int, OsdIO]:
@@ -606,6 +623,7 @@ class CephSource:
         # a History of ten minutes then holds one copy of what did not move.
         self._daemons: dict[int, tuple[tuple[Any, ...], Daemon]] = {}
         self._daemon_map: dict[str, Daemon] = {}
+        self._names: dict[int, str] = {}
         self._inputs: tuple[Any, ...] = ()
         self._pools: tuple[tuple[Any, ...], tuple[Pool, ...]] | None = None
         self._options: tuple[tuple[Any, ...], dict[str, ConfigOption]] | None = None
@@ -803,19 +821,26 @@ class CephSource:
         last = self._daemons
         meta, df, perf, io = meta or {}, df or {}, perf or {}, io or {}
         osds = dump["osds"]
+        names = self._names
+        no_perf = (None, None)
+        # A rebuild runs once per mgr stats period over every OSD (10,000 at scale), so
+        # the loop stays lean: names made once, keys compared as tuples in C (every
+        # element is a plain value or a frozen record, so == is _same_objects' test).
         for i in sorted(ids):
-            name = f"osd.{i}"
+            name = names.get(i)
+            if name is None:
+                name = names[i] = f"osd.{i}"
             m, u, o = meta.get(i), df.get(i), io.get(i)
-            p = perf.get(i, (None, None))
             updown = osds.get(i)
-            key = (m, u, p, o, updown,
+            key = (m, u, perf.get(i, no_perf), o, updown,
                    prim_counts.get(i, 0) if prim_counts is not None else None,
                    None if health is None else name in slow_set)
             old = last.get(i)
-            if old is not None and _same_objects(old[0], key):
+            if old is not None and old[0] == key:
                 d = old[1]
             else:
                 same = False
+                p = key[2]
                 up, in_ = updown if updown is not None else \
                     (u.up if u else None, u.in_ if u else None)
                 d = Daemon(
