@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from stormdeck.advisors.model import Change, Check, Evidence, Thresholds
 from stormdeck.collectors.model import Cluster, ConfigOption, Daemon, Snapshot
+from stormdeck.collectors.packing import value_of, values_of
 
 
 class _Column:
@@ -164,10 +165,7 @@ class Columns:
             seqs, vals = col.seqs, col.vals
             base = self.base
             for seq in range(max(col.filled, base), end):
-                d = self.snaps[seq - base].daemons.get(daemon_id)
-                if d is None:
-                    continue
-                v = getattr(d, attr, None)
+                v = value_of(self.snaps[seq - base].daemons, daemon_id, attr)
                 if v is None:
                     continue
                 if type(v) is not float:
@@ -195,7 +193,7 @@ class Columns:
     def _row(self, daemons: Mapping[str, Any], order: list[str],
              attr: str) -> tuple[list[float], frozenset[str]]:
         if len(daemons) == len(order):
-            values = [getattr(d, attr, None) for d in daemons.values()]
+            values = values_of(daemons, attr)  # a packed snapshot's without making Daemons
             if list(daemons) != order:
                 values = [getattr(daemons.get(k), attr, None) for k in order]
         else:
@@ -291,7 +289,8 @@ class Columns:
             # value in the snapshot before it, when we have it.
             if ch.start > self.base:
                 before = self.snaps[ch.start - 1 - self.base]
-                ch.last = {k: getattr(d, attr, None) for k, d in before.daemons.items()}
+                ch.last = dict(zip(before.daemons, values_of(before.daemons, attr),
+                                   strict=True))
         base = self.base
         prev_map: Any = None
         for seq in range(max(ch.filled, base), end):
@@ -300,8 +299,7 @@ class Columns:
                 continue
             prev_map = daemons
             last, at = ch.last, ch.changed_at
-            for k, d in daemons.items():
-                v = getattr(d, attr, None)
+            for k, v in zip(daemons, values_of(daemons, attr), strict=True):
                 if k in last and last[k] != v:
                     at[k] = seq
                 last[k] = v
