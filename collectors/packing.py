@@ -25,6 +25,7 @@ FIGURES = tuple(f.name for f in dataclasses.fields(Daemon) if f.type == "float |
 STATIC = tuple(f.name for f in dataclasses.fields(Daemon) if f.name not in FIGURES)
 _static = attrgetter(*STATIC)
 _NAN = math.nan
+_NAN_BYTES = array("d", [_NAN]).tobytes()
 
 
 class PackedDaemons(Mapping[str, Daemon]):
@@ -127,10 +128,16 @@ class Packer:
         if same and old is not None:
             templates = old
         figures = {}
+        n = len(values)
         for name in FIGURES:
-            get = attrgetter(name)
+            got = list(map(attrgetter(name), values))
+            unknown = got.count(None)
             try:
-                column = array("d", [_NAN if v is None else v for v in map(get, values)])
+                # Most figures are known for every daemon or for none (a Ceph cluster
+                # has no raft latencies): both made in C, not a value at a time.
+                column = array("d", got) if not unknown else \
+                    array("d", bytes(_NAN_BYTES * n)) if unknown == n else \
+                    array("d", [_NAN if v is None else v for v in got])
             except TypeError:  # not a number where a figure goes: keep it as it is
                 return daemons
             prev = last._figures.get(name) if last is not None and keys is last._keys else None

@@ -34,8 +34,11 @@ class DaemonTable(View, VirtualTable):
         daemons, disks = s.daemons, s.disks
         rows = self._rows
         if rows is None or self._rows_from[0] is not daemons or self._rows_from[1] is not disks:
-            rows = self._rows = self._records_of(daemons, disks, rows or {},
-                                                  disks is self._rows_from[1])
+            # Each snapshot may bring another disks mapping holding the same disks (or
+            # none): equal, it changes no daemon's record.
+            last = self._rows_from[1]
+            same_disks = last is not None and (disks is last or disks == last)
+            rows = self._rows = self._records_of(daemons, disks, rows or {}, same_disks)
             self._rows_from = (daemons, disks)
         # The same mapping while no record changed: the table has nothing to do.
         self.set_records(rows, lambda r: self.cells(r[0], s))
