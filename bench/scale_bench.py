@@ -211,8 +211,9 @@ def console_child(canned: Path, fill: int, stats: str) -> None:
 
     class Bench(StormdeckApp):
         def on_mount(self) -> None:
-            super().on_mount()
-            self.action_view("daemons")
+            # Textual calls every on_mount along the class's MRO, StormdeckApp's too:
+            # calling it here as well started the feed twice (two data loops ticking).
+            self.call_later(self.action_view, "daemons")
 
     app = Bench(feed, cluster_name="bench")
     timed.on = True
