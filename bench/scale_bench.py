@@ -426,7 +426,7 @@ def history_child(canned: Path, fill: int, idea: str) -> None:
                                    cluster=replace(c, pools=pools) if c else None))
 
     history = Copying(fill, whole=10**9) if idea == "copies" else \
-        History(fill, whole=10**9 if idea == "shared" else 130)
+        (History(fill, whole=10**9) if idea == "shared" else History(fill))
     import tracemalloc
 
     class Probe:
