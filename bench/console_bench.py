@@ -90,8 +90,9 @@ def child(n: int, view: str, low_bandwidth: bool) -> None:
 
     class Bench(StormdeckApp):
         def on_mount(self) -> None:
-            super().on_mount()
-            self.action_view(view)
+            # Textual calls every on_mount along the class's MRO, StormdeckApp's too:
+            # calling it here as well started the feed twice (two data loops ticking).
+            self.call_later(self.action_view, view)
 
     feed = SyntheticFeed(n)
     app = Bench(feed, cluster_name="bench", low_bandwidth=low_bandwidth)

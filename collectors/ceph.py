@@ -9,6 +9,7 @@ dump, OSD metadata) less often, and keeps the last good result of each.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -222,14 +223,31 @@ _BYTE_UNITS = {"": 1, "k": 1024, "K": 1024, "M": 1 << 20, "G": 1 << 30, "T": 1 <
                "P": 1 << 50}
 
 
+_HUMAN = re.compile(r"([0-9.]+)([kKMGTP]?)(?:i?B)?")
+# Cells already read, per unit table: the mgr prints three significant digits and a
+# unit, so a 10,000-row table holds few distinct cells, and most recur every period.
+_HUMAN_SEEN: dict[int, dict[str, float]] = {}
+_HUMAN_KEEP = 50_000
+
+
 def _human(text: str, units: Mapping[str, float]) -> float:
     """'1619k', '3.5M', '0' from the mgr status module's tables."""
+    seen = _HUMAN_SEEN.get(id(units))
+    if seen is not None:
+        hit = seen.get(text)
+        if hit is not None:
+            return hit
     if text.isdigit():  # most cells; a 10,000-row table is 40,000 of them
         return float(text)
-    m = re.fullmatch(r"([0-9.]+)([kKMGTP]?)(?:i?B)?", text)
+    m = _HUMAN.fullmatch(text)
     if not m:
         raise ValueError(f"not a number: {text!r}")
-    return float(m.group(1)) * units[m.group(2)]
+    value = float(m.group(1)) * units[m.group(2)]
+    if units is _UNITS or units is _BYTE_UNITS:
+        if seen is None or len(seen) > _HUMAN_KEEP:
+            seen = _HUMAN_SEEN[id(units)] = {}
+        seen[text] = value
+    return value
 
 
 def parse_osd_status(raw: bytes) -> dict[int, OsdIO]:
@@ -645,6 +663,7 @@ class CephSource:
         # a History of ten minutes then holds one copy of what did not move.
         self._daemons: dict[int, tuple[tuple[Any, ...], Daemon]] = {}
         self._daemon_map: dict[str, Daemon] = {}
+        self._names: dict[int, str] = {}
         self._inputs: tuple[Any, ...] = ()
         self._pools: tuple[tuple[Any, ...], tuple[Pool, ...]] | None = None
         self._options: tuple[tuple[Any, ...], dict[str, ConfigOption]] | None = None
@@ -846,23 +865,30 @@ class CephSource:
         last = self._daemons
         meta, df, perf, io = meta or {}, df or {}, perf or {}, io or {}
         osds = dump["osds"]
+        names = self._names
+        no_perf = (None, None)
+        # A rebuild runs once per mgr stats period over every OSD (10,000 at scale), so
+        # the loop stays lean: names made once, keys compared as tuples in C (every
+        # element is a plain value or a frozen record, so == is _same_objects' test).
         for i in sorted(ids):
-            name = f"osd.{i}"
+            name = names.get(i)
+            if name is None:
+                name = names[i] = f"osd.{i}"
             m, u, o = meta.get(i), df.get(i), io.get(i)
-            p = perf.get(i, (None, None))
             updown = osds.get(i)
-            key = (m, u, p, o, updown,
+            key = (m, u, perf.get(i, no_perf), o, updown,
                    prim_counts.get(i, 0) if prim_counts is not None else None,
                    None if health is None else name in slow_set)
             old = last.get(i)
-            if old is not None and _same_objects(old[0], key):
+            if old is not None and old[0] == key:
                 d = old[1]
             else:
                 same = False
+                p = key[2]
                 up, in_ = updown if updown is not None else \
                     (u.up if u else None, u.in_ if u else None)
-                d = Daemon(
-                    id=name, kind="osd", host=(m.host if m else None) or (o.host if o else None),
+                d = _make_osd(
+                    id=name, host=(m.host if m else None) or (o.host if o else None),
                     devices=m.devices if m else None, up=up, in_=in_,
                     objectstore=m.objectstore if m else None,
                     device_class=u.device_class if u else None,
@@ -880,6 +906,39 @@ class CephSource:
             self._daemon_map = daemons
         return Partial(source=self.name, time=self.wall(), cluster=cluster, daemons=daemons,
                        errors=tuple(errors))
+
+
+def _osd_builder() -> Callable[..., Daemon]:
+    """A maker of OSD Daemons that sets the fields as Daemon's own __init__ does, minus
+    its per-field lookups: a rebuild makes 10,000 of them once per stats period. Made
+    from the dataclass's fields, so a new field keeps its default."""
+    fields = dataclasses.fields(Daemon)
+    if any(f.default is dataclasses.MISSING and f.name not in ("id", "kind") for f in fields) \
+            or any(f.default_factory is not dataclasses.MISSING for f in fields) \
+            or hasattr(Daemon, "__post_init__"):
+        return lambda **kw: Daemon(kind="osd", **kw)  # not a plain record: its own __init__
+    names = [f.name for f in fields]
+    given = ("id", "host", "devices", "up", "in_", "objectstore", "device_class",
+             "read_iops", "write_iops", "read_bps", "write_bps", "commit_latency",
+             "apply_latency", "pgs", "primary_pgs", "utilization", "has_slow_ops")
+    env: dict[str, Any] = {"_new": object.__new__, "_Daemon": Daemon,
+                           "_KIND": "osd"}
+    lines = [f"def make({', '.join(given)}):", "    self = _new(_Daemon)"]
+    for f in fields:
+        env[f"_set_{f.name}"] = Daemon.__dict__[f.name].__set__
+        value = f.name if f.name in given else "_KIND" if f.name == "kind" else \
+            f"_default_{f.name}"
+        if value.startswith("_default_"):
+            env[value] = f.default
+        lines.append(f"    _set_{f.name}(self, {value})")
+    lines.append("    return self")
+    if set(given) - set(names):
+        return lambda **kw: Daemon(kind="osd", **kw)
+    exec("\n".join(lines), env)  # code made above from the dataclass fields only
+    return env["make"]
+
+
+_make_osd = _osd_builder()
 
 
 def _same_objects(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:

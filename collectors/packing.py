@@ -25,6 +25,7 @@ FIGURES = tuple(f.name for f in dataclasses.fields(Daemon) if f.type == "float |
 STATIC = tuple(f.name for f in dataclasses.fields(Daemon) if f.name not in FIGURES)
 _static = attrgetter(*STATIC)
 _NAN = math.nan
+_NAN_BYTES = array("d", [_NAN]).tobytes()
 
 
 class PackedDaemons(Mapping[str, Daemon]):
@@ -60,6 +61,40 @@ class PackedDaemons(Mapping[str, Daemon]):
     def __contains__(self, key: object) -> bool:
         return key in self._index
 
+    def values_of(self, attr: str) -> list[Any]:
+        """Every daemon's `attr`, in key order, as the Daemons made again would give it,
+        without making them: a figure from its column (NaN: None), anything else from
+        the templates (only figures differ between a template and its Daemon)."""
+        column = self._figures.get(attr)
+        if column is not None:
+            return [None if v != v else v for v in column]
+        if attr not in STATIC:
+            return [None] * len(self._keys)
+        return list(map(attrgetter(attr), self._templates))
+
+
+def value_of(daemons: Mapping[str, Daemon], key: str, attr: str) -> Any:
+    """One daemon's `attr` (None if it is absent or has none), read from a packed
+    mapping's column or template without making the Daemon again."""
+    if isinstance(daemons, PackedDaemons):
+        i = daemons._index.get(key)
+        if i is None:
+            return None
+        column = daemons._figures.get(attr)
+        if column is not None:
+            v = column[i]
+            return None if v != v else v
+        return getattr(daemons._templates[i], attr, None)
+    d = daemons.get(key)
+    return None if d is None else getattr(d, attr, None)
+
+
+def values_of(daemons: Mapping[str, Daemon], attr: str) -> list[Any]:
+    """`attr` of every daemon in the mapping, in its order (None where it has none)."""
+    if isinstance(daemons, PackedDaemons):
+        return daemons.values_of(attr)
+    return [getattr(d, attr, None) for d in daemons.values()]
+
 
 class Packer:
     """Packs daemons mappings, sharing keys, templates and figure arrays with the last one."""
@@ -93,10 +128,16 @@ class Packer:
         if same and old is not None:
             templates = old
         figures = {}
+        n = len(values)
         for name in FIGURES:
-            get = attrgetter(name)
+            got = list(map(attrgetter(name), values))
+            unknown = got.count(None)
             try:
-                column = array("d", [_NAN if v is None else v for v in map(get, values)])
+                # Most figures are known for every daemon or for none (a Ceph cluster
+                # has no raft latencies): both made in C, not a value at a time.
+                column = array("d", got) if not unknown else \
+                    array("d", bytes(_NAN_BYTES * n)) if unknown == n else \
+                    array("d", [_NAN if v is None else v for v in got])
             except TypeError:  # not a number where a figure goes: keep it as it is
                 return daemons
             prev = last._figures.get(name) if last is not None and keys is last._keys else None

@@ -137,6 +137,10 @@ class Feed(Scrollback):
         self._thread: threading.Thread | None = None
 
     def start(self, on_frame: Callable[[Frame], None]) -> None:
+        if self._thread is not None:
+            # Two data threads would tick one loop twice a second, each judging the
+            # other's snapshots: a feed has one.
+            raise RuntimeError("this feed has started already")
         self._emit = on_frame
         self._thread = threading.Thread(target=self._run, name="feed", daemon=True)
         self._thread.start()

@@ -293,3 +293,24 @@ def test_the_cluster_log_tail_outlives_the_monitors_summary() -> None:
     src.outputs["log last"] = json.dumps(noisy).encode()
     tail = src.poll().cluster.log  # type: ignore[union-attr]
     assert len(tail) == CephSource.LOG_LINES and tail[-1].message == "m39"
+
+
+def test_the_fast_osd_maker_makes_the_daemon_init_would() -> None:
+    """CephSource makes OSD Daemons without Daemon.__init__'s per-field lookups: the
+    record it makes is the one __init__ makes, frozen, with every other field's default."""
+    import dataclasses
+
+    import pytest
+    from stormdeck.collectors.ceph import _make_osd
+    from stormdeck.collectors.model import Daemon
+
+    kw = dict(id="osd.7", host="stor-1", devices=("nvme0n1",), up=True, in_=False,
+              objectstore="bluestore", device_class="ssd", read_iops=1.5, write_iops=None,
+              read_bps=3.0, write_bps=4.0, commit_latency=0.002, apply_latency=None, pgs=101,
+              primary_pgs=33, utilization=0.5, has_slow_ops=None)
+    made, init = _make_osd(**kw), Daemon(kind="osd", **kw)
+    assert type(made) is Daemon and made == init and hash(made) == hash(init)
+    assert [getattr(made, f.name) for f in dataclasses.fields(Daemon)] == \
+        [getattr(init, f.name) for f in dataclasses.fields(Daemon)]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.up = False  # type: ignore[misc]

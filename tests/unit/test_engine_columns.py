@@ -91,3 +91,18 @@ def test_changed_is_a_superset_of_what_moved() -> None:
             seen = [s.daemons[key].up for s in window if key in s.daemons]
             if len(set(seen)) > 1:
                 assert key in moved
+
+
+def test_columns_over_a_packing_history_judge_as_whole_windows() -> None:
+    """The History packs all but its newest snapshots; the engine reads packed rows
+    through their columns (a window read again when an OSD vanishes reads them)."""
+    from stormdeck.collectors.hub import History
+
+    snaps = wander(6, 120, 1.0)
+    fast, slow = Engine(), Engine(incremental=False)
+    packed = History(600, whole=3)
+    plain: deque[Snapshot] = deque(maxlen=600)
+    for snap in snaps:
+        packed.append(snap)
+        plain.append(replace(snap))
+        assert verdicts(fast.evaluate(list(packed))) == verdicts(slow.evaluate(list(plain)))

@@ -65,3 +65,15 @@ def test_a_nan_figure_comes_back_unknown() -> None:
     packed = Packer().pack(daemons)
     assert all(d.commit_latency is None for d in packed.values())
     assert "commit_latency" in FIGURES and "up" not in FIGURES
+
+
+def test_values_of_a_packed_mapping_are_those_of_its_daemons() -> None:
+    from stormdeck.collectors.packing import values_of
+
+    packer = Packer()
+    for s in moving(12):
+        packed = packer.pack(s.daemons)
+        for attr in (*FIGURES, "up", "pgs", "host", "devices", "no_such_field"):
+            want = [getattr(d, attr, None) for d in s.daemons.values()]
+            assert values_of(packed, attr) == want
+            assert values_of(s.daemons, attr) == want

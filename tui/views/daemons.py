@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from rich.text import Text
 from stormdeck.collectors.model import Daemon, Snapshot, disk_key
@@ -24,15 +25,38 @@ class DaemonTable(View, VirtualTable):
                Column("latency", 15, 2), Column("prim|lead", 9, 3, True),
                Column("device", 10, 6), Column("util", 5, 2, True))
 
+    # The records last built, and the daemons and disks mappings they were built from.
+    _rows: dict[str, tuple] | None = None
+    _rows_from: tuple[Any, Any] = (None, None)
+
     def show(self, frame: Frame) -> None:
         s = frame.snapshot
-        disks = s.disks
+        daemons, disks = s.daemons, s.disks
+        rows = self._rows
+        if rows is None or self._rows_from[0] is not daemons or self._rows_from[1] is not disks:
+            # Each snapshot may bring another disks mapping holding the same disks (or
+            # none): equal, it changes no daemon's record.
+            last = self._rows_from[1]
+            same_disks = last is not None and (disks is last or disks == last)
+            rows = self._rows = self._records_of(daemons, disks, rows or {}, same_disks)
+            self._rows_from = (daemons, disks)
+        # The same mapping while no record changed: the table has nothing to do.
+        self.set_records(rows, lambda r: self.cells(r[0], s))
 
-        def record(d: Daemon) -> tuple:
-            return (d, tuple(disks.get(disk_key(d.host, x)) for x in d.devices or ()))
-
-        self.set_records(((d.id, record(d)) for d in s.daemons.values()),
-                         lambda r: self.cells(r[0], s))
+    @staticmethod
+    def _records_of(daemons: Mapping[str, Daemon], disks: Mapping[str, Any],
+                    last: dict[str, tuple], same_disks: bool) -> dict[str, tuple]:
+        """A record per daemon: the Daemon and its disks. A daemon that is the same object
+        (and whose disks are) keeps its record object, so the table compares by identity."""
+        out = {}
+        for d in daemons.values():
+            old = last.get(d.id)
+            if old is not None and old[0] is d and same_disks:
+                out[d.id] = old
+                continue
+            rec = (d, tuple(disks.get(disk_key(d.host, x)) for x in d.devices or ()))
+            out[d.id] = old if old is not None and old[0] is d and old[1] == rec[1] else rec
+        return out
 
     def cells(self, d: Daemon, s: Snapshot) -> tuple[Text, ...]:
         iops = d.iops

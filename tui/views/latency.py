@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from stormdeck.collectors.model import Daemon, Snapshot
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import ms, spark, t
-from stormdeck.tui.table import Column, VirtualTable
+from stormdeck.tui.table import Cells, Column, VirtualTable
 from stormdeck.tui.views.base import View
+
+SPARK = 24  # the history column's width: the newest values it shows
 
 
 class LatencyTable(View, VirtualTable):
@@ -15,17 +20,34 @@ class LatencyTable(View, VirtualTable):
                Column("history", 24, 5))
 
     def show(self, frame: Frame) -> None:
-        rows = []
-        for d in frame.snapshot.daemons.values():
-            if d.kind == "osd":
-                first, second, p99 = d.commit_latency, d.apply_latency, None
-                attr = "commit_latency"
-            else:
-                first, second = d.raft_append_latency, d.raft_send_latency
-                p99, attr = d.raft_append_latency_p99, "raft_append_latency"
-            series = [getattr(x.daemons[d.id], attr) for x in frame.history
-                      if d.id in x.daemons and getattr(x.daemons[d.id], attr) is not None]
-            rows.append((d.id, (t(d.id), t(d.kind), t(ms(first)), t(ms(second)), t(ms(p99)),
-                                t(f"{ms(d.op_read_latency)}/{ms(d.op_write_latency)}"),
-                                t(spark(series, 24, self.ascii_only)))))
-        self.sync(rows)
+        # A row is its Daemon and the frame's time: only rows on screen are formatted
+        # (reading the history for their sparklines), not every daemon every frame.
+        when, history = frame.snapshot.time, frame.history
+        self.set_records(((d.id, (d, when)) for d in frame.snapshot.daemons.values()),
+                         lambda r: self.cells(r[0], history))
+
+    def cells(self, d: Daemon, history: Sequence[Snapshot]) -> Cells:
+        if d.kind == "osd":
+            first, second, p99 = d.commit_latency, d.apply_latency, None
+            attr = "commit_latency"
+        else:
+            first, second = d.raft_append_latency, d.raft_send_latency
+            p99, attr = d.raft_append_latency_p99, "raft_append_latency"
+        return (t(d.id), t(d.kind), t(ms(first)), t(ms(second)), t(ms(p99)),
+                t(f"{ms(d.op_read_latency)}/{ms(d.op_write_latency)}"),
+                t(spark(newest(history, d.id, attr, SPARK), SPARK, self.ascii_only)))
+
+
+def newest(history: Sequence[Snapshot], daemon_id: str, attr: str, n: int) -> list[float]:
+    """The daemon's last `n` known values of `attr` in `history`, oldest first."""
+    out: list[float] = []
+    for x in reversed(history):
+        d = x.daemons.get(daemon_id)
+        if d is not None:
+            v = getattr(d, attr)
+            if v is not None:
+                out.append(v)
+                if len(out) == n:
+                    break
+    out.reverse()
+    return out

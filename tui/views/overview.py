@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 from rich.text import Text
 from stormdeck.collectors.model import Snapshot
+from stormdeck.collectors.packing import values_of
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import finding_line, ms, num, pct, spark, t
 from stormdeck.tui.views.base import FrameText
+
+SPARK = 20  # a sparkline's width: the newest values it shows
 
 BAD_PG_WORDS = ("peering", "activating", "unknown", "creating", "down", "incomplete", "stale",
                 "degraded", "undersized")
@@ -16,12 +22,28 @@ class Overview(FrameText):
     """What limits the cluster, at a glance, each figure with its short history."""
 
     view_id = "overview"
+    # Cores used per daemons mapping, for the sparkline: snapshots share a mapping while
+    # no daemon moved, and 10,000 daemons are not summed again for each of them.
+    _cores: dict[int, tuple[Any, float]] | None = None
+
+    def _cores_used(self, x: Snapshot) -> float:
+        daemons = x.daemons
+        memo = self._cores if self._cores is not None else {}
+        hit = memo.get(id(daemons))
+        if hit is not None and hit[0] is daemons:
+            return hit[1]
+        used = sum(v or 0 for v in values_of(daemons, "cores_used"))
+        if len(memo) > 4 * SPARK:
+            memo = {}
+        memo[id(daemons)] = (daemons, used)
+        self._cores = memo
+        return used
 
     def render_frame(self, frame: Frame) -> Text:
         s, hist = frame.snapshot, frame.history
         out = Text()
         c = s.cluster
-        sp = lambda fn: spark([v for v in (fn(x) for x in hist) if v is not None],  # noqa: E731
+        sp = lambda fn: spark(newest(hist, fn, SPARK), SPARK,  # noqa: E731
                               ascii_only=self.ascii_only)
         if c is not None:
             style = {"HEALTH_OK": "green", "HEALTH_WARN": "yellow"}.get(c.health or "",
@@ -59,7 +81,7 @@ class Overview(FrameText):
             used = sum(d.cores_used or 0 for d in osds)
             allowed = sum(d.cores_allowed or 0 for d in osds)
             out.append(f"cores   {used:.1f} used of {allowed:g} allowed across {len(osds)} OSDs   "
-                       f"{sp(lambda x: sum(d.cores_used or 0 for d in x.daemons.values()))}\n")
+                       f"{sp(self._cores_used)}\n")
             out.append("slowest ")
             out.append_text(t(f"{worst.id} commit {ms(worst.commit_latency)}"))
             out.append("\n")
@@ -91,3 +113,18 @@ def pool_range(s: Snapshot, name: str) -> float | None:
     if s.curve is None:
         return None
     return next((p.leader_range for p in s.curve.pools if p.name == name), None)
+
+
+def newest(hist: Sequence[Snapshot], fn: Callable[[Snapshot], float | None],
+           n: int) -> list[float]:
+    """The last `n` known values of `fn` over `hist`, oldest first (all a sparkline of
+    width `n` shows), read from the newest snapshot back."""
+    out: list[float] = []
+    for x in reversed(hist):
+        v = fn(x)
+        if v is not None:
+            out.append(v)
+            if len(out) == n:
+                break
+    out.reverse()
+    return out
