@@ -13,6 +13,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from stormdeck.advisors.engine import Engine
+from stormdeck.advisors.evidence import EvidenceStore
+from stormdeck.advisors.model import Finding
+from stormdeck.advisors.rules import ALL
+from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.ceph import CephSource
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import Daemon, Disk, Host, Partial, Snapshot, SourceHealth
@@ -109,3 +114,18 @@ def with_config(snap: Snapshot, option: str, who: str, value: str) -> Snapshot:
     opt = config[option]
     config[option] = replace(opt, values={**opt.values, who: value})
     return with_cluster(snap, config=config)
+
+
+def run(snaps: list[Snapshot], rules: tuple | None = None,
+        evidence: EvidenceStore | None = None) -> list[Finding]:
+    """Feed snapshots one at a time, as the console does, and return the last findings."""
+    engine = Engine(settings=load_settings(), rules=rules or ALL, evidence=evidence)
+    findings: list[Finding] = []
+    for i in range(1, len(snaps) + 1):
+        findings = engine.evaluate(snaps[:i])
+    assert not engine.errors, engine.errors
+    return findings
+
+
+def firing(findings: list[Finding], rule: str) -> list[Finding]:
+    return [f for f in findings if f.rule == rule and f.state == "firing"]

@@ -7,7 +7,8 @@ as those characters, and control characters are shown as escapes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from rich.text import Text
 from stormdeck.advisors.model import Finding, Severity
@@ -63,3 +64,18 @@ def rate(bps: float | None) -> str:
             return f"{bps:.0f} {unit}"
         bps /= 1024
     return f"{bps:.0f} TiB"
+
+
+def newest(hist: Sequence[Any], fn: Callable[[Any], float | None],
+           n: int) -> list[float]:
+    """The last `n` known values of `fn` over `hist`, oldest first (all a sparkline of
+    width `n` shows), read from the newest snapshot back."""
+    out: list[float] = []
+    for x in reversed(hist):
+        v = fn(x)
+        if v is not None:
+            out.append(v)
+            if len(out) == n:
+                break
+    out.reverse()
+    return out

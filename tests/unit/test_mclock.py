@@ -10,31 +10,24 @@ from pathlib import Path
 
 import pytest
 from stormdeck.advisors import overrides
-from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.journal import Journal
-from stormdeck.advisors.model import Change, Check, Finding, Severity
-from stormdeck.advisors.rules import ALL, Context, Rule
-from stormdeck.advisors.settings import load_settings
+from stormdeck.advisors.model import Change, Check, Severity
+from stormdeck.advisors.rules import Context, Rule
 from stormdeck.collectors.model import Snapshot
 
-from tests.captured import history, lab_snapshot, with_cluster, with_config, with_daemon
+from tests.captured import (
+    firing,
+    history,
+    lab_snapshot,
+    run,
+    with_cluster,
+    with_config,
+    with_daemon,
+)
 from tests.conftest import DATA
 
 RELEASES = ("pacific", "reef", "tentacle")
 SCHEDULER = {"pacific": "wpq", "reef": "mclock_scheduler", "tentacle": "mclock_scheduler"}
-
-
-def run(snaps: list[Snapshot], rules: tuple = ALL) -> list[Finding]:
-    engine = Engine(settings=load_settings(), rules=rules)
-    findings: list[Finding] = []
-    for i in range(1, len(snaps) + 1):
-        findings = engine.evaluate(snaps[:i])
-    assert not engine.errors, engine.errors
-    return findings
-
-
-def firing(findings: list[Finding], rule: str) -> list[Finding]:
-    return [f for f in findings if f.rule == rule and f.state == "firing"]
 
 
 def long(release: str, edit=None) -> list[Snapshot]:

@@ -13,9 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.evidence import EvidenceStore
-from stormdeck.advisors.model import Finding, Severity
+from stormdeck.advisors.model import Severity
 from stormdeck.advisors.rules import ALL
 from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.curve import CurveSource
@@ -24,8 +23,10 @@ from stormdeck.collectors.model import ConfigOption, Disk, Host, Pool, Snapshot,
 
 from tests.captured import (
     CannedCeph,
+    firing,
     history,
     lab_snapshot,
+    run,
     with_cluster,
     with_config,
     with_daemon,
@@ -36,21 +37,6 @@ from tests.evidence import CEPHADM_UNIT, fio_found, recorded_curves
 from tests.unit.test_mclock import recovery_hurts
 
 History = list[Snapshot]
-
-
-def run(snaps: History, rules: tuple | None = None,
-        evidence: EvidenceStore | None = None) -> list[Finding]:
-    """Feed snapshots one at a time, as the console does, and return the last findings."""
-    engine = Engine(settings=load_settings(), rules=rules or ALL, evidence=evidence)
-    findings: list[Finding] = []
-    for i in range(1, len(snaps) + 1):
-        findings = engine.evaluate(snaps[:i])
-    assert not engine.errors, engine.errors
-    return findings
-
-
-def firing(findings: list[Finding], rule: str) -> list[Finding]:
-    return [f for f in findings if f.rule == rule and f.state == "firing"]
 
 
 # ---- Ceph cases from the lab capture --------------------------------------------------

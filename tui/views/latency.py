@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from stormdeck.collectors.model import Daemon, Snapshot
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import ms, spark, t
+from stormdeck.tui.format import newest as last_values
 from stormdeck.tui.table import Cells, Column, VirtualTable
 from stormdeck.tui.views.base import View
 
@@ -40,14 +41,4 @@ class LatencyTable(View, VirtualTable):
 
 def newest(history: Sequence[Snapshot], daemon_id: str, attr: str, n: int) -> list[float]:
     """The daemon's last `n` known values of `attr` in `history`, oldest first."""
-    out: list[float] = []
-    for x in reversed(history):
-        d = x.daemons.get(daemon_id)
-        if d is not None:
-            v = getattr(d, attr)
-            if v is not None:
-                out.append(v)
-                if len(out) == n:
-                    break
-    out.reverse()
-    return out
+    return last_values(history, lambda x: getattr(x.daemons.get(daemon_id), attr, None), n)

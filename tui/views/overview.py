@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.text import Text
 from stormdeck.collectors.model import Snapshot
 from stormdeck.collectors.packing import values_of
 from stormdeck.tui.feed import Frame
-from stormdeck.tui.format import finding_line, ms, num, pct, spark, t
+from stormdeck.tui.format import finding_line, ms, newest, num, pct, spark, t
 from stormdeck.tui.views.base import FrameText
 
 SPARK = 20  # a sparkline's width: the newest values it shows
@@ -113,18 +112,3 @@ def pool_range(s: Snapshot, name: str) -> float | None:
     if s.curve is None:
         return None
     return next((p.leader_range for p in s.curve.pools if p.name == name), None)
-
-
-def newest(hist: Sequence[Snapshot], fn: Callable[[Snapshot], float | None],
-           n: int) -> list[float]:
-    """The last `n` known values of `fn` over `hist`, oldest first (all a sparkline of
-    width `n` shows), read from the newest snapshot back."""
-    out: list[float] = []
-    for x in reversed(hist):
-        v = fn(x)
-        if v is not None:
-            out.append(v)
-            if len(out) == n:
-                break
-    out.reverse()
-    return out
