@@ -314,3 +314,35 @@ def test_the_fast_osd_maker_makes_the_daemon_init_would() -> None:
         [getattr(init, f.name) for f in dataclasses.fields(Daemon)]
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.up = False  # type: ignore[misc]
+
+
+def test_a_new_osdmap_epoch_with_nothing_moved_keeps_the_same_pools() -> None:
+    """Each epoch refetches the PG dump and the pools; equal pools are the previous objects,
+    so the History holds one copy of each pool's per-OSD counts, not one per epoch."""
+    from tests.captured import CannedCeph, lab_outputs
+
+    outputs = lab_outputs()
+    src = CannedCeph(outputs)
+    src.clock = lambda: 1000.0
+    first = src.poll().cluster
+    assert first is not None and first.pools
+    assert any(p.pgs_by_osd for p in first.pools)
+    status, dump = json.loads(outputs["status"]), json.loads(outputs["osd dump"])
+    epoch = status["osdmap"]["epoch"] + 1
+    status["osdmap"]["epoch"], dump["epoch"] = epoch, epoch
+    src.outputs.update({"status": json.dumps(status).encode(),
+                        "osd dump": json.dumps(dump).encode()})
+    src.clock = lambda: 2000.0  # past every cadence: everything fetched anew
+    second = src.poll().cluster
+    assert second is not None and second.osdmap_epoch == epoch
+    assert second.pools is first.pools
+    # A pool that did change is new.
+    pools = json.loads(outputs["osd pool ls"])
+    pools[0]["pg_num_target"] = pools[0].get("pg_num_target", 1) * 2
+    src.outputs["osd pool ls"] = json.dumps(pools).encode()
+    status["osdmap"]["epoch"] = dump["epoch"] = epoch + 1
+    src.outputs.update({"status": json.dumps(status).encode(),
+                        "osd dump": json.dumps(dump).encode()})
+    src.clock = lambda: 3000.0
+    third = src.poll().cluster
+    assert third is not None and third.pools is not first.pools
