@@ -4,6 +4,7 @@ break unseen: the figures are the benchmarks' business, that they run is the tes
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -44,7 +45,10 @@ def test_scale_bench_gives_every_figure_as_json() -> None:
     console, record = out["console"], out["record"]
     for part in (console, record):
         assert part["ticks"] > 0 and part["missed"] == 0
-        assert part["cpu_pct"] > 0 and part["peak_rss_mib"] > 0 and part["engine_ms"] > 0
+        # CPU seconds come in clock ticks of 10 ms: three ticks of a 60-OSD loop may use
+        # less than one, so the smoke run's CPU figure can be 0.0 (seen on a quiet machine).
+        assert math.isfinite(part["cpu_pct"]) and part["cpu_pct"] >= 0
+        assert part["peak_rss_mib"] > 0 and part["engine_ms"] > 0
     assert 0 < console["first_paint_s"] < 30 and console["bytes_per_s"] > 0
     assert out["seek"]["snapshots"] > 0 and out["seek"]["seek_back_s"] >= 0
     assert out["check"]["after_second_poll_s"] >= 0
