@@ -27,7 +27,21 @@ from stormdeck.collectors.model import (
     Pool,
 )
 
-RATE = "2m"  # at least four scrapes at the common 15-30 s intervals
+RATE = "2m"  # the queries as written: four scrapes at the default 30 s interval
+SCRAPE_INTERVAL = 30.0  # seconds, what --prometheus-scrape-interval assumes unless told
+
+
+def rate_window(scrape_interval: float) -> str:
+    """The range of every rate(): four scrape intervals, as Grafana's $__rate_interval.
+
+    rate() needs two samples in its range and one scrape may fail, so Grafana takes
+    four intervals (grafana.com/blog/2020/09/28, "$__rate_interval for Prometheus
+    rate queries that just work"). A fixed 2m smears a change over two minutes where
+    Prometheus scrapes every 5 s, and misses every other sample where it scrapes
+    once a minute.
+    """
+    return f"{max(1, round(4 * scrape_interval))}s"
+
 # Queries in flight at once: a poll's 37 (55 with Curve) take a round trip per eight,
 # not one each, and stay well under Prometheus's own --query.max-concurrency (20).
 CONCURRENCY = 8
@@ -174,7 +188,8 @@ class PrometheusSource:
                  curve: bool = False, match: str | None = None, ca: str | None = None,
                  insecure: bool = False, token_file: str | None = None,
                  user: str | None = None, password_file: str | None = None,
-                 concurrency: int = CONCURRENCY) -> None:
+                 concurrency: int = CONCURRENCY,
+                 scrape_interval: float = SCRAPE_INTERVAL) -> None:
         import requests
         from prometheus_api_client import PrometheusConnect
         from requests.adapters import HTTPAdapter
@@ -184,7 +199,10 @@ class PrometheusSource:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.ceph, self.curve = ceph, curve
-        self.queries = dict(ALL_QUERIES)
+        self.window = rate_window(scrape_interval)
+        # `[2m]` occurs in the queries only as their range selectors.
+        self.queries = {k: v.replace(f"[{RATE}]", f"[{self.window}]")
+                        for k, v in ALL_QUERIES.items()}
         unknown = set(queries or {}) - set(self.queries)
         if unknown:
             raise ValueError(f"no Prometheus query named {', '.join(sorted(unknown))}")

@@ -8,7 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from stormdeck.lab import roots
-from stormdeck.lab.cluster import GIB, Lab, LabError, Ports, default_dir, parse_size
+from stormdeck.lab.cluster import (
+    GIB,
+    SCRAPE_INTERVAL,
+    Lab,
+    LabError,
+    Ports,
+    default_dir,
+    parse_size,
+)
 from stormdeck.output import add_format_options, dump, is_json
 
 
@@ -170,6 +178,8 @@ def print_status(s: dict[str, Any]) -> None:
         print(f"  prometheus  http://127.0.0.1:{p['prometheus']}  "
               f"(node exporter 127.0.0.1:{p['node_exporter']}, stormdeck exporter "
               f"127.0.0.1:{p.get('exporter', '-')})")
+        print(f"              scrapes every {SCRAPE_INTERVAL} s: watch it with "
+              f"--prometheus-scrape-interval {SCRAPE_INTERVAL}")
     for d in s["daemons"]:
         alive = "up  " if d["alive"] else "DOWN"
         dev = f"  {d['device']}" if d.get("device") else ""

@@ -136,6 +136,10 @@ def add_source_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--prometheus-match", metavar="MATCHER", type=label_matcher, default=None,
                    help="label matcher added to every query, for a Prometheus that holds "
                         "several clusters (e.g. 'cluster=\"prod\"')")
+    g.add_argument("--prometheus-scrape-interval", metavar="SECONDS", type=positive_seconds,
+                   default=30.0,
+                   help="how often that Prometheus scrapes Ceph: rates are taken over four "
+                        "intervals, as Grafana's $__rate_interval (default 30, so 2 minutes)")
     g.add_argument("--prometheus-ca", metavar="FILE", type=readable_file, default=None,
                    help="CA certificate(s) to verify an https Prometheus with (default: the "
                         "system's)")
@@ -301,7 +305,8 @@ def prometheus_source(args: argparse.Namespace) -> Source:
         insecure=getattr(args, "prometheus_insecure", False),
         token_file=getattr(args, "prometheus_token_file", None),
         user=getattr(args, "prometheus_user", None),
-        password_file=getattr(args, "prometheus_password_file", None))
+        password_file=getattr(args, "prometheus_password_file", None),
+        scrape_interval=getattr(args, "prometheus_scrape_interval", 30.0))
 
 
 def curve_source(args: argparse.Namespace) -> Source:

@@ -50,6 +50,9 @@ def test_clusters_come_with_their_sources_and_read_only(tmp_path: Path) -> None:
      r"\[clusters.a\] read_only = 'yes' is not allowed: it takes true or false$"),
     ("[clusters.a]\ntimeout = true\n",
      r"\[clusters.a\] timeout = True is not allowed: it takes a number$"),
+    ("[clusters.a]\nprometheus_scrape_interval = 0\n",
+     r"\[clusters.a\] prometheus_scrape_interval = 0 is not allowed: it takes a number of "
+     "seconds above 0$"),
     ("[clusters\n", "not valid TOML"),
     ("[other]\n", "unknown table 'other'"),
     ("clusters = 3\n", "must be tables"),

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from stormdeck.collectors.prometheus import ALL_QUERIES
+from stormdeck.collectors.prometheus import ALL_QUERIES, RATE, PrometheusSource, rate_window
 from stormdeck.collectors.promql import MatcherError, inject, parse_matchers
 
 M = 'cluster="prod"'
@@ -67,6 +67,17 @@ def test_ceph_mixins_expressions_get_it_too(expr: str) -> None:
     assert inject(expr, M) == MIXIN[expr]
 
 
+@pytest.mark.parametrize("interval, window", [(30.0, "120s"), (5.0, "20s"), (15, "60s"),
+                                              (60.0, "240s"), (0.1, "1s")])
+def test_every_rate_spans_four_scrapes(interval: float, window: str) -> None:
+    assert rate_window(interval) == window
+    src = PrometheusSource("http://127.0.0.1:9", curve=True, scrape_interval=interval)
+    src.close()
+    rated = [q for q in src.queries.values() if "rate(" in q]
+    assert len(rated) >= 15
+    assert all(f"[{window}]" in q and f"[{RATE}]" not in q for q in rated), rated
+
+
 def test_what_is_not_a_selector_is_left_alone() -> None:
     assert inject('label_replace(up, "a", "$1", "job", "(.*)")', M) == \
         'label_replace(up{cluster="prod"}, "a", "$1", "job", "(.*)")'
@@ -97,8 +108,14 @@ def test_a_bad_matcher_says_so(text: str) -> None:
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian: prometheus)")
 def test_prometheus_parses_every_rewritten_expression(tmp_path: Path) -> None:
-    """promtool parses a rule file with Prometheus' own PromQL parser."""
-    exprs = [inject(e, 'cluster="prod",dc=~"eu.*"') for e in [*ALL_QUERIES.values(), *MIXIN]]
+    """promtool parses a rule file with Prometheus' own PromQL parser.
+
+    Our queries as the source sends them: with the matcher and a rate window of its own.
+    """
+    m = 'cluster="prod",dc=~"eu.*"'
+    src = PrometheusSource("http://127.0.0.1:9", match=m, curve=True, scrape_interval=7.5)
+    src.close()
+    exprs = [*src.queries.values(), *(inject(e, m) for e in MIXIN)]
     rules = ["groups:", "  - name: injected", "    rules:"]
     for i, e in enumerate(exprs):
         body = "\n".join("          " + line for line in e.splitlines())
