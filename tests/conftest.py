@@ -135,7 +135,7 @@ def lab_cluster() -> Iterator[LabCluster]:
         pytest.fail("integration tests start a real lab on loop devices and need root "
                     "(run ./dev test as root, or -m 'not integration')")
     with lab_home() as home:
-        yield from _session_lab(home / "cluster")
+        yield from started_lab(home / "cluster")
 
 
 @pytest.fixture(scope="session")
@@ -150,10 +150,10 @@ def release_cluster(request: pytest.FixtureRequest) -> Iterator[LabCluster]:
     if os.geteuid() != 0:
         pytest.fail("release labs run chrooted in a debootstrap root and need root")
     with lab_home() as home:
-        yield from _session_lab(home / "cluster", release)
+        yield from started_lab(home / "cluster", release)
 
 
-def _session_lab(directory: Path, release: str | None = None) -> Iterator[LabCluster]:
+def started_lab(directory: Path, release: str | None = None) -> Iterator[LabCluster]:
     ports = free_ports(5)
     limit = CEPHADM_RELEASES.get(release or "")
     extra = ["--release", release] if release else []
