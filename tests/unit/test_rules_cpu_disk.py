@@ -16,15 +16,13 @@ from stormdeck.advisors.settings import load_settings
 from stormdeck.advisors.validate import judge
 from stormdeck.collectors.model import Disk, Snapshot
 
-from tests.captured import history, with_cluster, with_daemon
+from tests.captured import firing, history, run, with_cluster, with_daemon
 from tests.evidence import CEPHADM_UNIT, LAB_FSID, fio_found, recorded_curves
 from tests.unit.test_rules import (
     beyond_knee,
     busy_reads,
-    firing,
     long,
     pinned,
-    run,
     sata_disk,
     ssd_busy_not_saturated,
     ssd_saturated,
