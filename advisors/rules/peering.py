@@ -18,7 +18,8 @@ def _inactive(s) -> float | None:  # Snapshot -> PGs not active
 
 
 def mgr_blind(c) -> bool:
-    """Every PG unknown at once: the active mgr has no PG stats (a failover, a restart)."""
+    """Every PG unknown at once: the active mgr has no PG stats from any OSD (a failover
+    or restart that no OSD has reported to yet)."""
     return bool(c.num_pgs) and c.pgs_in("unknown") >= c.num_pgs
 
 
@@ -42,9 +43,13 @@ class PeeringStorm(Rule):
         if c is None or now is None:
             return
         if mgr_blind(c):
-            # Every PG unknown: a manager that just took over (or restarted) has no PG
-            # stats yet, and `ceph status` says unknown until the OSDs report to it. No PG
-            # is known to be inactive: not a storm, and nothing to judge until it knows.
+            # Every PG unknown: the active mgr's PG map comes from the osdmap alone and no
+            # OSD has reported to it. A mgr that takes over holds that map back from the
+            # mon until every up OSD has reported or 4 x mgr_stats_period (20 s) have
+            # passed (DaemonServer::send_report; 22-40 s on the Pacific, Reef and Tentacle
+            # labs), so `ceph status` shows it only when no OSD reached the new mgr in that
+            # time, with every OSD up and HEALTH_OK (test_mgr_failover_lab pauses them all).
+            # No PG is known to be inactive: not a storm, and nothing to judge until it knows.
             return
         series = ctx.values(_inactive)
         need = max(float(ctx.p("min_pgs")), float(ctx.p("min_fraction")) * (c.num_pgs or 0))

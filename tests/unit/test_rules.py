@@ -654,3 +654,39 @@ def test_tentacle_capture_reads_its_ec_profile_and_pool_targets() -> None:
     bench = next(p for p in c.pools if p.name == "lab-bench")
     assert (bench.pg_num_target, bench.autoscale_mode) == (32, "off")
     assert bench.pgs_by_osd == {"osd.0": 12, "osd.1": 11, "osd.2": 9} == dict(bench.primaries)
+
+
+@pytest.mark.parametrize("release", ["pacific", "reef", "tentacle"])
+def test_storm_is_not_judged_on_a_real_mgr_failover_capture(release: str) -> None:
+    # What CephSource read on each release's lab after a mgr failover no OSD had
+    # reported to (tests/data/<release>/mgr_failover, made by test_mgr_failover_lab).
+    from stormdeck.advisors.rules.peering import mgr_blind
+    from stormdeck.collectors.model import pg_flags_from_states
+
+    from tests.captured import host_partial, lab_outputs
+
+    helps = json.loads((DATA / release / "config_help_watched.json").read_text())
+    partial = CannedCeph(lab_outputs(False, DATA / release / "mgr_failover"), helps).poll()
+    assert not partial.errors, partial.errors
+    t = 1_800_000_000.0
+    snap = merge([partial, host_partial()],
+                 {n: SourceHealth(n, True, t) for n in ("ceph", "host")}, now=t)
+    c = snap.cluster
+    assert c is not None and c.num_pgs is not None and c.num_pgs >= 32
+    assert c.pg_states == {"unknown": c.num_pgs} and mgr_blind(c)
+    assert c.num_up_osds == c.num_osds == 3 and c.health == "HEALTH_OK"
+    blind = run(history(41, step=10.0, base=snap))
+    assert not [f for f in blind if f.rule == "ceph.peering.storm"]
+    # The blind mgr's zeros (osd df, osd perf, osd status) make no other rule speak either:
+    # nothing fires that the same release's quiet capture does not fire.
+    quiet = CannedCeph(lab_outputs(False, DATA / release), helps).poll()
+    healthy = merge([quiet, host_partial()],
+                    {n: SourceHealth(n, True, t) for n in ("ceph", "host")}, now=t)
+    said = {f.rule for f in run(history(41, step=10.0, base=healthy)) if f.state == "firing"}
+    assert {f.rule for f in blind if f.state == "firing"} <= said
+    # One PG known: the mgr has stats, the other unknown PGs count as not active, and the
+    # same capture is a storm (as in a real `lab storm`).
+    n = c.num_pgs
+    states = {"unknown": n - 1, "active+clean": 1}
+    known = with_cluster(snap, pg_states=states, pg_flags=pg_flags_from_states(states))
+    assert firing(run(history(41, step=10.0, base=known)), "ceph.peering.storm")
