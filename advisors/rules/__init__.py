@@ -23,8 +23,8 @@ ALL: tuple[type[Rule], ...] = (*cpu.RULES, *latency.RULES, *leaders.RULES, *peer
 BY_ID: dict[str, type[Rule]] = {r.id: r for r in ALL}
 # The rules an incident is read by: the triage view shows their findings.
 TRIAGE: tuple[type[Rule], ...] = (
-    peering.PeeringStorm, triage.OsdFlapping, triage.SlowOps, latency.SlowestOsd,
-    peering.ScrubDuringLoad, leaders.CurveLeaderFlapping, latency.RaftNetwork,
+    peering.PeeringStorm, peering.MgrWithoutPgStats, triage.OsdFlapping, triage.SlowOps,
+    latency.SlowestOsd, peering.ScrubDuringLoad, leaders.CurveLeaderFlapping, latency.RaftNetwork,
     mclock.MclockBackgroundVsClients,
 )
 

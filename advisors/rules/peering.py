@@ -90,6 +90,43 @@ class PeeringStorm(Rule):
             changes=tuple(changes), procedure=tuple(procedure), badness=now)
 
 
+class MgrWithoutPgStats(Rule):
+    id = "ceph.mgr.no_pg_stats"
+    title = "The active mgr has no PG stats from any OSD"
+    source = "K3.7, K7.5"
+    explanation = (
+        "Every PG unknown means the active mgr has heard from no OSD: its PG map comes "
+        "from the osdmap alone. After a mgr failover that lasts until the OSDs report, and "
+        "the mon is shown it only after every up OSD has reported or 4 x mgr_stats_period "
+        "(20 s) have passed (DaemonServer::send_report). Longer than that, the OSDs cannot "
+        "reach the new mgr (its address, a firewall, auth) or are hung, and Ceph says "
+        "HEALTH_OK with every OSD up: a hung OSD serves no IO (K3.7) and no PG check "
+        "(inactive, degraded) can see it (K7.5). Nothing here can tell which: it is shown, "
+        "not changed.")
+
+    def check(self, ctx: Context) -> Iterable[Check]:
+        c = ctx.cluster
+        if c is None or not c.num_pgs:
+            return
+        blind = mgr_blind(c)
+        series = ctx.values(lambda s: float(s.cluster.pgs_in("unknown"))
+                            if s.cluster is not None else None)
+        up = f"{c.num_up_osds} of {c.num_osds} OSDs up" if c.num_osds is not None else \
+            "OSDs up unknown"
+        yield Check(
+            target="cluster", fire=blind, clear=not blind, severity=Severity.WARNING,
+            summary=f"all {c.num_pgs} PGs unknown with {up} and {c.health or 'no health'}: "
+                    "the active mgr has no PG stats from any OSD",
+            evidence=(ctx.evidence("PGs unknown", series, "PGs"),),
+            procedure=(
+                "Are the OSDs alive and answering? On an OSD host: `ceph daemon osd.N "
+                "status` (a hung OSD does not answer its admin socket either).",
+                "Can they reach the mgr? `ceph mgr dump` gives the active mgr's addresses; "
+                "an OSD's log says why it cannot open a session (`MgrClient`).",
+                "If the mgr itself is stuck: `ceph mgr fail` hands over to a standby."),
+            badness=float(c.num_pgs))
+
+
 class ScrubDuringLoad(Rule):
     id = "ceph.scrub.during_load"
     title = "Scrubs that crowd out client IO"
@@ -238,4 +275,4 @@ class OsdmapCache(Rule):
             badness=float(c.num_osds))
 
 
-RULES = (PeeringStorm, ScrubDuringLoad, OsdmapCache)
+RULES = (PeeringStorm, MgrWithoutPgStats, ScrubDuringLoad, OsdmapCache)
