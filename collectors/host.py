@@ -13,10 +13,12 @@ pyudev Monitor tells when a disk appears or vanishes.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import socket
 import stat
+import struct
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -437,6 +439,7 @@ class DiskInfo:
     rpm: int | None = None
     links: tuple[str, ...] = ()
     size_bytes: int | None = None
+    backing: tuple[str, ...] = ()  # a loop device's: the whole disks its I/O lands on
 
 
 UDEV_DATA = Path("/run/udev/data")
@@ -569,7 +572,8 @@ class Disks:
             virtual=name.startswith(VIRTUAL_PREFIXES) or "/virtual/" in real,
             serial=serial or None, wwn=_wwn(props), bus=props.get("ID_BUS") or None,
             rpm=rpm, links=links if self.udev else (),
-            size_bytes=int(size) * 512 if size and size.isdigit() else None)
+            size_bytes=int(size) * 512 if size and size.isdigit() else None,
+            backing=backing_disks(name))
 
     @staticmethod
     def _device_cache(dev: Any) -> str | None:
@@ -607,7 +611,8 @@ def _sysfs_info(name: str, sys_block: Path) -> DiskInfo:
                     device_cache=device_cache, model=model or None,
                     transport=transport_of(real, name),
                     virtual=name.startswith(VIRTUAL_PREFIXES) or "/virtual/" in real,
-                    size_bytes=int(size) * 512 if size and size.isdigit() else None)
+                    size_bytes=int(size) * 512 if size and size.isdigit() else None,
+                    backing=backing_disks(name))
 
 
 _DEFAULT: Disks | None = None
@@ -699,6 +704,62 @@ def whole_disk(dev_name: str, sys_class: Path = Path("/sys/class/block")) -> lis
         if found:
             return found
     return [dev_name]
+
+
+LOOP_GET_STATUS64 = 0x4C05  # linux/loop.h
+_LOOP_INFO64 = struct.Struct("=QQQQQIIII64s64s32s2Q")  # struct loop_info64, 232 bytes
+
+
+def loop_backing_dev(name: str, sys_class: Path = Path("/sys/class/block"),
+                     dev_dir: Path = Path("/dev")) -> int | None:
+    """The device number (st_dev) of the filesystem that holds a loop device's backing file;
+    None for a device that is no attached loop.
+
+    The loop driver's own answer first (LOOP_GET_STATUS64's lo_device, what `losetup -a`
+    prints as [MAJMIN]): it holds when the file was deleted, or when its path
+    (/sys/block/loopN/loop/backing_file) is one inside another mount namespace, a container's.
+    Where /dev/loopN cannot be opened (no root), the path's stat is the best left.
+    """
+    path = _read(sys_class / name / "loop" / "backing_file")
+    if path is None:
+        return None  # not a loop device, or nothing attached
+    try:
+        fd = os.open(dev_dir / name, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        fd = -1
+    if fd >= 0:
+        try:
+            buf = fcntl.ioctl(fd, LOOP_GET_STATUS64, bytes(_LOOP_INFO64.size))
+            return _LOOP_INFO64.unpack(buf)[0]
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    try:
+        return os.stat(path).st_dev
+    except OSError:
+        return None
+
+
+def backing_disks(name: str, sys_class: Path = Path("/sys/class/block"),
+                  dev_dir: Path = Path("/dev"), _depth: int = 0) -> tuple[str, ...]:
+    """The whole disks a loop device's I/O lands on: those under the filesystem that holds
+    its backing file (a partition's disk, an LVM volume's disks, a loop in a loop's file).
+    () for no loop, or a file on a filesystem on no block device (tmpfs, overlay, NFS; a
+    btrfs's st_dev is an anonymous number that names no disk either)."""
+    dev = loop_backing_dev(name, sys_class, dev_dir) if _depth < 8 else None
+    if dev is None:
+        return ()
+    link = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+    try:
+        holder = Path(os.readlink(link)).name
+    except OSError:
+        return ()
+    found: list[str] = []
+    for disk in whole_disk(holder, sys_class):
+        under = backing_disks(disk, sys_class, dev_dir, _depth + 1)
+        found += under or [disk]
+    return tuple(dict.fromkeys(found))
 
 
 def open_block_devices(pid: int) -> tuple[str, ...]:
@@ -902,9 +963,16 @@ class HostSource:
         news = self.watch.drain() if self.watch is not None else []
         names = self.devices.names()
         out = {}
-        infos: dict[str, DiskInfo] = {}
+        infos = {name: self.devices.info(name) for name in names}
+        # A daemon on a loop device writes to the disk under the loop's backing file: that
+        # disk's cache and limit are the daemon's too (MicroCeph's `disk add loop,...`, the lab).
+        for name, info in infos.items():
+            for under in info.backing:
+                if under != name and holders.get(name):
+                    mine = holders.setdefault(under, [])
+                    mine += [d for d in holders[name] if d not in mine]
         for name in names:
-            info = infos[name] = self.devices.info(name)
+            info = infos[name]
             rates = None
             if prev is not None and name in counters and name in prev[1] and now > prev[0]:
                 rates = disk_rates(prev[1][name], counters[name], now - prev[0])
@@ -921,7 +989,8 @@ class HostSource:
                 rotational=info.rotational, write_cache=info.write_cache,
                 device_cache=info.device_cache, model=info.model, transport=info.transport,
                 virtual=info.virtual, daemons=tuple(sorted(holders.get(name, ()))),
-                serial=info.serial, wwn=info.wwn, bus=info.bus, rpm=info.rpm, links=info.links)
+                serial=info.serial, wwn=info.wwn, bus=info.bus, rpm=info.rpm, links=info.links,
+                backing=info.backing)
             out[disk.key] = disk
         self._disk_events = self._comings_and_goings(news, names, infos)
         return out
