@@ -15,6 +15,16 @@ VERIFY = ("Verify (K2.5, K6.4): prefill a file on the disk (`dd if=/dev/zero of=
           "`iostat -mtx 1` runs: with the cache off fio's IOPS equal the disk's w/s; about half "
           "means the cache is still on, or the host was not rebooted.")
 
+# virtio_blk reports a volatile cache when the device offers VIRTIO_BLK_F_FLUSH; its
+# /sys/block/vdX/cache_type is writable only with VIRTIO_BLK_F_CONFIG_WCE (feature bit 11,
+# linux drivers/block/virtio_blk.c), which Firecracker does not offer. Firecracker's
+# docs/api_requests/block-caching.md: both its cache types advertise flush; "Unsafe"
+# acknowledges a flush without syncing the host's file, "Writeback" fsyncs it.
+VIRTIO = (" A virtio disk's cache is its hypervisor's: QEMU's drive `cache=` mode, "
+          "Firecracker's drive `cache_type` (its default, Unsafe, acknowledges flushes "
+          "without syncing the host's file); writing the guest's cache_type works only where "
+          "the device offers VIRTIO_BLK_F_CONFIG_WCE.")
+
 
 def cache_change(host: str, name: str, transport: str | None) -> Change | None:
     """The device-level change for a disk's transport (K6.2); never the kernel's view (K6.1).
@@ -59,7 +69,7 @@ class WriteCacheOn(Rule):
     def check(self, ctx: Context) -> Iterable[Check]:
         for disk in ctx.latest.disks.values():
             if not disk.daemons or disk.virtual:
-                continue  # a loop or dm device's "cache" belongs to what is under it
+                continue  # a loop or dm device's "cache" belongs to the disk under it
             state = disk.device_cache or disk.write_cache
             if state is None:
                 continue
@@ -80,7 +90,8 @@ class WriteCacheOn(Rule):
             elif fire and change is None:
                 procedure.insert(0, f"No device-level tool fits a {disk.transport} disk from "
                                     "here: change the cache where it lives (hypervisor, "
-                                    "controller), not in /sys/block (K6.1).")
+                                    "controller), not in /sys/block (K6.1)."
+                                 + (VIRTIO if disk.transport == "virtio" else ""))
             if fire and solid:
                 procedure.append("An SSD or NVMe without power-loss protection may need its "
                                  "cache: check the model's datasheet before turning it off.")
@@ -88,10 +99,12 @@ class WriteCacheOn(Rule):
                      f"fio measured {ev.ratio:.0%} of the device's requests"
                      + (f", {ev.flushes_per_write:.2f} flushes per write"
                         if ev.flushes_per_write is not None else ""))
+            loops = through(ctx, disk)
             yield Check(
                 target=disk.key, fire=fire, clear=not fire, severity=severity,
                 summary=f"{disk.key} ({disk.transport}, {disk.model or 'model unknown'}) under "
-                        f"{', '.join(disk.daemons)} has its write cache {state}; {found}",
+                        f"{', '.join(disk.daemons)}{loops} has its write cache {state}; "
+                        f"{found}",
                 evidence=(ctx.evidence("kernel write_cache", [], now=disk.write_cache),
                           ctx.evidence("device cache_type", [], now=disk.device_cache),
                           ctx.evidence("fio / device requests",
@@ -114,7 +127,9 @@ class AtHardwareLimit(Rule):
 
     def check(self, ctx: Context) -> Iterable[Check]:
         for disk in ctx.latest.disks.values():
-            if not disk.daemons:
+            if not disk.daemons or (disk.virtual and disk.backing):
+                # A loop device waits on the disk under its backing file: that disk is
+                # judged, once, with every daemon on it; two findings would be one limit.
                 continue
             busy = ctx.values(lambda s, h=disk.host: s.hosts[h].cpu_busy)
             b = mean(busy)
@@ -161,6 +176,14 @@ class AtHardwareLimit(Rule):
                                    "ratio"),
                       ctx.evidence("host CPU busy", busy, "ratio")),
             badness=q / min_q + w / max_w + b)
+
+
+def through(ctx: Context, disk: Disk) -> str:
+    """" (through loop0, loop1)": the loop devices whose I/O lands on `disk`, if any."""
+    loops = sorted((k.name for k in ctx.latest.disks.values()
+                    if k.host == disk.host and disk.name in k.backing and k.daemons),
+                   key=lambda n: (len(n), n))
+    return f" (through {', '.join(loops)})" if loops else ""
 
 
 def _await(d: Disk) -> float | None:
