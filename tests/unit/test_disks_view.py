@@ -12,6 +12,7 @@ from stormdeck.collectors.recording import Recorder, Recording
 from stormdeck.tui.app import StormdeckApp
 from stormdeck.tui.feed import StaticFeed
 from stormdeck.tui.views import DisksView, DiskTable, disk_detail
+from stormdeck.tui.views.detail import daemon_detail
 from textual.widgets import Static
 
 from tests.unit.test_tui import EVIL, frames
@@ -83,3 +84,29 @@ def test_a_recording_made_before_udev_fields_reads_with_them_unknown() -> None:
         assert d.serial is None and d.wwn is None and d.links == ()
     for h in first.hosts.values():
         assert h.udev is None and h.disk_events == ()
+
+
+def test_a_loops_detail_names_the_disk_its_io_lands_on() -> None:
+    """The loop stays as `ceph osd metadata` names it; its detail says which disk is under
+    it, and the disk under it lists the daemons of the loops above."""
+    def on_vda(s: Snapshot, i: int) -> Snapshot:
+        disks = {k: replace(d, backing=("vda",)) if d.name.startswith("loop") else d
+                 for k, d in s.disks.items()}
+        vda = replace(disks["vm:/dev/vda"], daemons=("osd.0", "osd.1", "osd.2"))
+        return replace(s, disks={**disks, vda.key: vda})
+
+    (frame, *_) = frames(on_vda)
+    loop = disk_detail(frame, "vm:/dev/loop0").plain
+    assert "I/O lands on /dev/vda, the disk under its backing file" in loop
+    assert "daemons osd.0" in loop
+    vda = disk_detail(frame, "vm:/dev/vda").plain
+    assert "daemons osd.0, osd.1, osd.2" in vda and "lands on" not in vda
+    assert DiskTable.cells(frame.snapshot.disks["vm:/dev/vda"])[-1].plain == \
+        "osd.0,osd.1,osd.2"
+    # osd.0's detail: its loop, the disk under it, and that disk's finding.
+    last = frames(on_vda)[-1]
+    assert any(f.rule == "disk.write_cache_on" and f.target == "vm:/dev/vda"
+               for f in last.findings)
+    osd = daemon_detail(last, "osd.0").plain
+    assert "vm:/dev/loop0:" in osd and ", on /dev/vda" in osd
+    assert "INFO     vm:/dev/vda: vm:/dev/vda (virtio" in osd.split("findings", 1)[1]
