@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from stormdeck.advisors.devices import cache_argv, persist_path
 from stormdeck.advisors.model import Change, Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule, mean
-from stormdeck.collectors.model import Disk, disk_key
+from stormdeck.collectors.model import Disk, Host, disk_key
 
 VERIFY = ("Verify (K2.5, K6.4): prefill a file on the disk (`dd if=/dev/zero of=FILE bs=1M "
           "count=4096 oflag=direct`), run `fio --name=wc --filename=FILE --rw=randwrite "
@@ -120,7 +120,9 @@ class AtHardwareLimit(Rule):
     explanation = (
         "The ideal is disks at full load: a disk at its limit together with CPU idle near 0 "
         "means the hardware limit is reached, and no tuning will help (K2.4): more or "
-        "faster disks, or less load, will. For a rotational disk %util near 100% says it. "
+        "faster disks, or less load, will. Idle as iostat counts it: time the CPUs neither "
+        "ran nor waited on I/O, so a host whose CPUs wait on the disk (iowait) is not idle. "
+        "For a rotational disk %util near 100% says it. "
         "An SSD or NVMe serves many requests at once, so %util reaches 100% long before it "
         "is saturated: there the queue (iostat's aqu-sz) and the time each request waits "
         "(await, beyond the few ms an SSD takes, K2.4) say it.")
@@ -131,7 +133,7 @@ class AtHardwareLimit(Rule):
                 # A loop device waits on the disk under its backing file: that disk is
                 # judged, once, with every daemon on it; two findings would be one limit.
                 continue
-            busy = ctx.values(lambda s, h=disk.host: s.hosts[h].cpu_busy)
+            busy = ctx.values(lambda s, h=disk.host: _not_idle(s.hosts[h]))
             b = mean(busy)
             if b is None:
                 continue
@@ -147,10 +149,10 @@ class AtHardwareLimit(Rule):
             yield Check(
                 target=disk.key, fire=fire, clear=u < float(ctx.p("min_util")) - 0.1,
                 severity=Severity.INFO,
-                summary=f"{disk.key} is {u:.0%} busy and its host's CPUs {b:.0%}: the "
-                        "hardware limit, no tuning will help",
+                summary=f"{disk.key} is {u:.0%} busy and its host's CPUs {1 - b:.0%} idle: "
+                        "the hardware limit, no tuning will help",
                 evidence=(ctx.evidence("disk util", util, "ratio"),
-                          ctx.evidence("host CPU busy", busy, "ratio")),
+                          ctx.evidence("host CPU not idle (busy + iowait)", busy, "ratio")),
                 badness=u + b)
 
     @staticmethod
@@ -168,13 +170,14 @@ class AtHardwareLimit(Rule):
             severity=Severity.INFO,
             summary=f"{disk.key} ({'NVMe' if disk.transport == 'nvme' else 'SSD'}) keeps "
                     f"{q:.1f} requests queued, each waiting {w * 1000:.1f} ms, and its "
-                    f"host's CPUs are {b:.0%} busy: the hardware limit, no tuning will help",
+                    f"host's CPUs are {1 - b:.0%} idle: the hardware limit, no tuning will "
+                    "help",
             evidence=(ctx.evidence("queue depth (aqu-sz)", queue, "requests"),
                       ctx.evidence("await", waits, "s"),
                       ctx.evidence("disk util (not saturation on SSD)",
                                    ctx.values(lambda s, k=disk.key: s.disks[k].util),
                                    "ratio"),
-                      ctx.evidence("host CPU busy", busy, "ratio")),
+                      ctx.evidence("host CPU not idle (busy + iowait)", busy, "ratio")),
             badness=q / min_q + w / max_w + b)
 
 
@@ -184,6 +187,15 @@ def through(ctx: Context, disk: Disk) -> str:
                     if k.host == disk.host and disk.name in k.backing and k.daemons),
                    key=lambda n: (len(n), n))
     return f" (through {', '.join(loops)})" if loops else ""
+
+
+def _not_idle(h: Host) -> float | None:
+    """The share of CPU time that was not iostat's %idle, "idle without an outstanding disk
+    I/O request" (sysstat's iostat(1)): busy plus iowait. A host whose CPUs wait on a
+    saturated disk has none idle; counting iowait as idle would never see that limit."""
+    if h.cpu_busy is None:
+        return None
+    return min(1.0, h.cpu_busy + (h.iowait or 0.0))
 
 
 def _await(d: Disk) -> float | None:

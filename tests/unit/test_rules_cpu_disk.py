@@ -4,6 +4,7 @@ evidence) and what they propose (the unit the OSD runs in, a change that lasts).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -235,6 +236,23 @@ def test_a_limit_under_loop_devices_is_found_once_on_the_disk_under_them() -> No
         return replace(s, disks={**s.disks, loop0.key: loop0})
     found = firing(run(long(on_tmpfs), rule(LIMIT)), LIMIT)
     assert sorted(f.target for f in found) == ["vm:/dev/loop0", "vm:/dev/vda"]
+
+
+def test_cpus_waiting_on_a_full_disk_are_not_idle() -> None:
+    """K2.4 reads iostat, whose %idle is idle without an outstanding I/O request: vda 100%
+    busy under sequential writes, CPUs 30% busy and 69% in iowait (measured here with fio
+    on a file on vda) is the limit. The same CPUs with 40% of their time truly idle are not."""
+    def waiting(iowait: float) -> Callable[[Snapshot, int], Snapshot]:
+        def edit(s: Snapshot, i: int) -> Snapshot:
+            s = on_vda(s, i)
+            vda = replace(s.disks["vm:/dev/vda"], util=1.0)
+            return replace(s, disks={**s.disks, vda.key: vda}, hosts={"vm": replace(
+                s.hosts["vm"], cpu_busy=0.30, iowait=iowait)})
+        return edit
+    (f,) = firing(run(long(waiting(0.69)), rule(LIMIT)), LIMIT)
+    assert f.target == "vm:/dev/vda" and f.severity == Severity.INFO
+    assert "100% busy and its host's CPUs 1% idle" in f.summary
+    assert not firing(run(long(waiting(0.30)), rule(LIMIT)), LIMIT)
 
 
 def test_the_disk_under_loops_below_its_limit_is_quiet() -> None:
