@@ -439,7 +439,6 @@ class DiskInfo:
     rpm: int | None = None
     links: tuple[str, ...] = ()
     size_bytes: int | None = None
-    backing: tuple[str, ...] = ()  # a loop device's: the whole disks its I/O lands on
 
 
 UDEV_DATA = Path("/run/udev/data")
@@ -572,8 +571,7 @@ class Disks:
             virtual=name.startswith(VIRTUAL_PREFIXES) or "/virtual/" in real,
             serial=serial or None, wwn=_wwn(props), bus=props.get("ID_BUS") or None,
             rpm=rpm, links=links if self.udev else (),
-            size_bytes=int(size) * 512 if size and size.isdigit() else None,
-            backing=backing_disks(name))
+            size_bytes=int(size) * 512 if size and size.isdigit() else None)
 
     @staticmethod
     def _device_cache(dev: Any) -> str | None:
@@ -611,8 +609,7 @@ def _sysfs_info(name: str, sys_block: Path) -> DiskInfo:
                     device_cache=device_cache, model=model or None,
                     transport=transport_of(real, name),
                     virtual=name.startswith(VIRTUAL_PREFIXES) or "/virtual/" in real,
-                    size_bytes=int(size) * 512 if size and size.isdigit() else None,
-                    backing=backing_disks(name))
+                    size_bytes=int(size) * 512 if size and size.isdigit() else None)
 
 
 _DEFAULT: Disks | None = None
@@ -965,10 +962,13 @@ class HostSource:
         out = {}
         infos = {name: self.devices.info(name) for name in names}
         # A daemon on a loop device writes to the disk under the loop's backing file: that
-        # disk's cache and limit are the daemon's too (MicroCeph's `disk add loop,...`, the lab).
-        for name, info in infos.items():
-            for under in info.backing:
-                if under != name and holders.get(name):
+        # disk's cache and limit are the daemon's too (MicroCeph's `disk add loop,...`, the
+        # lab). Looked up for held loops only: the exporter and idle loops need none.
+        backing = {name: backing_disks(name) for name in names
+                   if holders.get(name) and infos[name].virtual}
+        for name, unders in backing.items():
+            for under in unders:
+                if under != name:
                     mine = holders.setdefault(under, [])
                     mine += [d for d in holders[name] if d not in mine]
         for name in names:
@@ -990,7 +990,7 @@ class HostSource:
                 device_cache=info.device_cache, model=info.model, transport=info.transport,
                 virtual=info.virtual, daemons=tuple(sorted(holders.get(name, ()))),
                 serial=info.serial, wwn=info.wwn, bus=info.bus, rpm=info.rpm, links=info.links,
-                backing=info.backing)
+                backing=backing.get(name, ()))
             out[disk.key] = disk
         self._disk_events = self._comings_and_goings(news, names, infos)
         return out
