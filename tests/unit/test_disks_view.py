@@ -64,7 +64,9 @@ def test_udev_fields_and_disk_news_go_on_tape(tmp_path: Path) -> None:
                  disks={"h:/dev/sdc": Disk(host="h", name="sdc", model="WDC WD50NMZW-11BGRS1",
                                            serial="WD-WX62D81PKZTZ", wwn="0x50014ee269fc2b36",
                                            bus="ata", rpm=5400,
-                                           links=("/dev/disk/by-id/wwn-0x50014ee269fc2b36",))},
+                                           links=("/dev/disk/by-id/wwn-0x50014ee269fc2b36",)),
+                        "h:/dev/loop3": Disk(host="h", name="loop3", virtual=True,
+                                             daemons=("osd.3",), backing=("sdc",))},
                  hosts={"h": Host("h", udev=True, disk_events=(
                      DiskEvent(1_763_899_999.512, "sdc", True, "4.5e+03 GiB"),
                      DiskEvent(1_763_899_999.75, "sdd", False)))})
@@ -81,7 +83,7 @@ def test_a_recording_made_before_udev_fields_reads_with_them_unknown() -> None:
     first = next(iter(rec.snapshots()))
     assert first.disks
     for d in first.disks.values():
-        assert d.serial is None and d.wwn is None and d.links == ()
+        assert d.serial is None and d.wwn is None and d.links == () and d.backing == ()
     for h in first.hosts.values():
         assert h.udev is None and h.disk_events == ()
 
