@@ -150,7 +150,7 @@ def test_cpu_and_disk_rules_are_quiet_on_each_releases_lab_under_load(
             and f.target.split(":/dev/")[1] in under and not f.changes
             and "not measured yet" in f.summary and f.state == "firing"]
     loud = [f for f in said if f not in info]
-    assert not loud, loud
+    assert not loud, [(f.rule, f.target, f.summary, f.evidence) for f in loud]
     cache = Path(f"/sys/block/{sorted(under)[0]}/queue/write_cache").read_text().strip()
     assert len(info) == (len(under) if cache == "write back" else 0), info
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -130,18 +131,23 @@ def disk_kept_full(directory: Path, seconds: int) -> Iterator[subprocess.Popen[b
     """fio's sequential 1 MiB direct writes, one job per CPU, on files in `directory`: the
     disk under it busy all the time and the CPUs waiting on it. Stopped and removed after."""
     jobs = os.cpu_count() or 2
+    # Jobs as threads of one process, in a session of its own: fio's default forked jobs
+    # outlive a killed parent and would go on writing into the next test.
     proc = subprocess.Popen(
         ["fio", "--name=stormdeck-full", f"--directory={directory}", "--size=512M",
          "--rw=write", "--bs=1M", "--direct=1", "--ioengine=libaio", "--iodepth=16",
-         f"--numjobs={jobs}", f"--runtime={seconds}", "--time_based", "--output=/dev/null"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+         f"--numjobs={jobs}", "--thread", f"--runtime={seconds}", "--time_based",
+         "--output=/dev/null"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         yield proc
     finally:
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         for f in directory.glob("stormdeck-full.*"):
             f.unlink()
+        assert subprocess.run(["pgrep", "-s", str(proc.pid)],
+                              capture_output=True).returncode == 1, "fio left running"
 
 
 @pytest.mark.skipif(shutil.which("fio") is None, reason="needs fio")
