@@ -742,6 +742,9 @@ def backing_disks(name: str, sys_class: Path = Path("/sys/class/block"),
                   dev_dir: Path = Path("/dev"), _depth: int = 0) -> tuple[str, ...]:
     """The whole disks a loop device's I/O lands on: those under the filesystem that holds
     its backing file (a partition's disk, an LVM volume's disks, a loop in a loop's file).
+    Where OSDs run on loop files this is their disk: MicroCeph's `microceph disk add
+    loop,<size>,<nr>` makes "file-backed loop OSDs" on the root disk
+    (documentation.ubuntu.com/microceph, reference/commands/disk, how-to/single-node).
     () for no loop, or a file on a filesystem on no block device (tmpfs, overlay, NFS; a
     btrfs's st_dev is an anonymous number that names no disk either)."""
     dev = loop_backing_dev(name, sys_class, dev_dir) if _depth < 8 else None

@@ -128,15 +128,19 @@ def test_a_measured_write_cache_under_the_loops_is_judged_there_without_a_change
 
 @contextmanager
 def disk_kept_full(directory: Path, seconds: int) -> Iterator[subprocess.Popen[bytes]]:
-    """fio's sequential 1 MiB direct writes, one job per CPU, on files in `directory`: the
-    disk under it busy all the time and the CPUs waiting on it. Stopped and removed after."""
-    jobs = os.cpu_count() or 2
+    """fio's sequential 1 MiB direct writes, one job pinned to each CPU, on files in
+    `directory`: the disk under it busy all the time and every CPU waiting on it. The kernel
+    counts a CPU's idle time as iowait only while a task that last ran there waits on I/O:
+    two unpinned jobs on one CPU left the other truly idle (iostat's %idle) on this host."""
+    cpus = sorted(os.sched_getaffinity(0))
+    jobs = len(cpus)
     # Jobs as threads of one process, in a session of its own: fio's default forked jobs
     # outlive a killed parent and would go on writing into the next test.
     proc = subprocess.Popen(
         ["fio", "--name=stormdeck-full", f"--directory={directory}", "--size=512M",
          "--rw=write", "--bs=1M", "--direct=1", "--ioengine=libaio", "--iodepth=16",
-         f"--numjobs={jobs}", "--thread", f"--runtime={seconds}", "--time_based",
+         f"--numjobs={jobs}", f"--cpus_allowed={','.join(map(str, cpus))}",
+         "--cpus_allowed_policy=split", "--thread", f"--runtime={seconds}", "--time_based",
          "--output=/dev/null"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -162,7 +166,11 @@ def test_a_disk_kept_full_under_the_loops_is_at_its_limit_once_and_the_loops_are
     if Path(f"/sys/block/{disk}/queue/rotational").read_text().strip() != "1":
         pytest.skip(f"{disk} is solid state: judged by queue and await, not this load")
     target = f"{short_hostname()}:/dev/{disk}"
-    engine = Engine(quick(LIMIT, seconds=10.0), mutes=None)
+    # Idle at most 15% of the time, not the shipped 5%: even with a job waiting on each CPU,
+    # the kernel's iowait accounting leaves gaps. Measured here under this load, a second
+    # at a time: vda 99-100% busy, CPUs 14-21% busy and 48-83% in iowait, 10-second means
+    # of "not idle" between 0.90 and 0.97 (test_rules_cpu_disk judges the 5% exactly).
+    engine = Engine(quick(LIMIT, seconds=10.0, min_cpu_busy=0.85), mutes=None)
 
     def at_limit(found: list) -> list:
         return [f for f in found if f.rule == LIMIT and f.state == "firing"]
