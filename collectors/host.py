@@ -13,10 +13,12 @@ pyudev Monitor tells when a disk appears or vanishes.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import socket
 import stat
+import struct
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -701,6 +703,65 @@ def whole_disk(dev_name: str, sys_class: Path = Path("/sys/class/block")) -> lis
     return [dev_name]
 
 
+LOOP_GET_STATUS64 = 0x4C05  # linux/loop.h
+_LOOP_INFO64 = struct.Struct("=QQQQQIIII64s64s32s2Q")  # struct loop_info64, 232 bytes
+
+
+def loop_backing_dev(name: str, sys_class: Path = Path("/sys/class/block"),
+                     dev_dir: Path = Path("/dev")) -> int | None:
+    """The device number (st_dev) of the filesystem that holds a loop device's backing file;
+    None for a device that is no attached loop.
+
+    The loop driver's own answer first (LOOP_GET_STATUS64's lo_device, what `losetup -a`
+    prints as [MAJMIN]): it holds when the file was deleted, or when its path
+    (/sys/block/loopN/loop/backing_file) is one inside another mount namespace, a container's.
+    Where /dev/loopN cannot be opened (no root), the path's stat is the best left.
+    """
+    path = _read(sys_class / name / "loop" / "backing_file")
+    if path is None:
+        return None  # not a loop device, or nothing attached
+    try:
+        fd = os.open(dev_dir / name, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        fd = -1
+    if fd >= 0:
+        try:
+            buf = fcntl.ioctl(fd, LOOP_GET_STATUS64, bytes(_LOOP_INFO64.size))
+            return _LOOP_INFO64.unpack(buf)[0]
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    try:
+        return os.stat(path).st_dev
+    except OSError:
+        return None
+
+
+def backing_disks(name: str, sys_class: Path = Path("/sys/class/block"),
+                  dev_dir: Path = Path("/dev"), _depth: int = 0) -> tuple[str, ...]:
+    """The whole disks a loop device's I/O lands on: those under the filesystem that holds
+    its backing file (a partition's disk, an LVM volume's disks, a loop in a loop's file).
+    Where OSDs run on loop files this is their disk: MicroCeph's `microceph disk add
+    loop,<size>,<nr>` makes "file-backed loop OSDs" on the root disk
+    (documentation.ubuntu.com/microceph, reference/commands/disk, how-to/single-node).
+    () for no loop, or a file on a filesystem on no block device (tmpfs, overlay, NFS; a
+    btrfs's st_dev is an anonymous number that names no disk either)."""
+    dev = loop_backing_dev(name, sys_class, dev_dir) if _depth < 8 else None
+    if dev is None:
+        return ()
+    link = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+    try:
+        holder = Path(os.readlink(link)).name
+    except OSError:
+        return ()
+    found: list[str] = []
+    for disk in whole_disk(holder, sys_class):
+        under = backing_disks(disk, sys_class, dev_dir, _depth + 1)
+        found += under or [disk]
+    return tuple(dict.fromkeys(found))
+
+
 def open_block_devices(pid: int) -> tuple[str, ...]:
     """Kernel names of the whole disks a process holds open (BlueStore keeps its device open).
 
@@ -902,9 +963,19 @@ class HostSource:
         news = self.watch.drain() if self.watch is not None else []
         names = self.devices.names()
         out = {}
-        infos: dict[str, DiskInfo] = {}
+        infos = {name: self.devices.info(name) for name in names}
+        # A daemon on a loop device writes to the disk under the loop's backing file: that
+        # disk's cache and limit are the daemon's too (MicroCeph's `disk add loop,...`, the
+        # lab). Looked up for held loops only: the exporter and idle loops need none.
+        backing = {name: backing_disks(name) for name in names
+                   if holders.get(name) and infos[name].virtual}
+        for name, unders in backing.items():
+            for under in unders:
+                if under != name:
+                    mine = holders.setdefault(under, [])
+                    mine += [d for d in holders[name] if d not in mine]
         for name in names:
-            info = infos[name] = self.devices.info(name)
+            info = infos[name]
             rates = None
             if prev is not None and name in counters and name in prev[1] and now > prev[0]:
                 rates = disk_rates(prev[1][name], counters[name], now - prev[0])
@@ -921,7 +992,8 @@ class HostSource:
                 rotational=info.rotational, write_cache=info.write_cache,
                 device_cache=info.device_cache, model=info.model, transport=info.transport,
                 virtual=info.virtual, daemons=tuple(sorted(holders.get(name, ()))),
-                serial=info.serial, wwn=info.wwn, bus=info.bus, rpm=info.rpm, links=info.links)
+                serial=info.serial, wwn=info.wwn, bus=info.bus, rpm=info.rpm, links=info.links,
+                backing=backing.get(name, ()))
             out[disk.key] = disk
         self._disk_events = self._comings_and_goings(news, names, infos)
         return out

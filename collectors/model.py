@@ -118,6 +118,9 @@ class Disk:
     bus: str | None = None  # udev's ID_BUS: "ata", "scsi", "usb", "nvme"...
     rpm: int | None = None  # ATA rotation rate; 0 = solid state (ID_ATA_ROTATION_RATE_RPM)
     links: tuple[str, ...] = ()  # /dev/disk/by-id/..., /dev/disk/by-path/... (udev's)
+    # A loop device's: the whole disks its I/O lands on (those under its backing file's
+    # filesystem). Those disks carry its daemons too: their cache and limit are theirs.
+    backing: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:

@@ -7,13 +7,23 @@ from collections.abc import Iterable
 from stormdeck.advisors.devices import cache_argv, persist_path
 from stormdeck.advisors.model import Change, Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule, mean
-from stormdeck.collectors.model import Disk, disk_key
+from stormdeck.collectors.model import Disk, Host, disk_key
 
 VERIFY = ("Verify (K2.5, K6.4): prefill a file on the disk (`dd if=/dev/zero of=FILE bs=1M "
           "count=4096 oflag=direct`), run `fio --name=wc --filename=FILE --rw=randwrite "
           "--ioengine=psync --fdatasync=1 --bs=4k --iodepth=1 --numjobs=32 --runtime=30` while "
           "`iostat -mtx 1` runs: with the cache off fio's IOPS equal the disk's w/s; about half "
           "means the cache is still on, or the host was not rebooted.")
+
+# virtio_blk reports a volatile cache when the device offers VIRTIO_BLK_F_FLUSH; its
+# /sys/block/vdX/cache_type is writable only with VIRTIO_BLK_F_CONFIG_WCE (feature bit 11,
+# linux drivers/block/virtio_blk.c), which Firecracker does not offer. Firecracker's
+# docs/api_requests/block-caching.md: both its cache types advertise flush; "Unsafe"
+# acknowledges a flush without syncing the host's file, "Writeback" fsyncs it.
+VIRTIO = (" A virtio disk's cache is its hypervisor's: QEMU's drive `cache=` mode, "
+          "Firecracker's drive `cache_type` (its default, Unsafe, acknowledges flushes "
+          "without syncing the host's file); writing the guest's cache_type works only where "
+          "the device offers VIRTIO_BLK_F_CONFIG_WCE.")
 
 
 def cache_change(host: str, name: str, transport: str | None) -> Change | None:
@@ -59,7 +69,7 @@ class WriteCacheOn(Rule):
     def check(self, ctx: Context) -> Iterable[Check]:
         for disk in ctx.latest.disks.values():
             if not disk.daemons or disk.virtual:
-                continue  # a loop or dm device's "cache" belongs to what is under it
+                continue  # a loop or dm device's "cache" belongs to the disk under it
             state = disk.device_cache or disk.write_cache
             if state is None:
                 continue
@@ -80,7 +90,8 @@ class WriteCacheOn(Rule):
             elif fire and change is None:
                 procedure.insert(0, f"No device-level tool fits a {disk.transport} disk from "
                                     "here: change the cache where it lives (hypervisor, "
-                                    "controller), not in /sys/block (K6.1).")
+                                    "controller), not in /sys/block (K6.1)."
+                                 + (VIRTIO if disk.transport == "virtio" else ""))
             if fire and solid:
                 procedure.append("An SSD or NVMe without power-loss protection may need its "
                                  "cache: check the model's datasheet before turning it off.")
@@ -88,10 +99,12 @@ class WriteCacheOn(Rule):
                      f"fio measured {ev.ratio:.0%} of the device's requests"
                      + (f", {ev.flushes_per_write:.2f} flushes per write"
                         if ev.flushes_per_write is not None else ""))
+            loops = through(ctx, disk)
             yield Check(
                 target=disk.key, fire=fire, clear=not fire, severity=severity,
                 summary=f"{disk.key} ({disk.transport}, {disk.model or 'model unknown'}) under "
-                        f"{', '.join(disk.daemons)} has its write cache {state}; {found}",
+                        f"{', '.join(disk.daemons)}{loops} has its write cache {state}; "
+                        f"{found}",
                 evidence=(ctx.evidence("kernel write_cache", [], now=disk.write_cache),
                           ctx.evidence("device cache_type", [], now=disk.device_cache),
                           ctx.evidence("fio / device requests",
@@ -107,16 +120,20 @@ class AtHardwareLimit(Rule):
     explanation = (
         "The ideal is disks at full load: a disk at its limit together with CPU idle near 0 "
         "means the hardware limit is reached, and no tuning will help (K2.4): more or "
-        "faster disks, or less load, will. For a rotational disk %util near 100% says it. "
+        "faster disks, or less load, will. Idle as iostat counts it: time the CPUs neither "
+        "ran nor waited on I/O, so a host whose CPUs wait on the disk (iowait) is not idle. "
+        "For a rotational disk %util near 100% says it. "
         "An SSD or NVMe serves many requests at once, so %util reaches 100% long before it "
         "is saturated: there the queue (iostat's aqu-sz) and the time each request waits "
         "(await, beyond the few ms an SSD takes, K2.4) say it.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         for disk in ctx.latest.disks.values():
-            if not disk.daemons:
+            if not disk.daemons or (disk.virtual and disk.backing):
+                # A loop device waits on the disk under its backing file: that disk is
+                # judged, once, with every daemon on it; two findings would be one limit.
                 continue
-            busy = ctx.values(lambda s, h=disk.host: s.hosts[h].cpu_busy)
+            busy = ctx.values(lambda s, h=disk.host: _not_idle(s.hosts[h]))
             b = mean(busy)
             if b is None:
                 continue
@@ -132,10 +149,10 @@ class AtHardwareLimit(Rule):
             yield Check(
                 target=disk.key, fire=fire, clear=u < float(ctx.p("min_util")) - 0.1,
                 severity=Severity.INFO,
-                summary=f"{disk.key} is {u:.0%} busy and its host's CPUs {b:.0%}: the "
-                        "hardware limit, no tuning will help",
+                summary=f"{disk.key} is {u:.0%} busy and its host's CPUs {1 - b:.0%} idle: "
+                        "the hardware limit, no tuning will help",
                 evidence=(ctx.evidence("disk util", util, "ratio"),
-                          ctx.evidence("host CPU busy", busy, "ratio")),
+                          ctx.evidence("host CPU not idle (busy + iowait)", busy, "ratio")),
                 badness=u + b)
 
     @staticmethod
@@ -153,14 +170,32 @@ class AtHardwareLimit(Rule):
             severity=Severity.INFO,
             summary=f"{disk.key} ({'NVMe' if disk.transport == 'nvme' else 'SSD'}) keeps "
                     f"{q:.1f} requests queued, each waiting {w * 1000:.1f} ms, and its "
-                    f"host's CPUs are {b:.0%} busy: the hardware limit, no tuning will help",
+                    f"host's CPUs are {1 - b:.0%} idle: the hardware limit, no tuning will "
+                    "help",
             evidence=(ctx.evidence("queue depth (aqu-sz)", queue, "requests"),
                       ctx.evidence("await", waits, "s"),
                       ctx.evidence("disk util (not saturation on SSD)",
                                    ctx.values(lambda s, k=disk.key: s.disks[k].util),
                                    "ratio"),
-                      ctx.evidence("host CPU busy", busy, "ratio")),
+                      ctx.evidence("host CPU not idle (busy + iowait)", busy, "ratio")),
             badness=q / min_q + w / max_w + b)
+
+
+def through(ctx: Context, disk: Disk) -> str:
+    """" (through loop0, loop1)": the loop devices whose I/O lands on `disk`, if any."""
+    loops = sorted((k.name for k in ctx.latest.disks.values()
+                    if k.host == disk.host and disk.name in k.backing and k.daemons),
+                   key=lambda n: (len(n), n))
+    return f" (through {', '.join(loops)})" if loops else ""
+
+
+def _not_idle(h: Host) -> float | None:
+    """The share of CPU time that was not iostat's %idle, "idle without an outstanding disk
+    I/O request" (sysstat's iostat(1)): busy plus iowait. A host whose CPUs wait on a
+    saturated disk has none idle; counting iowait as idle would never see that limit."""
+    if h.cpu_busy is None:
+        return None
+    return min(1.0, h.cpu_busy + (h.iowait or 0.0))
 
 
 def _await(d: Disk) -> float | None:

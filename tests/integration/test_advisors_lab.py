@@ -18,6 +18,7 @@ from stormdeck.collectors.host import HostSource
 from stormdeck.collectors.hub import History, Hub
 
 from tests.conftest import LabCluster, ceph_json, eventually, run_cli
+from tests.integration.test_cpu_disk_lab import disks_under
 
 pytestmark = pytest.mark.integration
 
@@ -41,12 +42,19 @@ def test_a_healthy_idle_lab_raises_nothing_untrue(release_cluster: LabCluster,
     loud = [f for f in firing if f["severity"] != "info"]
     assert rc == 0 and not loud, loud
     # What is true of the idle lab host: no tuned profile; and Pacific and Reef are past
-    # their end of life. Nothing else.
-    expected = {"host.tuned_profile"}
+    # their end of life; and the disk under the lab's loop files, which carries its OSDs,
+    # has a volatile write cache nobody measured (information: measure, change nothing).
+    # Nothing else.
+    expected = {"host.tuned_profile", "disk.write_cache_on"}
     if lab_cluster.release in ("pacific", "reef"):
         expected.add("ceph.release.advisory")
         assert "ceph.release.advisory" in {f["rule"] for f in firing}
     assert {f["rule"] for f in firing} <= expected
+    under = disks_under(lab_cluster.dir)
+    for f in firing:
+        if f["rule"] == "disk.write_cache_on":
+            assert f["target"].split(":/dev/")[1] in under and not f["changes"], f
+            assert "not measured yet" in f["summary"], f
 
 
 def test_a_pool_of_100_pgs_is_not_a_power_of_two(lab_cluster: LabCluster) -> None:

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from stormdeck.advisors.validate.steps import POOL_PREFIX, SCRATCH_NAME, set_affinity
+from stormdeck.advisors.validate.steps import POOL_PREFIX, SCRATCH_NAME, device_of, set_affinity
 
 from tests.conftest import LabCluster, ceph_json
 
@@ -75,11 +75,16 @@ def planted_release(release_cluster: LabCluster) -> Iterator[LabCluster]:
 
 
 def validate(lab: LabCluster, tmp: Path, *args: str) -> subprocess.Popen[str]:
+    """validate --quick with its scratch file in `tmp`. The lab's OSDs write to loop files on
+    the disk under `tmp` too: that disk holds them, and validate asks before it runs fio
+    there; the tests say yes by the device's name, as an operator would type it."""
     env = {**os.environ, "XDG_STATE_HOME": str(tmp / "state")}
+    dev = device_of(tmp)
+    confirm = ["--confirm", dev] if dev else []
     return subprocess.Popen([sys.executable, "-m", "stormdeck", "validate", "--headless",
                              "--quick", "-c", str(lab.conf), "--scratch-dir", str(tmp),
-                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+                             *confirm, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
 
 
 def verdicts(report: dict, step: str) -> dict[str, str]:

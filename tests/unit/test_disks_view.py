@@ -12,6 +12,7 @@ from stormdeck.collectors.recording import Recorder, Recording
 from stormdeck.tui.app import StormdeckApp
 from stormdeck.tui.feed import StaticFeed
 from stormdeck.tui.views import DisksView, DiskTable, disk_detail
+from stormdeck.tui.views.detail import daemon_detail
 from textual.widgets import Static
 
 from tests.unit.test_tui import EVIL, frames
@@ -63,7 +64,9 @@ def test_udev_fields_and_disk_news_go_on_tape(tmp_path: Path) -> None:
                  disks={"h:/dev/sdc": Disk(host="h", name="sdc", model="WDC WD50NMZW-11BGRS1",
                                            serial="WD-WX62D81PKZTZ", wwn="0x50014ee269fc2b36",
                                            bus="ata", rpm=5400,
-                                           links=("/dev/disk/by-id/wwn-0x50014ee269fc2b36",))},
+                                           links=("/dev/disk/by-id/wwn-0x50014ee269fc2b36",)),
+                        "h:/dev/loop3": Disk(host="h", name="loop3", virtual=True,
+                                             daemons=("osd.3",), backing=("sdc",))},
                  hosts={"h": Host("h", udev=True, disk_events=(
                      DiskEvent(1_763_899_999.512, "sdc", True, "4.5e+03 GiB"),
                      DiskEvent(1_763_899_999.75, "sdd", False)))})
@@ -80,6 +83,32 @@ def test_a_recording_made_before_udev_fields_reads_with_them_unknown() -> None:
     first = next(iter(rec.snapshots()))
     assert first.disks
     for d in first.disks.values():
-        assert d.serial is None and d.wwn is None and d.links == ()
+        assert d.serial is None and d.wwn is None and d.links == () and d.backing == ()
     for h in first.hosts.values():
         assert h.udev is None and h.disk_events == ()
+
+
+def test_a_loops_detail_names_the_disk_its_io_lands_on() -> None:
+    """The loop stays as `ceph osd metadata` names it; its detail says which disk is under
+    it, and the disk under it lists the daemons of the loops above."""
+    def on_vda(s: Snapshot, i: int) -> Snapshot:
+        disks = {k: replace(d, backing=("vda",)) if d.name.startswith("loop") else d
+                 for k, d in s.disks.items()}
+        vda = replace(disks["vm:/dev/vda"], daemons=("osd.0", "osd.1", "osd.2"))
+        return replace(s, disks={**disks, vda.key: vda})
+
+    (frame, *_) = frames(on_vda)
+    loop = disk_detail(frame, "vm:/dev/loop0").plain
+    assert "I/O lands on /dev/vda, the disk under its backing file" in loop
+    assert "daemons osd.0" in loop
+    vda = disk_detail(frame, "vm:/dev/vda").plain
+    assert "daemons osd.0, osd.1, osd.2" in vda and "lands on" not in vda
+    assert DiskTable.cells(frame.snapshot.disks["vm:/dev/vda"])[-1].plain == \
+        "osd.0,osd.1,osd.2"
+    # osd.0's detail: its loop, the disk under it, and that disk's finding.
+    last = frames(on_vda)[-1]
+    assert any(f.rule == "disk.write_cache_on" and f.target == "vm:/dev/vda"
+               for f in last.findings)
+    osd = daemon_detail(last, "osd.0").plain
+    assert "vm:/dev/loop0:" in osd and ", on /dev/vda" in osd
+    assert "INFO     vm:/dev/vda: vm:/dev/vda (virtio" in osd.split("findings", 1)[1]

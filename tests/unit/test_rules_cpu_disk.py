@@ -4,6 +4,7 @@ evidence) and what they propose (the unit the OSD runs in, a change that lasts).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from stormdeck.collectors.model import Disk, Snapshot
 from tests.captured import firing, history, run, with_cluster, with_daemon
 from tests.evidence import CEPHADM_UNIT, LAB_FSID, fio_found, recorded_curves
 from tests.unit.test_rules import (
+    at_limit,
     beyond_knee,
     busy_reads,
     long,
@@ -166,6 +168,36 @@ def test_on_an_ssd_the_measured_cost_is_information(tmp_path: Path) -> None:
     assert "udev rule" in f.changes[0].note and "power-loss" in f.procedure[-1]
 
 
+def on_vda(s: Snapshot, i: int) -> Snapshot:
+    """The captured lab as the host source reports it since it reads a loop's backing file:
+    loop0-2 land on vda (their files are on the root filesystem), which carries osd.0-2."""
+    disks = {k: replace(d, backing=("vda",)) if d.name.startswith("loop") else d
+             for k, d in s.disks.items()}
+    vda = replace(disks["vm:/dev/vda"], daemons=("osd.0", "osd.1", "osd.2"))
+    return replace(s, disks={**disks, vda.key: vda})
+
+
+def test_a_virtio_disk_under_loop_osds_unmeasured_is_information() -> None:
+    (f,) = firing(run(long(on_vda), rule(WC)), WC)
+    assert f.target == "vm:/dev/vda" and f.severity == Severity.INFO and f.changes == ()
+    assert "(through loop0, loop1, loop2)" in f.summary and "not measured yet" in f.summary
+    assert "stormdeck validate" in f.procedure[0]
+
+
+def test_a_virtio_disk_with_a_measured_cost_is_changed_at_the_hypervisor(
+        tmp_path: Path) -> None:
+    """No tool in the guest changes a virtio disk's cache (Firecracker offers no
+    VIRTIO_BLK_F_CONFIG_WCE): a warning on a rotational disk, a procedure, no change."""
+    store = fio_found(tmp_path, "vm:/dev/vda", "fail")
+    (f,) = firing(run(long(on_vda), rule(WC), store), WC)
+    assert f.severity == Severity.WARNING and f.changes == ()
+    assert "hypervisor" in f.procedure[0] and "VIRTIO_BLK_F_CONFIG_WCE" in f.procedure[0]
+    assert "cache_type" in f.procedure[0] and "/sys/block" in f.procedure[0]
+    # fio finding no cost there: nothing to say.
+    assert not firing(run(long(on_vda), rule(WC), fio_found(tmp_path / "ok", "vm:/dev/vda",
+                                                           "pass")), WC)
+
+
 # ---- disk.at_hardware_limit ------------------------------------------------------------------
 
 LIMIT = "disk.at_hardware_limit"
@@ -185,6 +217,45 @@ def test_an_nvme_disk_is_solid_state_whatever_rotational_says() -> None:
         return replace(s, disks={**s.disks, d.key: d})
     assert not [f for f in firing(run(long(edit), rule(LIMIT)), LIMIT)
                 if f.target == "vm:/dev/sdc"]
+
+
+def test_a_limit_under_loop_devices_is_found_once_on_the_disk_under_them() -> None:
+    """Loops and the disk under their files all 99% busy: one limit, judged where it is.
+    A loop whose file is on no disk (tmpfs) is still judged itself."""
+    def edit(s: Snapshot, i: int) -> Snapshot:
+        return at_limit(on_vda(s, i), i)
+    found = firing(run(long(edit), rule(LIMIT)), LIMIT)
+    assert [f.target for f in found] == ["vm:/dev/vda"]
+    assert "99% busy" in found[0].summary
+
+    def on_tmpfs(s: Snapshot, i: int) -> Snapshot:
+        s = edit(s, i)
+        loop0 = replace(s.disks["vm:/dev/loop0"], backing=())
+        return replace(s, disks={**s.disks, loop0.key: loop0})
+    found = firing(run(long(on_tmpfs), rule(LIMIT)), LIMIT)
+    assert sorted(f.target for f in found) == ["vm:/dev/loop0", "vm:/dev/vda"]
+
+
+def test_cpus_waiting_on_a_full_disk_are_not_idle() -> None:
+    """K2.4 reads iostat, whose %idle is idle without an outstanding I/O request: vda 100%
+    busy under sequential writes, CPUs 30% busy and 69% in iowait (measured here with fio
+    on a file on vda) is the limit. The same CPUs with 40% of their time truly idle are not."""
+    def waiting(iowait: float) -> Callable[[Snapshot, int], Snapshot]:
+        def edit(s: Snapshot, i: int) -> Snapshot:
+            s = on_vda(s, i)
+            vda = replace(s.disks["vm:/dev/vda"], util=1.0)
+            return replace(s, disks={**s.disks, vda.key: vda}, hosts={"vm": replace(
+                s.hosts["vm"], cpu_busy=0.30, iowait=iowait)})
+        return edit
+    (f,) = firing(run(long(waiting(0.69)), rule(LIMIT)), LIMIT)
+    assert f.target == "vm:/dev/vda" and f.severity == Severity.INFO
+    assert "100% busy and its host's CPUs 1% idle" in f.summary
+    assert not firing(run(long(waiting(0.30)), rule(LIMIT)), LIMIT)
+
+
+def test_the_disk_under_loops_below_its_limit_is_quiet() -> None:
+    """The captured lab under load: vda 57% busy, CPUs not full: nothing to say."""
+    assert not firing(run(long(on_vda), rule(LIMIT)), LIMIT)
 
 
 # ---- ceph.cluster.load_vs_validated -------------------------------------------------------------

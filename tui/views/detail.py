@@ -59,9 +59,13 @@ def daemon_detail(frame: Frame, daemon_id: str, ascii_only: bool = False) -> Tex
         else:
             out.append_text(t(f"    {k.key}: {pct(k.util)} busy, {num(k.write_iops)} w/s, "
                               f"await {ms(k.write_await)}, cache {k.write_cache or '-'}/"
-                              f"{k.device_cache or '-'}, {k.transport or '-'}"))
+                              f"{k.device_cache or '-'}, {k.transport or '-'}"
+                              + "".join(f", on /dev/{b}" for b in k.backing)))
         out.append("\n")
-    mine = {d.id, *(disk_key(d.host, x) for x in d.devices or ())}
+    # A loop device's findings are the disk's under its file (the disk rules judge that).
+    under = [b for x in d.devices or () for b in getattr(
+        s.disks.get(disk_key(d.host, x)), "backing", ())]
+    mine = {d.id, *(disk_key(d.host, x) for x in (*(d.devices or ()), *under))}
     related = [f for f in frame.findings if f.target in mine]
     out.append("\n  findings\n", style="bold")
     if not related:

@@ -62,6 +62,12 @@ def disk_detail(frame: Frame, key: str | None, ascii_only: bool = False) -> Text
                       f"{k.write_cache or '-'}, device {k.device_cache or '-'}   daemons "
                       f"{', '.join(k.daemons) or '-'}"))
     out.append("\n")
+    if k.backing:
+        # The loop is what `ceph osd metadata` names; the disk under its file is what the
+        # disk rules judge for it.
+        out.append_text(t(f"  I/O lands on {', '.join('/dev/' + b for b in k.backing)}, "
+                          "the disk under its backing file"))
+        out.append("\n")
     for link in k.links:
         out.append_text(t(f"  {link}", "dim"))
         out.append("\n")
