@@ -1,6 +1,11 @@
-"""The disk rules on each release's lab, on the disk under the lab's loop files: the OSDs
-reach it through their loop devices, validate's fio measures its write cache, and a disk
-kept full is found at its hardware limit, once, there and not on the loops."""
+"""The disk rules on the lab, on the disk under the lab's loop files: the OSDs of each
+release's lab reach it through their loop devices; validate's fio measures its write cache,
+and a disk kept full is found at its hardware limit, once, there and not on the loops.
+
+The two fio cases run on the host's (Pacific) lab only. What they judge is this host's disk,
+the same one under every release's loops; what differs by release is how an OSD reaches
+it, tested on each. Each fio case costs one to two minutes of the suite's 40 and keeps the
+shared disk full meanwhile."""
 
 from __future__ import annotations
 
@@ -83,12 +88,12 @@ def test_the_disk_under_each_releases_loops_carries_its_osds(
 
 
 def test_a_measured_write_cache_under_the_loops_is_judged_there_without_a_change(
-        release_cluster: LabCluster, tmp_path: Path) -> None:
+        lab_cluster: LabCluster, tmp_path: Path) -> None:
     """validate's fio check on the disk under the loop files (confirmed by name: it holds
     the OSDs): with the kernel's view 'write back', every fdatasync sends it a flush and the
     check fails; then disk.write_cache_on warns on that disk (rotational here), on no loop,
     and a virtio disk gets the hypervisor's procedure and no change."""
-    lab = release_cluster
+    lab = lab_cluster
     dev = device_of(tmp_path)
     assert dev is not None
     (disk,) = disks_under(tmp_path)
@@ -156,12 +161,12 @@ def disk_kept_full(directory: Path, seconds: int) -> Iterator[subprocess.Popen[b
 
 @pytest.mark.skipif(shutil.which("fio") is None, reason="needs fio")
 def test_a_disk_kept_full_under_the_loops_is_at_its_limit_once_and_the_loops_are_not(
-        release_cluster: LabCluster, tmp_path: Path) -> None:
+        lab_cluster: LabCluster, tmp_path: Path) -> None:
     """The healthy case is the lab under its own load (test_cpu_disk_lab's quiet test: the
     disk about 45% busy). Here fio keeps the disk under the loop files full while the lab
     runs: the CPUs wait on it, none idle as iostat counts idle, and the rule says so on that
     disk; the loops above it, whose limit it is, get no finding of their own."""
-    lab = release_cluster
+    lab = lab_cluster
     (disk,) = disks_under(tmp_path)
     if Path(f"/sys/block/{disk}/queue/rotational").read_text().strip() != "1":
         pytest.skip(f"{disk} is solid state: judged by queue and await, not this load")
