@@ -9,6 +9,9 @@ entry, never `config reset`, which would roll back everyone's later changes (K7.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,20 +19,27 @@ from types import TracebackType
 from typing import Any
 
 from stormdeck.advisors.actuators import Backends, actuator, same
-from stormdeck.advisors.ceph_admin import CephAdmin
-from stormdeck.advisors.journal import Entry, Journal
+from stormdeck.advisors.ceph_admin import CephAdmin, Refused
+from stormdeck.advisors.journal import Entry, Journal, JournalError
+from stormdeck.advisors.lock import writer
 from stormdeck.advisors.model import Change
 from stormdeck.advisors.plan import Plan, validate_change
 from stormdeck.base.errors import UserError
+from stormdeck.base.text import printable
 
-__all__ = ["CephAdmin", "Executor", "Outcome", "ReadOnlyError", "StaleError", "journal_path"]
+__all__ = ["CephAdmin", "Executor", "NothingChanged", "Outcome", "ReadOnlyError", "StaleError",
+           "journal_path"]
 
 
-class ReadOnlyError(UserError):
+class NothingChanged(UserError):
+    """Refused before anything was sent, or refused by the cluster: nothing changed."""
+
+
+class ReadOnlyError(NothingChanged):
     pass
 
 
-class StaleError(UserError):
+class StaleError(NothingChanged):
     pass
 
 
@@ -38,21 +48,30 @@ class Outcome:
     entry: str
     change: Change
     outcome: str  # "applied" | "pending" | "pending restart" | "overridden by <reason>"
+    #               (a refused or unknown outcome raises, after it is journaled)
     after: str | None
     detail: str = ""
 
 
 class Executor:
-    """Applies plans and undoes journal entries; refuses everything in read-only mode."""
+    """Applies plans and undoes journal entries; refuses everything in read-only mode.
+
+    One writer at a time: apply and undo hold the state directory's lock (advisors/lock.py)
+    from the stale check to the last end record, so two terminals cannot both apply one
+    plan or both undo one entry; the console takes it only while it changes something.
+    """
 
     def __init__(self, journal: Journal, ceph: CephAdmin | None = None,
                  read_only: bool = False, curve_tool: list[str] | None = None,
-                 verify_seconds: float = 15.0, curve_follow: Callable[[str], Any] | None = None
-                 ) -> None:
+                 verify_seconds: float = 15.0, curve_follow: Callable[[str], Any] | None = None,
+                 converge_seconds: float = 120.0, wait: float = 0.0) -> None:
         self.journal = journal
         self.read_only = read_only
+        self.wait = wait
         self.backends = Backends(ceph=ceph, curve_tool=tuple(curve_tool or ["curve_ops_tool"]),
-                                 curve_follow=curve_follow, verify_seconds=verify_seconds)
+                                 curve_follow=curve_follow, verify_seconds=verify_seconds,
+                                 converge_seconds=converge_seconds)
+        self.began: list[str] = []  # journal entries this executor wrote an intent for
 
     @property
     def ceph(self) -> CephAdmin | None:
@@ -75,6 +94,9 @@ class Executor:
             raise ReadOnlyError(f"read-only mode: {what} refused (start without --read-only, "
                                 "or set read_only = false for this cluster, to make changes)")
 
+    def _lock(self, what: str) -> contextlib.AbstractContextManager[None]:
+        return writer(self.journal.path.parent, what, self.wait)
+
     # -- reading --
 
     def current(self, c: Change) -> str | None:
@@ -86,47 +108,107 @@ class Executor:
     def check_stale(self, plan: Plan) -> None:
         ceph = self.backends.ceph
         if plan.fsid and ceph is not None and ceph.fsid() != plan.fsid:
-            raise StaleError(f"the plan was made for cluster {plan.fsid}, not this one "
-                             f"({ceph.fsid()})")
+            raise StaleError(f"the plan was made for cluster {printable(plan.fsid)}, not this "
+                             f"one ({ceph.fsid()})")
         moved = []
         for c in plan.changes:
             if not actuator(c.kind).has_value:
                 continue
             now = self.current(c)
             if not same(now, c.current):
-                moved.append(f"{c.key} on {c.target} was {c.current} when planned and is "
-                             f"{now} now")
+                moved.append(f"{printable(c.key)} on {printable(c.target)} was "
+                             f"{printable(c.current)} when planned and is {printable(now)} now")
         if moved:
             raise StaleError("refused, the cluster moved since the plan: " + "; ".join(moved)
                              + "; make a new plan")
 
     def apply(self, plan: Plan) -> list[Outcome]:
-        self._guard(f"applying {plan.rule}")
+        self._guard(f"applying {printable(plan.rule)}")
         for c in plan.changes:
             validate_change(c)
-        self.check_stale(plan)
-        return [self._one(c, c.proposed, plan=plan.id, rule=plan.rule, cluster=plan.fsid)
-                for c in plan.changes]
+        with self._lock(f"applying plan {printable(plan.id, 40)}"):
+            # Under the lock: a second terminal with the same plan finds it stale here.
+            self.check_stale(plan)
+            return [self._one(c, c.proposed, plan=plan.id, rule=plan.rule, cluster=plan.fsid)
+                    for c in plan.changes]
 
     def _one(self, c: Change, value: str | None, plan: str | None = None,
              rule: str | None = None, cluster: str | None = None,
              undoes: str | None = None) -> Outcome:
-        """Set what `c` names to `value` (None: back to unset), journaled around it."""
+        """Set what `c` names to `value` (None: back to unset), journaled around it.
+
+        Nothing is sent before its intent is durable. Afterwards the journal says what is
+        known: "refused" (Ceph said no: nothing changed), "unknown" (sent, no answer or no
+        read-back: undo may still be needed), or how the read-back ended."""
         act = actuator(c.kind)
         before = act.before(self.backends, c)
+        failpoint("before-intent")
         entry = self.journal.intent(c, before, plan=plan, rule=rule, cluster=cluster,
-                                    undoes=undoes)
+                                    undoes=undoes, value=value)
+        self.began.append(entry)
+        failpoint("after-intent")
+        shown = printable(c.command, 200)
         try:
             act.apply(self.backends, c, value)
+            failpoint("after-send")
+        except Refused as exc:
+            self._end(entry, c, "refused", str(exc))
+            raise NothingChanged(f"{exc}; nothing was changed (journal {entry})") from None
+        except Exception as exc:  # no answer, or a fault mid-way: it may have been made
+            detail = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+            self._end(entry, c, "unknown", f"sent; {detail}")
+            raise UserError(f"{shown} was sent but its outcome is unknown ({detail}); "
+                            f"stormdeck journal shows entry {entry}, and stormdeck undo "
+                            f"{entry} puts back {_shown(before)}", exit_code=1) from None
+        try:
             v = act.verify(self.backends, c, value)
-        except UserError as exc:
-            self.journal.end(entry, "failed", str(exc))
-            raise
-        except Exception as exc:  # journal first, then let it be one sentence above
-            self.journal.end(entry, "failed", f"{type(exc).__name__}: {exc}")
-            raise UserError(f"{c.command} failed: {type(exc).__name__}: {exc}") from None
-        self.journal.end(entry, v.outcome, v.detail, v.after)
+        except Exception as exc:
+            detail = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+            self._end(entry, c, "unknown", f"sent; the read-back failed: {detail}")
+            raise UserError(f"{shown} was sent but could not be read back ({detail}); "
+                            f"stormdeck journal shows entry {entry} as unknown, and stormdeck "
+                            f"undo {entry} puts back the value before", exit_code=1) from None
+        failpoint("after-verify")
+        self._end(entry, c, v.outcome, v.detail, v.after)
+        failpoint("after-end")
         return Outcome(entry, c, v.outcome, v.after, v.detail)
+
+    def _end(self, entry: str, c: Change, outcome: str, detail: str = "",
+             after: str | None = None) -> None:
+        try:
+            self.journal.end(entry, outcome, detail, after)
+        except JournalError as exc:
+            raise UserError(f"{printable(c.command, 200)} ended {outcome}, but its end could not "
+                            f"be journaled ({exc}); its intent is on disk, so stormdeck journal "
+                            f"shows entry {entry} as incomplete and undo can put the value "
+                            "back", exit_code=1) from None
+
+    # -- reading an entry again --
+
+    def refresh(self, entry: Entry) -> Entry:
+        """Read again what an entry left open (an unknown outcome, a change on its way to
+        its target) and journal what is now known; the entry as the journal now tells it."""
+        c = entry.change
+        act = actuator(c.kind)
+        if not act.has_value or (entry.made is not None and entry.status != "pending"):
+            return entry
+        if entry.status == "pending":
+            arrived = act.arrived(self.backends, c, entry.value)
+            if arrived is None:
+                return entry
+            self.journal.end(entry.id, "applied", f"reached {arrived}", arrived)
+        else:
+            stored = act.before(self.backends, c)
+            if same(stored, entry.value):
+                self.journal.end(entry.id, "pending" if act.arrived(
+                    self.backends, c, entry.value) is None else "applied",
+                    "read again: the change was made", stored)
+            elif same(stored, entry.before):
+                self.journal.end(entry.id, "not made", "read again: the value is the one "
+                                 "before the change", stored)
+            else:
+                return entry
+        return self.journal.find(entry.id)
 
     # -- undo --
 
@@ -144,19 +226,68 @@ class Executor:
         reason = act.cannot_undo(c)
         if reason:
             raise UserError(f"{entry.id}: {reason}")
-        if entry.status == "failed":
-            raise UserError(f"{entry.id} failed and changed nothing to undo")
+        if entry.made is False:
+            raise UserError(f"{entry.id} ended {entry.status} and changed nothing to undo")
         return act.inverse(c, entry.before)
 
     def undo(self, entry: Entry) -> Outcome:
         self._guard(f"undoing {entry.id}")
-        inverse = self.inverse(entry)
-        ceph = self.backends.ceph
-        if entry.cluster and ceph is not None and ceph.fsid() != entry.cluster:
-            raise UserError(f"{entry.id} was made on cluster {entry.cluster}, not on this one "
-                            f"({ceph.fsid()}): undo it there")
-        return self._one(inverse, entry.before, rule=entry.rule, cluster=entry.cluster,
-                         undoes=entry.id)
+        with self._lock(f"undoing {entry.id}"):
+            # Read again under the lock: another terminal may have undone it meanwhile.
+            entry = self.journal.find(entry.id)
+            self.inverse(entry)
+            ceph = self.backends.ceph
+            if entry.cluster and ceph is not None and ceph.fsid() != entry.cluster:
+                raise UserError(f"{entry.id} was made on cluster {printable(entry.cluster)}, "
+                                f"not on this one ({ceph.fsid()}): undo it there")
+            entry = self.refresh(entry)
+            if entry.made is False:
+                raise UserError(f"nothing to undo: {entry.id} was read again and was not made "
+                                f"({printable(entry.detail, 200)})", exit_code=0)
+            inverse = self.inverse(entry)
+            self.check_undo_stale(entry, inverse)
+            return self._one(inverse, entry.before, rule=entry.rule, cluster=entry.cluster,
+                             undoes=entry.id)
+
+    def check_undo_stale(self, entry: Entry, inverse: Change) -> None:
+        """Undo puts back the value before only over the value this entry set: a later
+        change by anyone else is theirs to keep (as apply refuses a plan the cluster moved
+        under)."""
+        c = entry.change
+        act = actuator(c.kind)
+        if not act.has_value:
+            return
+        now = act.before(self.backends, c)
+        if same(now, entry.value):
+            return
+        shown = _shown(now)
+        if same(now, entry.before):
+            raise UserError(f"nothing to undo: {printable(c.key)} on {printable(c.target)} "
+                            f"is {shown}, as before {entry.id}", exit_code=0)
+        raise StaleError(f"refused: {printable(c.key)} on {printable(c.target)} is {shown} "
+                         f"now, not {_shown(entry.value)} as {entry.id} left it; someone "
+                         "changed it since, and undo would "
+                         f"overwrite that change; nothing was changed (to put the old value "
+                         f"back all the same: {printable(inverse.command, 200)})")
+
+
+FAILPOINT = "STORMDECK_FAILPOINT"
+
+
+def failpoint(step: str) -> None:
+    """Die (kill -9) or stop (SIGSTOP) at `step` when $STORMDECK_FAILPOINT names it, as
+    "after-intent" or "after-intent:stop": how the fault tests crash a change at each step
+    of its way (etcd's and TiKV's failpoints, in one line). Unset, it costs a lookup."""
+    point = os.environ.get(FAILPOINT)
+    if not point:
+        return
+    name, _, how = point.partition(":")
+    if name == step:
+        os.kill(os.getpid(), signal.SIGSTOP if how == "stop" else signal.SIGKILL)
+
+
+def _shown(value: str | None) -> str:
+    return printable(value) if value is not None else "unset"
 
 
 def journal_path() -> Path:

@@ -8,6 +8,14 @@ from typing import Any
 from stormdeck.base.errors import UserError
 
 
+class Refused(UserError):
+    """Ceph answered the command with an error: nothing was changed by it."""
+
+
+class Unanswered(UserError):
+    """Ceph did not answer: a change sent may or may not have been made."""
+
+
 class CephAdmin:
     """The few mon commands changes need, through a librados connection of its own."""
 
@@ -30,12 +38,14 @@ class CephAdmin:
         return self._send("mgr", prefix, args)
 
     def _send(self, target: str, prefix: str, args: dict[str, Any]) -> Any:
-        from stormdeck.collectors.ceph import CommandError
+        from stormdeck.collectors.ceph import CommandError, NoAnswer
 
         try:
             out = self.connection.command(target, {"prefix": prefix, **args})
+        except NoAnswer as exc:
+            raise Unanswered(f"Ceph did not answer `{prefix}`: {exc}") from None
         except CommandError as exc:
-            raise UserError(f"Ceph refused `{prefix}`: {exc}") from None
+            raise Refused(f"Ceph refused `{prefix}`: {exc}") from None
         return json.loads(out) if out.strip() else None
 
     def fsid(self) -> str:
@@ -117,7 +127,17 @@ class CephAdmin:
 
     def pool_get(self, pool: str, var: str) -> str:
         out = self.cmd("osd pool get", pool=pool, var=var)
-        return str(out.get(var)) if isinstance(out, dict) else str(out)
+        value = out.get(var) if isinstance(out, dict) else out
+        # Ceph's own spelling: a JSON true is "true" to `osd pool set`, Python's "True" is not.
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    def pool_target(self, pool: str, var: str) -> str | None:
+        """Where pg_num or pgp_num is heading: the target the mon keeps (`osd dump`'s
+        pg_num_target) while the mgr steps the value itself toward it; None if unknown."""
+        for p in self.cmd("osd dump").get("pools", ()):
+            if p.get("pool_name") == pool and f"{var}_target" in p:
+                return str(p[f"{var}_target"])
+        return None
 
     def pool_set(self, pool: str, var: str, value: str) -> None:
         self.cmd("osd pool set", pool=pool, var=var, val=value)

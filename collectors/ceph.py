@@ -66,6 +66,11 @@ class CommandError(Exception):
     """A command the cluster refused or did not answer; the text says which and why."""
 
 
+class NoAnswer(CommandError):
+    """The cluster did not answer (no connection, a timeout): a command sent may or may not
+    have been carried out, unlike one the cluster refused."""
+
+
 # What a parser raises on output of an unexpected shape (a list where a map was, a
 # string where a number was, inf where an int was): a fault of that command's output.
 BAD_OUTPUT = (ValueError, KeyError, TypeError, AttributeError, IndexError, ArithmeticError)
@@ -590,7 +595,7 @@ class CephConnection:
             cluster.conf_parse_env()
             cluster.connect(timeout=int(self.timeout))
         except rados.Error as exc:
-            raise CommandError(f"cannot connect to the Ceph cluster: {exc}") from None
+            raise NoAnswer(f"cannot connect to the Ceph cluster: {exc}") from None
         return cluster
 
     def close(self) -> None:
@@ -612,7 +617,7 @@ class CephConnection:
             ret, out, err = call(body, b"", timeout=int(max(1, timeout or self.timeout)))
         except Exception as exc:  # rados.Error and its kin: the connection is suspect
             self.close()
-            raise CommandError(f"{cmd['prefix']}: {exc}") from None
+            raise NoAnswer(f"{cmd['prefix']}: {exc}") from None
         if ret == -ENOENT and cmd["prefix"] == "config help":
             return b""
         if ret != 0:

@@ -37,7 +37,11 @@ def register(sub: Any) -> None:
     add_source_options(apply)
     apply.set_defaults(handler=cmd_apply)
 
-    journal = sub.add_parser("journal", help="every change stormdeck made, and how it ended")
+    journal = sub.add_parser("journal", help="every change stormdeck made, and how it ended",
+                             description="The change journal, oldest first. Exits 3 when a "
+                                         "line of it is damaged (the rest is still shown).")
+    journal.add_argument("--last", type=int, metavar="N",
+                         help="only the newest N entries (read from the end of the journal)")
     add_format_options(journal, "the entries")
     journal.set_defaults(handler=cmd_journal)
 
@@ -63,6 +67,12 @@ def _change_options(p: argparse.ArgumentParser) -> None:
                    help="Curve heartbeat seconds, to follow a leader schedule (default 10)")
     p.add_argument("--verify-seconds", type=float, default=15.0,
                    help="how long to wait for daemons to run a new value (default 15)")
+    p.add_argument("--converge-seconds", type=float, default=120.0,
+                   help="how long to follow pg_num or pgp_num to its target before the "
+                        "journal says pending (default 120; undo follows it on)")
+    p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                   help="wait this long for another stormdeck changing the cluster to finish "
+                        "(default: refuse at once)")
 
 
 # ---- review ------------------------------------------------------------------------
@@ -93,21 +103,30 @@ def read_only(args: argparse.Namespace) -> bool:
 def executor(args: argparse.Namespace, needs_ceph: bool, curve: Any = None) -> Any:
     """The Executor, with the sources' identity; used in a `with`, which closes its
     connection."""
-    from stormdeck.advisors.apply import Executor, journal_path
-    from stormdeck.advisors.journal import Journal
+    from stormdeck.advisors.apply import Executor
 
     ceph = ceph_admin(args) if needs_ceph else None
-    return Executor(Journal(journal_path()), ceph=ceph, read_only=read_only(args),
+    return Executor(journal(), ceph=ceph, read_only=read_only(args),
                     curve_tool=[args.curve_tool], verify_seconds=args.verify_seconds,
-                    curve_follow=curve)
+                    curve_follow=curve, converge_seconds=args.converge_seconds,
+                    wait=args.wait)
 
 
-def _began(ex: Any, before: set[str], exc: UserError) -> UserError:
-    """A failure after a change began exits 1 (see stormdeck journal), before it 3."""
-    started = {e.id for e in ex.journal.entries()} - before
-    if started:
-        return UserError(f"{exc} (journal {', '.join(sorted(started))}: see stormdeck "
-                         "journal for what was changed)", exit_code=1)
+def journal() -> Any:
+    from stormdeck.advisors.apply import journal_path
+    from stormdeck.advisors.journal import Journal
+
+    return Journal(journal_path(), warn=lambda m: print(f"stormdeck: {m}", file=sys.stderr))
+
+
+def _began(ex: Any, exc: UserError) -> UserError:
+    """A failure after a change of this run was sent exits 1 (see stormdeck journal); one
+    before anything was sent, or that Ceph refused, keeps its own code (3)."""
+    from stormdeck.advisors.apply import NothingChanged
+
+    if exc.exit_code == 3 and ex.began and not isinstance(exc, NothingChanged):
+        return UserError(f"{exc} (journal {', '.join(ex.began)}: see stormdeck journal for "
+                         "what was changed)", exit_code=1)
     return exc
 
 
@@ -176,11 +195,10 @@ def cmd_apply(args: argparse.Namespace) -> int:
             ex.apply(plan)  # refuses, with the reason
         ex.check_stale(plan)  # before asking, so nobody confirms a stale plan
         confirm(plan, args.yes)
-        before = {e.id for e in ex.journal.entries()}
         try:
             outcomes = ex.apply(plan)
         except UserError as exc:
-            raise _began(ex, before, exc) from None
+            raise _began(ex, exc) from None
     for o in outcomes:
         extra = f" ({printable(o.detail, 200)})" if o.detail else ""
         print(f"{o.outcome}: {printable(o.change.command, 200)} -> {printable(o.after)}"
@@ -229,34 +247,47 @@ def curve_follower(args: argparse.Namespace, plan: Any):
     return follow
 
 
+# What an outcome means to whoever reads the journal after a fault.
+EXPLAIN = {
+    "INCOMPLETE": "no end was journaled (stormdeck stopped in between): the change may or "
+                  "may not have been made; undo reads it again and puts back the value before",
+    "unknown": "sent, but no answer or read-back said whether it was made; undo reads it "
+               "again and puts back the value before",
+    "pending": "on its way to its target; undo (or a later read) follows it on",
+}
+
+
 def cmd_journal(args: argparse.Namespace) -> int:
     from stormdeck.advisors.apply import journal_path
-    from stormdeck.advisors.journal import Journal
 
-    entries = Journal(journal_path()).entries()
+    j = journal()
+    if args.last is not None and args.last < 1:
+        raise UserError(f"--last takes a positive number of entries, not {args.last}")
+    entries = j.entries(last=args.last)
+    damaged = [d for d in j.damaged if "last line is torn" not in d]
     if is_json(args):
         dump([{**asdict(e), "status": e.status} for e in entries], args)
-        return 0
-    if not entries:
-        print(f"no changes journaled in {journal_path()}")
-    for e in entries:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.started))
-        tail = f"  undone by {', '.join(e.undone_by)}" if e.undone_by else \
-            f"  undoes {e.undoes}" if e.undoes else ""
-        print(f"{e.id}  {when}  {e.status:<15} {printable(e.change.command, 120)}  "
-              f"({printable(e.before) if e.before is not None else 'unset'} -> "
-              f"{printable(e.after)}){tail}")
-        if e.status == "INCOMPLETE":
-            print("    the change may or may not have been made: no end was journaled "
-                  "(stormdeck stopped in between); undo restores the value before it")
-    return 0
+    else:
+        if not entries:
+            print(f"no changes journaled in {journal_path()}")
+        for e in entries:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.started))
+            tail = f"  undone by {', '.join(e.undone_by)}" if e.undone_by else \
+                f"  undoes {e.undoes}" if e.undoes else ""
+            print(f"{e.id}  {when}  {e.status:<15} {printable(e.change.command, 120)}  "
+                  f"({printable(e.before) if e.before is not None else 'unset'} -> "
+                  f"{printable(e.after)}){tail}")
+            if e.detail and e.status not in ("applied",):
+                print(f"    {printable(e.detail, 300)}")
+            if e.status in EXPLAIN and not e.undone_by:
+                print(f"    {EXPLAIN[e.status]}")
+    for note in j.damaged:
+        print(f"stormdeck: {note}", file=sys.stderr)
+    return 3 if damaged else 0
 
 
 def cmd_undo(args: argparse.Namespace) -> int:
-    from stormdeck.advisors.apply import journal_path
-    from stormdeck.advisors.journal import Journal
-
-    entry = Journal(journal_path()).find(args.id)
+    entry = journal().find(args.id)
     with executor(args, needs_ceph([entry.change])) as ex:
         if ex.read_only:
             ex.undo(entry)  # refuses, with the reason
@@ -266,12 +297,12 @@ def cmd_undo(args: argparse.Namespace) -> int:
               f"{printable(inverse.current)} -> {printable(inverse.proposed)})")
         if not args.yes:
             confirm_undo()
-        ids = {e.id for e in ex.journal.entries()}
         try:
             o = ex.undo(entry)
         except UserError as exc:
-            raise _began(ex, ids, exc) from None
-    print(f"{o.outcome}: {printable(o.change.command)} -> {printable(o.after)}"
+            raise _began(ex, exc) from None
+    extra = f" ({printable(o.detail, 200)})" if o.detail else ""
+    print(f"{o.outcome}: {printable(o.change.command)} -> {printable(o.after)}{extra}"
           f"  [journal {o.entry}]")
     return 0
 

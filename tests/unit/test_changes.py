@@ -239,8 +239,9 @@ def test_journal_survives_a_torn_tail_and_shows_an_incomplete_entry(tmp_path: Pa
         journal.find("zzzz")
     lines = journal.path.read_text().splitlines()
     journal.path.write_text("\n".join([lines[0], "garbage", *lines[1:]]) + "\n")
-    with pytest.raises(UserError, match="line 2 is not a journal record"):
-        journal.entries()
+    # A damaged line in the middle is named, not fatal: the records around it still count.
+    assert [e.status for e in journal.entries()] == ["applied", "INCOMPLETE"]
+    assert any("line 2" in d and "not a whole journal record" in d for d in journal.damaged)
 
 
 def test_irreversible_and_failed_entries_cannot_be_undone(tmp_path: Path) -> None:
@@ -399,6 +400,7 @@ def test_undo_on_the_command_line_shows_the_exact_inverse_before_it_runs(
                     command="tuned-adm profile latency-performance")
     journal = Journal(tmp_path / "state" / "stormdeck" / "journal.jsonl")
     e = journal.intent(change, "balanced")
+    (tools / "tuned.state").write_text("latency-performance\n")  # as the change left it
     journal.end(e, "applied", after="latency-performance")
     # Answering no: the inverse was shown, and nothing ran.
     import subprocess
