@@ -258,7 +258,8 @@ class Recorder:
 
     def _open_new(self) -> None:
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+            # 0600: a recording carries the cluster's layout and config, wherever it is put.
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         except FileExistsError:
             raise UserError(f"{self.path} already exists: record to a new file, or remove "
                             "it first") from None
