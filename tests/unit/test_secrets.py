@@ -83,13 +83,14 @@ def test_config_dump_and_log_are_redacted_where_they_are_parsed() -> None:
     assert dump["rgw_keystone_url"]["client.rgw"] == "https://admin:***@keystone:5000"
     assert dump["osd_max_scrubs"] == {"osd/host:a": "2"}
     log = parse_config_log([{"version": 7, "timestamp": "2026-11-22T05:36:52.009888+0000",
-                             "changes": [{"name": "rgw_keystone_admin_password",
+                             "changes": [{"name": "client.rgw/rgw_keystone_admin_password",
                                           "previous_value": "old-secret",
                                           "new_value": "hunter2"},
                                          {"name": "osd_max_scrubs", "new_value": "3"}]}])
     by_name = {c.name: c for c in log}
-    assert (by_name["rgw_keystone_admin_password"].old,
-            by_name["rgw_keystone_admin_password"].new) == (REDACTED, REDACTED)
+    # Ceph names a change WHO/OPTION.
+    assert (by_name["client.rgw/rgw_keystone_admin_password"].old,
+            by_name["client.rgw/rgw_keystone_admin_password"].new) == (REDACTED, REDACTED)
     assert by_name["osd_max_scrubs"].new == "3" and by_name["osd_max_scrubs"].old is None
     assert "hunter2" not in repr(log) + repr(dump)
 
@@ -198,6 +199,27 @@ def test_recordings_and_reports_are_0600(tmp_path: Path, monkeypatch: pytest.Mon
         assert mode(tmp_path / "reports") == 0o700
         assert mode(base.with_suffix(".md")) == 0o600
         assert mode(base.with_suffix(".json")) == 0o600
+    finally:
+        os.umask(old)
+
+
+@pytest.mark.xfail(strict=True, reason="advisors/mutes.py writes mutes.json 0600 on its own "
+                   "branch of issue 27; drop this mark when that is merged")
+def test_a_mute_in_the_state_directory_is_0600(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from stormdeck.advisors.model import Finding, Severity
+    from stormdeck.advisors.mutes import MuteStore
+    from stormdeck.advisors.settings import state_dir
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    old = os.umask(0o022)
+    try:
+        store = MuteStore(state_dir() / "mutes.json")
+        store.add(Finding(rule="ceph.osd.cpu_throttled", title="t", severity=Severity(1),
+                          target="osd.0", summary="s", explanation="e", source="K1.3",
+                          state="firing", first_seen=0.0, last_seen=0.0), 3600.0)
+        assert mode(state_dir()) == 0o700
+        assert mode(state_dir() / "mutes.json") == 0o600
     finally:
         os.umask(old)
 
