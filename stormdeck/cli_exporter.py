@@ -73,6 +73,15 @@ def web_config(args: argparse.Namespace) -> WebConfig:
                      else "NoClientCert", client_ca_file=args.tls_client_ca)
 
 
+def is_loopback(addr: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(addr).is_loopback
+    except ValueError:
+        return addr == "localhost"
+
+
 def cmd_exporter(args: argparse.Namespace) -> int:
     from prometheus_client import make_wsgi_app
     from prometheus_client.registry import CollectorRegistry
@@ -90,7 +99,9 @@ def cmd_exporter(args: argparse.Namespace) -> int:
     registry = CollectorRegistry(auto_describe=True)
     registry.register(HostCollector(ceph_conf=args.conf))
     try:
-        server = serve(make_wsgi_app(registry), addr, port, config)
+        server = serve(make_wsgi_app(registry), addr, port, config,
+                       warn=lambda text: print(f"stormdeck exporter: {text}", file=sys.stderr,
+                                               flush=True))
     except OSError as exc:
         raise UserError(f"cannot listen on {args.listen}: {exc.strerror}") from None
     scheme = "https" if config.tls else "http"
@@ -100,6 +111,10 @@ def cmd_exporter(args: argparse.Namespace) -> int:
     auth = f", basic auth for {len(config.users)} user(s)" if config.users else ""
     print(f"stormdeck exporter: serving {scheme}://{args.listen}/metrics{auth}",
           file=sys.stderr, flush=True)
+    if not is_loopback(addr) and not (config.tls and config.users) \
+            and config.client_auth == "NoClientCert":
+        print("stormdeck exporter: note: anyone who reaches this address may scrape it; "
+              "--web.config.file can require TLS and a password", file=sys.stderr, flush=True)
     stop.wait()
     server.shutdown()
     return 0

@@ -291,24 +291,67 @@ class _Quiet(WSGIRequestHandler):
         pass
 
 
-def serve(app: App, addr: str, port: int, config: WebConfig) -> Any:
+class Certificates:
+    """The TLS context, made again when the certificate or key file changes: a renewed
+    certificate is served from the next connection on, as exporter-toolkit does, without a
+    restart. A renewal that does not load keeps the old context and says so once."""
+
+    def __init__(self, config: WebConfig, warn: Callable[[str], None]) -> None:
+        self.config = config
+        self.warn = warn
+        self._stamp = self._files_stamp()
+        self.context = config.ssl_context()
+        self._lock = threading.Lock()
+        self._warned: tuple[Any, ...] | None = None
+
+    def _files_stamp(self) -> tuple[Any, ...]:
+        out = []
+        for name in (self.config.cert_file, self.config.key_file, self.config.client_ca_file):
+            try:
+                st = Path(name).stat() if name else None
+                out.append((st.st_mtime_ns, st.st_size, st.st_ino) if st else None)
+            except OSError:
+                out.append(None)
+        return tuple(out)
+
+    def current(self) -> ssl.SSLContext:
+        with self._lock:
+            stamp = self._files_stamp()
+            if stamp != self._stamp:
+                try:
+                    self.context = self.config.ssl_context()
+                    self._stamp = stamp
+                except UserError as exc:
+                    if self._warned != stamp:
+                        self._warned = stamp
+                        self.warn(f"{exc}; still serving the previous certificate")
+            assert self.context is not None
+            return self.context
+
+
+def serve(app: App, addr: str, port: int, config: WebConfig,
+          warn: Callable[[str], None] = lambda text: None) -> Any:
     """Start serving `app` on addr:port in a daemon thread; the server, for shutdown()."""
     from prometheus_client.exposition import ThreadingWSGIServer
 
-    ctx = config.ssl_context()
+    certs = Certificates(config, warn) if config.tls else None
 
     class Server(ThreadingWSGIServer):
         address_family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+
+        def get_request(self) -> tuple[Any, Any]:
+            sock, client = super().get_request()
+            if certs is None:
+                return sock, client
+            # The handshake happens in the request's own thread (at its first read), not
+            # here in accept(): one slow client must not stall every other scrape.
+            return certs.current().wrap_socket(sock, server_side=True,
+                                               do_handshake_on_connect=False), client
 
         def handle_error(self, request: Any, client_address: Any) -> None:
             pass  # a client that failed its TLS handshake or hung up is not our fault
 
     httpd = make_server(addr, port, guarded(app, config), Server, handler_class=_Quiet)
-    if ctx is not None:
-        # The handshake happens in the request's own thread, not in accept(): one slow
-        # client must not stall every other scrape.
-        httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True,
-                                       do_handshake_on_connect=False)
     threading.Thread(target=httpd.serve_forever, daemon=True,
                      name="exporter-http").start()
     return httpd

@@ -22,7 +22,7 @@ from stormdeck.base.secrets import (
 )
 from stormdeck.collectors.ceph import parse_config_dump, parse_config_log
 
-from tests.conftest import run_cli
+from tests.conftest import free_ports, run_cli
 
 # Pacific's options whose value is a secret (or, for the last two, a secret file's name).
 PACIFIC_SECRETS = {
@@ -362,3 +362,62 @@ def test_the_shipped_unit_binds_to_localhost() -> None:
     assert execs and all("--listen 127.0.0.1:" in ln for ln in execs)
     assert "0.0.0.0" not in "\n".join(ln for ln in unit.splitlines()
                                       if not ln.startswith("#"))
+
+
+def make_cert(directory: Path, name: str) -> None:
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
+                    str(directory / f"{name}.key"), "-out", str(directory / f"{name}.crt"),
+                    "-days", "1", "-subj", f"/CN={name}"], check=True, capture_output=True)
+
+
+def served_cert(port: int) -> bytes:
+    import socket
+    import ssl
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            ctx.wrap_socket(raw) as tls:
+        tls.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        assert b"200 OK" in tls.recv(4096)
+        return tls.getpeercert(binary_form=True)
+
+
+def test_a_renewed_certificate_is_served_without_a_restart(tmp_path: Path) -> None:
+    from stormdeck.webconfig import parse_web_config, serve
+
+    for name in ("first", "second"):
+        make_cert(tmp_path, name)
+    shutil.copy(tmp_path / "first.crt", tmp_path / "cert.pem")
+    shutil.copy(tmp_path / "first.key", tmp_path / "key.pem")
+    cfg = parse_web_config("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n",
+                           tmp_path / "web.yml")
+
+    def metrics(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"up 1\n"]
+
+    warnings: list[str] = []
+    (port,) = free_ports(1)
+    server = serve(metrics, "127.0.0.1", port, cfg, warn=warnings.append)
+    try:
+        first = served_cert(port)
+        shutil.copy(tmp_path / "second.key", tmp_path / "key.pem")
+        shutil.copy(tmp_path / "second.crt", tmp_path / "cert.pem")
+        second = served_cert(port)
+        assert second != first and not warnings
+        (tmp_path / "cert.pem").write_text("not a certificate")  # a renewal gone wrong
+        assert served_cert(port) == second
+        assert len(warnings) == 1 and "still serving the previous certificate" in warnings[0]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_only_a_loopback_address_goes_without_the_exposure_note() -> None:
+    from stormdeck.cli_exporter import is_loopback
+
+    assert all(map(is_loopback, ("127.0.0.1", "::1", "localhost", "127.0.0.53")))
+    assert not any(map(is_loopback, ("0.0.0.0", "::", "10.0.0.5", "storage-1")))
