@@ -147,6 +147,44 @@ def test_the_cli_shows_no_password_of_a_prometheus_url(tmp_path: Path) -> None:
     assert "scraper:***@" in res.err
 
 
+def test_a_recording_that_holds_a_secret_gives_none_to_its_readers(tmp_path: Path) -> None:
+    """A recording from before the collectors redacted (or from another writer)."""
+    from stormdeck.collectors.model import (
+        Cluster,
+        ConfigChange,
+        ConfigOption,
+        Daemon,
+        Snapshot,
+    )
+    from stormdeck.collectors.recording import Recorder, Recording
+
+    cluster = Cluster(fsid="f", config_log=(
+        ConfigChange(version=1, stamp=1.0, name="client.rgw/rgw_keystone_admin_password",
+                     old=None, new="hunter2"),
+        ConfigChange(version=2, stamp=2.0, name="osd/osd_max_scrubs", old="1", new="2")),
+        config={"rgw_sts_key": ConfigOption(name="rgw_sts_key", exists=True,
+                                            values={"client.rgw": "hunter2"})})
+    daemons = {"cs": Daemon(id="cs", kind="chunkserver", config={"s3.sk": "hunter2",
+                                                                  "s3.endpoint": "x"})}
+    rec = Recorder(tmp_path / "old.sdrec")
+    for t in (1.0, 2.0):
+        rec.add_snapshot(Snapshot(time=t, cluster=cluster, daemons=daemons, disks={},
+                                  sources={}))
+    rec.close()
+    recording = Recording(tmp_path / "old.sdrec")
+    try:
+        snaps = list(recording.snapshots())
+    finally:
+        recording.close()
+    assert len(snaps) == 2
+    for snap in snaps:
+        assert "hunter2" not in repr(snap)
+        assert snap.cluster.config_log[0].new == REDACTED
+        assert snap.cluster.config_log[1].new == "2"
+        assert snap.cluster.config["rgw_sts_key"].values == {"client.rgw": REDACTED}
+        assert snap.daemons["cs"].config == {"s3.sk": REDACTED, "s3.endpoint": "x"}
+
+
 # ---- file modes ------------------------------------------------------------------------
 
 
