@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -99,7 +100,10 @@ def write_private(path: Path, data: str | bytes) -> None:
     raw = data.encode() if isinstance(data, str) else data
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
-        os.fchmod(fd, 0o600)  # a file that existed keeps its mode through O_CREAT
+        # A file that existed keeps its mode through O_CREAT; a terminal or a pipe
+        # (-o /dev/stdout) is not ours to change.
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.fchmod(fd, 0o600)
         view = memoryview(raw)
         while view:
             view = view[os.write(fd, view):]

@@ -459,3 +459,9 @@ def test_only_a_loopback_address_goes_without_the_exposure_note() -> None:
 
     assert all(map(is_loopback, ("127.0.0.1", "::1", "localhost", "127.0.0.53")))
     assert not any(map(is_loopback, ("0.0.0.0", "::", "10.0.0.5", "storage-1")))
+
+
+def test_write_private_leaves_a_device_mode_alone(tmp_path: Path) -> None:
+    before = stat.S_IMODE(os.stat("/dev/null").st_mode)
+    write_private(Path("/dev/null"), "x")
+    assert stat.S_IMODE(os.stat("/dev/null").st_mode) == before == 0o666
