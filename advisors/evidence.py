@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stormdeck.base.secrets import write_private
+
 FILE = "evidence.json"
 
 
@@ -90,9 +92,9 @@ def record(path: Path, fsid: str | None, host: str, steps: Iterable[Any], quick:
                 caches[disk] = CacheEvidence(disk, v.verdict, float(data["ratio"]),
                                              data.get("flushes_per_write"), when)
     out = Validated(capacity, caches)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({
+    write_private(tmp, json.dumps({
         "format": 1,
         "capacity": {f: {k: asdict(c) for k, c in kinds.items()}
                      for f, kinds in capacity.items()},

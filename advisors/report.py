@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stormdeck.advisors.lock import secure_dir
 from stormdeck.advisors.model import Finding, Severity
 from stormdeck.advisors.timeline import Event, flapping, pg_classes
+from stormdeck.base.secrets import write_private
 from stormdeck.base.text import printable
 from stormdeck.collectors.model import Snapshot
 
@@ -201,7 +203,7 @@ def to_json(r: Report) -> str:
 def save(r: Report, directory: Path) -> Path:
     """Write the report as Markdown and JSON side by side; the path without its suffix."""
     base = directory / time.strftime("report-%Y%m%d-%H%M%S", time.localtime(r.end))
-    base.parent.mkdir(parents=True, exist_ok=True)
-    base.with_suffix(".md").write_text(to_markdown(r))
-    base.with_suffix(".json").write_text(to_json(r))
+    secure_dir(base.parent)
+    write_private(base.with_suffix(".md"), to_markdown(r))
+    write_private(base.with_suffix(".json"), to_json(r))
     return base

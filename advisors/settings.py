@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tomllib
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from stormdeck.advisors.lock import secure_dir
 from stormdeck.advisors.model import RuleSettings
 from stormdeck.advisors.rules import BY_ID
 from stormdeck.base.errors import UserError
@@ -21,8 +23,14 @@ def config_dir() -> Path:
 
 
 def state_dir() -> Path:
+    """Where plans, mutes, the journal, reports and evidence live: made 0700 when first
+    asked for, and an existing one that others could read is closed (they hold what was
+    changed on which cluster, and the cluster's own values)."""
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "stormdeck"
+    path = Path(base) / "stormdeck"
+    with contextlib.suppress(OSError):  # cannot be made: its first writer says so, in its words
+        secure_dir(path)
+    return path
 
 
 def defaults() -> dict[str, dict[str, Any]]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, ClassVar
 
+from stormdeck.base.secrets import redact_value
 from stormdeck.collectors.model import (
     Cluster,
     ConfigChange,
@@ -140,15 +141,16 @@ def parse_log_last(rows: Iterable[Mapping[str, Any]]) -> tuple[LogEntry, ...]:
 
 
 def parse_config_log(rows: Iterable[Mapping[str, Any]]) -> tuple[ConfigChange, ...]:
-    """`config log`: one ConfigChange per option changed, oldest first."""
+    """`config log`: one ConfigChange per option changed, oldest first; a secret's values
+    redacted here, so that no snapshot, recording or report ever holds them."""
     out = []
     for r in rows:
         for ch in r.get("changes", ()):
+            name = str(ch.get("name", ""))
             out.append(ConfigChange(version=int(r.get("version", 0)),
-                                    stamp=parse_stamp(r.get("timestamp")),
-                                    name=str(ch.get("name", "")),
-                                    old=_opt_str(ch.get("previous_value")),
-                                    new=_opt_str(ch.get("new_value"))))
+                                    stamp=parse_stamp(r.get("timestamp")), name=name,
+                                    old=redact_value(name, _opt_str(ch.get("previous_value"))),
+                                    new=redact_value(name, _opt_str(ch.get("new_value")))))
     return tuple(sorted(out, key=lambda c: (c.version, c.name)))
 
 
@@ -518,13 +520,15 @@ def mgr_modules_problem(failed: Iterable[tuple[str, str]]) -> str | None:
 
 
 def parse_config_dump(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
-    """`config dump`: option -> {who: value}, who being a section or section/mask."""
+    """`config dump`: option -> {who: value}, who being a section or section/mask; a
+    secret's value redacted here, before anything keeps it."""
     out: dict[str, dict[str, str]] = {}
     for r in rows:
         who = r.get("section", "global")
         if r.get("mask"):
             who = f"{who}/{r['mask']}"
-        out.setdefault(str(r["name"]), {})[who] = str(r.get("value", ""))
+        name = str(r["name"])
+        out.setdefault(name, {})[who] = redact_value(name, str(r.get("value", ""))) or ""
     return out
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 import urllib3
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
+from stormdeck.base.secrets import redact_value
 from stormdeck.collectors.model import CurveCluster, CurvePool, Daemon, MdsStatus, Partial
 from urllib3.exceptions import (
     ConnectTimeoutError,
@@ -525,7 +526,8 @@ def chunkserver_daemon(addr: str, v: Mapping[str, Value], curve_id: int | None =
                 except (ValueError, AttributeError):
                     key = None
             if cv is not None:
-                config[key or name.removeprefix(p + "_config_")] = cv
+                key = key or name.removeprefix(p + "_config_")
+                config[key] = redact_value(key, cv)
     return Daemon(
         id=addr, kind="chunkserver", host=addr.rpartition(":")[0], curve_id=curve_id,
         leaders=_int(v.get(f"{p}_leader_count")),

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from stormdeck.base.secrets import redact_urls, redact_value, safe_url
 from stormdeck.collectors.model import (
     Cluster,
     CurveCluster,
@@ -197,6 +198,8 @@ class PrometheusSource:
         from urllib3.util.retry import Retry
 
         self.url = url.rstrip("/")
+        # What messages show: a password in the URL (http://user:pw@host) never is.
+        self.shown_url = safe_url(self.url)
         self.timeout = timeout
         self.ceph, self.curve = ceph, curve
         self.window = rate_window(scrape_interval)
@@ -268,22 +271,23 @@ class PrometheusSource:
         except PrometheusApiClientException as exc:
             if "Status Code 401" in str(exc) or "Status Code 403" in str(exc):
                 raise PrometheusError(
-                    f"Prometheus at {self.url} refused our credentials "
+                    f"Prometheus at {self.shown_url} refused our credentials "
                     f"({str(exc).split('(')[0].strip()}): set prometheus_token_file, or "
                     "prometheus_user and prometheus_password_file, for this cluster in the "
                     "config file") from None
-            raise PrometheusError(f"Prometheus refused the {name} query: {exc}") from None
+            raise PrometheusError(f"Prometheus refused the {name} query: "
+                                  f"{redact_urls(str(exc))}") from None
         except (ValueError, KeyError, TypeError):  # JSON that is torn or of another shape
-            raise PrometheusError(f"Prometheus at {self.url} answered the {name} query with "
+            raise PrometheusError(f"Prometheus at {self.shown_url} answered the {name} query with "
                                   "malformed JSON") from None
         except Exception as exc:  # requests' connection errors and timeouts
             from requests.exceptions import SSLError
 
             if isinstance(exc, SSLError):
-                raise PrometheusError(f"Prometheus at {self.url}: its certificate could not "
+                raise PrometheusError(f"Prometheus at {self.shown_url}: its certificate could not "
                                       "be verified (give the CA with --prometheus-ca FILE, "
                                       "or --prometheus-insecure)") from None
-            raise PrometheusError(f"Prometheus at {self.url} did not answer: "
+            raise PrometheusError(f"Prometheus at {self.shown_url} did not answer: "
                                   f"{type(exc).__name__}") from None
         if not isinstance(result, list):
             raise PrometheusError(f"Prometheus answered the {name} query with no vector")
@@ -384,7 +388,8 @@ class PrometheusSource:
         for s in q("curve_config"):
             m = s["metric"]
             if m.get("instance") in fields and m.get("conf_name"):
-                fields[m["instance"]].setdefault("config", {})[m["conf_name"]] = m["conf_value"]
+                fields[m["instance"]].setdefault("config", {})[m["conf_name"]] = \
+                    redact_value(m["conf_name"], m["conf_value"])
         daemons = {inst: Daemon(id=inst, kind="chunkserver", host=inst.rpartition(":")[0], **f)
                    for inst, f in fields.items()}
         pools: dict[str, dict[str, float]] = {}

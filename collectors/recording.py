@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from stormdeck.base.errors import UserError
-from stormdeck.collectors.model import Snapshot
+from stormdeck.base.secrets import redact_value
+from stormdeck.collectors.model import ConfigChange, ConfigOption, Daemon, Snapshot
 
 MAGIC = b"STORMDECK-REC\n"
 FORMAT = 1
@@ -92,6 +93,29 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+def _redacted_change(c: ConfigChange) -> ConfigChange:
+    old, new = redact_value(c.name, c.old), redact_value(c.name, c.new)
+    return c if (old, new) == (c.old, c.new) else dataclasses.replace(c, old=old, new=new)
+
+
+def _redacted_option(o: ConfigOption) -> ConfigOption:
+    values = {who: redact_value(o.name, v) or "" for who, v in o.values.items()}
+    return o if values == dict(o.values) else dataclasses.replace(o, values=values)
+
+
+def _redacted_daemon(d: Daemon) -> Daemon:
+    if not d.config:
+        return d
+    config = {k: redact_value(k, v) or "" for k, v in d.config.items()}
+    return d if config == dict(d.config) else dataclasses.replace(d, config=config)
+
+
+# A recording made before the collectors redacted secrets (or by another writer) still
+# gives none to a replay or a report: the same rule, applied as its snapshots are read.
+_REDACT: dict[type, Any] = {ConfigChange: _redacted_change, ConfigOption: _redacted_option,
+                            Daemon: _redacted_daemon}
+
+
 def decode(tp: Any, value: Any) -> Any:
     """The inverse of encode, led by the type annotations of `tp`."""
     if value is None:
@@ -102,7 +126,8 @@ def decode(tp: Any, value: Any) -> Any:
         return decode(args[0], value) if len(args) == 1 else value
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         hints = _hints(tp)
-        return tp(**{k: decode(hints[k], v) for k, v in value.items() if k in hints})
+        out = tp(**{k: decode(hints[k], v) for k, v in value.items() if k in hints})
+        return _REDACT[tp](out) if tp in _REDACT else out
     if origin is tuple:
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
@@ -189,6 +214,8 @@ class Decoder:
         if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             hints = _hints(tp)
             out = tp(**{k: self._decode(hints[k], v) for k, v in value.items() if k in hints})
+            if tp in _REDACT:
+                out = _REDACT[tp](out)
         elif origin in (dict, collections.abc.Mapping):
             vt = typing.get_args(tp)[1]
             out = {k: self._decode(vt, v) for k, v in value.items()}
@@ -258,7 +285,8 @@ class Recorder:
 
     def _open_new(self) -> None:
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+            # 0600: a recording carries the cluster's layout and config, wherever it is put.
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         except FileExistsError:
             raise UserError(f"{self.path} already exists: record to a new file, or remove "
                             "it first") from None

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from stormdeck.base.errors import UserError
+from stormdeck.base.secrets import write_private
 from stormdeck.base.when import parse_when
 from stormdeck.output import add_format_options, dumps, is_json
 from stormdeck.sources import add_source_options, build_sources
@@ -187,7 +188,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         else report.to_markdown(r)
     if args.output:
         try:
-            Path(args.output).write_text(text)
+            write_private(Path(args.output), text)
         except OSError as exc:
             raise UserError(f"cannot write {args.output}: {exc.strerror}") from None
     else:

@@ -389,6 +389,7 @@ class StormdeckApp(App[None]):
         import json
 
         from stormdeck.advisors.settings import state_dir
+        from stormdeck.base.secrets import write_private
 
         path = state_dir() / "console.json"
         try:
@@ -400,8 +401,8 @@ class StormdeckApp(App[None]):
 
         def save(theme: Any) -> None:
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps({"theme": theme.name}) + "\n")
+                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                write_private(path, json.dumps({"theme": theme.name}) + "\n")
             except OSError as exc:
                 self.notify(f"the theme is not kept: {exc.strerror}", severity="warning")
 

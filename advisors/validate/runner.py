@@ -17,6 +17,7 @@ from stormdeck.advisors.validate.judge import Verdict
 from stormdeck.advisors.validate.plot import curve_plot
 from stormdeck.advisors.validate.steps import Cancelled, Ctx, Options
 from stormdeck.base.errors import UserError
+from stormdeck.base.secrets import write_private
 from stormdeck.collectors.model import Snapshot
 
 STEPS: tuple[tuple[str, str], ...] = (
@@ -213,7 +214,7 @@ def compare(new: Report, last: dict[str, Any] | None) -> list[str]:
 
 def save(r: Report, directory: Path) -> Path:
     """report-TIME.md and .json, and last.json for the next run to compare with."""
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     last_path = directory / "last.json"
     try:
         last = json.loads(last_path.read_text())
@@ -222,10 +223,10 @@ def save(r: Report, directory: Path) -> Path:
     r.changes = compare(r, last)
     base = directory / time.strftime("report-%Y%m%d-%H%M%S", time.localtime(r.started))
     doc = json.dumps(to_dict(r), indent=1, default=str)
-    base.with_suffix(".md").write_text(to_markdown(r))
-    base.with_suffix(".json").write_text(doc)
+    write_private(base.with_suffix(".md"), to_markdown(r))
+    write_private(base.with_suffix(".json"), doc)
     if not r.cancelled:
-        last_path.write_text(doc)
+        write_private(last_path, doc)
     # What finished steps measured, for the rules (even of a cancelled run: a step
     # that finished measured what it says).
     from stormdeck.collectors.host import short_hostname

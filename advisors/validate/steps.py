@@ -24,6 +24,7 @@ from stormdeck.advisors.actuators import same
 from stormdeck.advisors.validate import judge
 from stormdeck.advisors.validate.judge import Point, Verdict
 from stormdeck.base.errors import UserError
+from stormdeck.base.secrets import write_private
 from stormdeck.collectors.model import Snapshot
 
 POOL_PREFIX = "stormdeck-validate-"
@@ -530,8 +531,8 @@ def peering_time(ctx: Ctx) -> list[Verdict]:
     verdict = judge.peering(took, pgs, previous)
     if took is not None:
         runs.append({"fsid": fsid, "pgs": pgs, "seconds": took, "time": time.time()})
-        history_file.parent.mkdir(parents=True, exist_ok=True)
-        history_file.write_text(json.dumps(runs[-50:], indent=1))
+        history_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_private(history_file, json.dumps(runs[-50:], indent=1))
     return [verdict]
 
 
