@@ -418,6 +418,13 @@ class Journal:
 
         return self._assemble(self._records_reversed(), newest_first=True, stop=enough)
 
+    def since(self, started: float) -> list[Entry]:
+        """The entries begun at or after `started`, oldest first, read from the end (intents
+        are appended in time order, so the read stops at the first older one)."""
+        found = self._assemble(self._records_reversed(), newest_first=True,
+                               stop=lambda e: e.started < started)
+        return [e for e in found if e.started >= started]
+
     def find(self, entry_id: str | None) -> Entry:
         """The entry named by its id or an unambiguous start of it; None: the newest entry
         that is neither an undo nor undone."""

@@ -66,7 +66,7 @@ class Session:
             return
         self._journal_mtime = mtime
         try:
-            entries = [e for e in self.journal.entries() if e.started >= self.started]
+            entries = self.journal.since(self.started)
         except UserError:
             return  # the journal's own commands say what is wrong with it
         self.recorder.add_journal(at, entries)
@@ -127,9 +127,10 @@ class RecordedJournal:
     def __init__(self, path: Any) -> None:
         self.path = path
 
-    def entries(self) -> list[Any]:
+    def entries(self, last: int | None = None) -> list[Any]:
         rec = Recording(self.path)
         try:
-            return recorded_changes(rec)
+            changes = recorded_changes(rec)
         finally:
             rec.close()
+        return changes if last is None else changes[-last:]

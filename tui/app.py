@@ -37,6 +37,9 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import ContentSwitcher, Footer, Input, Static, Tab, Tabs
 
+# The journal view's rows: the newest changes (a journal of years is read from its end).
+JOURNAL_ROWS = 1000
+
 __all__ = ["ClusterTab", "DaemonDetail", "FrameArrived", "PlanReview", "StormdeckApp"]
 
 
@@ -420,7 +423,8 @@ class StormdeckApp(App[None]):
         if self.journal is None:
             return
         try:
-            entries = self.journal.entries()
+            # The newest entries: a journal of years is read from its end, not whole.
+            entries = self.journal.entries(last=JOURNAL_ROWS)
         except UserError as exc:
             self.notify(printable(str(exc), 300), severity="error", markup=False)
             return
