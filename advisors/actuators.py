@@ -21,6 +21,7 @@ from typing import ClassVar
 
 from stormdeck.advisors import overrides
 from stormdeck.advisors.ceph_admin import CephAdmin
+from stormdeck.advisors.curve_schedule import ALL_POOLS, POOL_ID
 from stormdeck.advisors.devices import (
     TRANSPORTS,
     UDEV_RULES,
@@ -66,9 +67,7 @@ class Backends:
 WIDTHS = ("daemon", "device class", "pool", "host", "all OSDs", "all monitors", "cluster")
 RANK = {"daemon": 0, "device class": 1, "pool": 1, "host": 1, "all OSDs": 2,
         "all monitors": 2, "cluster": 3}
-ALL_POOLS = "all-pools"  # curve_schedule.ALL_POOLS, spelled here so this module stays light
 DEVICE = re.compile(r"^(?:[A-Za-z0-9_.-]+:)?/dev/([a-z0-9]+)$")
-DIGITS = re.compile(r"^\d{1,9}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -558,14 +557,14 @@ class CurveLeaderSchedule(Actuator):
     kind = "curve_leader_schedule"
     plain = ("target",)
     has_value = False
-    arg_values: ClassVar[dict[str, re.Pattern[str] | tuple[str, ...]]] = {"pool_id": DIGITS}
+    arg_values: ClassVar[dict[str, re.Pattern[str] | tuple[str, ...]]] = {"pool_id": POOL_ID}
     reversible = False
 
     def command(self, c: Change) -> str:
         if c.target == ALL_POOLS:
             return "curve_ops_tool rapid-leader-schedule -scheduleAll=true"
         pool_id = c.arg("pool_id")
-        if pool_id is None or not DIGITS.match(pool_id):
+        if pool_id is None or not POOL_ID.match(pool_id):
             raise UserError(f"the leader schedule for {c.target} names no logical pool id: "
                             "make a new plan")
         return f"curve_ops_tool rapid-leader-schedule -logical_pool_id={pool_id} " \

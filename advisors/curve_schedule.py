@@ -4,17 +4,17 @@ where that is missing, by the Go `curve` CLI (tools-v2)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from stormdeck.advisors.actuators import ALL_POOLS, DIGITS
 from stormdeck.advisors.model import Change
 from stormdeck.base.errors import UserError
 from stormdeck.collectors.curve import CurveError, is_go_cli, run_schedule, schedule_argv
 
-__all__ = ["ALL_POOLS", "command_for", "journal_file", "pool_id_of", "run_leader_schedule",
-           "schedule_tool"]
+ALL_POOLS = "all-pools"  # a change's target when the pools' ids could not be read
+POOL_ID = re.compile(r"^\d{1,9}$")  # what a change's pool_id argument may hold
 
 
 def journal_file() -> Path:
@@ -31,7 +31,7 @@ def pool_id_of(change: Change) -> int | None:
         return None
     # From the change's own argument, never its command text: that is for people to read.
     pool_id = change.arg("pool_id")
-    if pool_id is None or not DIGITS.match(pool_id):
+    if pool_id is None or not POOL_ID.match(pool_id):
         raise UserError(f"the leader schedule for {change.target} names no logical pool id: "
                         "make a new plan")
     return int(pool_id)
