@@ -72,6 +72,15 @@ def confirm(plan: Any, yes: bool, runtime: Any = None) -> None:
     """y/N, or a typed phrase when a change is wide, needs a restart, cannot be undone or
     its runtime is unknown: computed from the changes and `runtime` (the cluster's own
     `config help`), never from what the plan file states."""
+    if runtime is not None:
+        # A plan that says "at runtime" where the cluster says "restart" understates what
+        # it does: refused like any other plan that lies, --yes or not.
+        for c in plan.changes:
+            live = runtime(c)
+            if c.runtime is True and live is False:
+                raise UserError(f"the plan says {printable(c.key)} on {printable(c.target)} "
+                                "applies at runtime, but the cluster says it needs a restart: "
+                                "refused; make a new plan")
     if yes:
         return
     if not sys.stdin.isatty() and not os.environ.get("STORMDECK_CONFIRM_STDIN"):

@@ -313,3 +313,15 @@ def test_a_change_off_its_declaration_is_refused_by_the_registry() -> None:
         make("osd_flag", "osd.7", "noup", "unset", "set"))
     assert not BY_ID["ceph.slow_ops"].may_propose(flag), "an advice-only rule proposes nothing"
     assert isinstance(flag, Change)
+
+
+def test_apply_refuses_a_plan_that_says_runtime_where_the_cluster_says_restart() -> None:
+    from stormdeck.cli_change import confirm
+
+    c = make("ceph_config", "osd.3", "osd_max_backfills", "1", "3", runtime=True)
+    plan = Plan(id="p", created=1.0, rule="r", target="osd.3", summary="", source="",
+                fsid=FSID, changes=(c,))
+    with pytest.raises(UserError, match="the cluster says it needs a restart: refused"):
+        confirm(plan, True, lambda c: False)
+    confirm(plan, True, lambda c: True)  # --yes, and the cluster agrees: no question
+    confirm(replace(plan, changes=(replace(c, runtime=False),)), True, lambda c: False)
