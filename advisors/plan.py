@@ -143,7 +143,10 @@ class Plan:
                        summary=_text(raw, "summary"), source=_text(raw, "source"),
                        fsid=None if fsid is None else _text(raw, "fsid", 64),
                        changes=changes)
-        except (KeyError, TypeError, ValueError) as exc:
+        except KeyError as exc:
+            raise UserError(f"{where} is not a plan file stormdeck can read "
+                            f"({printable(exc.args[0], 60)} is missing)") from None
+        except (TypeError, ValueError) as exc:
             raise UserError(f"{where} is not a plan file stormdeck can read "
                             f"({printable(exc, 200)})") from None
         check_plan(plan, where)
