@@ -21,12 +21,13 @@ from typing import ClassVar
 
 from stormdeck.advisors import overrides
 from stormdeck.advisors.ceph_admin import CephAdmin
+from stormdeck.advisors.curve_schedule import ALL_POOLS, POOL_ID
 from stormdeck.advisors.devices import (
+    TRANSPORTS,
     UDEV_RULES,
     cache_argv,
     controller,
     persist_path,
-    transport_of_command,
     udev_rule,
 )
 from stormdeck.advisors.model import Change
@@ -64,6 +65,14 @@ class Backends:
         return self.ceph
 
 
+# How far a change reaches, narrowest first: what an actuator computes from kind, target and
+# key (Actuator.width). Anything wider than one daemon is confirmed by a typed phrase.
+WIDTHS = ("daemon", "device class", "pool", "host", "all OSDs", "all monitors", "cluster")
+RANK = {"daemon": 0, "device class": 1, "pool": 1, "host": 1, "all OSDs": 2,
+        "all monitors": 2, "cluster": 3}
+DEVICE = re.compile(r"^(?:[A-Za-z0-9_.-]+:)?/dev/([a-z0-9]+)$")
+
+
 @dataclass(frozen=True, slots=True)
 class Verified:
     outcome: str  # "applied" | "pending" | "pending restart" | "overridden by <reason>"
@@ -80,6 +89,26 @@ class Actuator:
     plain: ClassVar[tuple[str, ...]] = ("target", "key", "proposed")
     # A value that can move between planning and applying (a schedule has none).
     has_value: ClassVar[bool] = True
+    # The extra arguments (Change.args) its command is built from, and what each may hold.
+    arg_values: ClassVar[dict[str, re.Pattern[str] | tuple[str, ...]]] = {}
+    # Whether a change of this kind can be put back; decided here, never by a plan file.
+    reversible: ClassVar[bool] = True
+    # Whether it takes effect without a restart: True for every kind but Ceph's options,
+    # which the cluster's own `config help` answers (None here: ask it).
+    fixed_runtime: ClassVar[bool | None] = True
+
+    def command(self, c: Change) -> str:
+        """The exact command this change runs, rendered from its fields and args: what the
+        review shows, `apply` prints and the journal keeps."""
+        raise NotImplementedError
+
+    def width(self, c: Change) -> str:
+        """How far the change reaches (one of WIDTHS), from its kind, target and key."""
+        raise NotImplementedError
+
+    def runtime(self, ceph: CephAdmin | None, c: Change) -> bool | None:
+        """Whether it applies without a restart; None: unknown (confirmed as if not)."""
+        return self.fixed_runtime
 
     def read(self, b: Backends, c: Change) -> str | None:
         """The value now, in the same terms as the plan's `current`."""
@@ -106,7 +135,7 @@ class Actuator:
 
     def cannot_undo(self, c: Change) -> str | None:
         """Why this change has no way back, or None."""
-        if not c.reversible:
+        if not c.reversible or not self.reversible:
             return f"{c.command} cannot be undone: {c.note or 'the change is irreversible'}"
         return None
 
@@ -132,6 +161,32 @@ class CephConfig(Actuator):
 
     kind = "ceph_config"
     needs_ceph = True
+    fixed_runtime = None
+
+    def command(self, c: Change) -> str:
+        return f"ceph config set {c.target} {c.key} {c.proposed}"
+
+    def width(self, c: Change) -> str:
+        section, _, mask = c.target.partition("/")
+        if "." in section:
+            return "daemon"  # osd.3, mon.a: one daemon's section
+        if section == "osd":
+            return ("device class" if mask.startswith("class:") else
+                    "host" if mask.startswith("host:") else "all OSDs")
+        if section == "mon":
+            return "all monitors"
+        return "cluster"  # global, mgr, client, a CRUSH-located mask: assume the widest
+
+    def runtime(self, ceph: CephAdmin | None, c: Change) -> bool | None:
+        """What the running cluster's `config help` says (can_update_at_runtime)."""
+        if ceph is None:
+            return None
+        try:
+            help_ = ceph.cmd("config help", key=c.key)
+        except (UserError, ValueError, OSError):
+            return None
+        value = help_.get("can_update_at_runtime") if isinstance(help_, dict) else None
+        return value if isinstance(value, bool) else None
 
     def read(self, b: Backends, c: Change) -> str | None:
         return b.need_ceph().config_get(c.target, c.key)
@@ -235,6 +290,15 @@ class OsdFlag(Actuator):
     kind = "osd_flag"
     needs_ceph = True
 
+    def command(self, c: Change) -> str:
+        verb = "unset" if c.proposed == "unset" else "set"
+        if self._one_osd(c):
+            return f"ceph osd {verb}-group {c.key} {c.target}"
+        return f"ceph osd {verb} {c.key}"
+
+    def width(self, c: Change) -> str:
+        return "daemon" if self._one_osd(c) else "cluster"
+
     @staticmethod
     def _one_osd(c: Change) -> bool:
         if c.target == "cluster":
@@ -274,6 +338,12 @@ class PoolSet(Actuator):
 
     # Set as a target the mgr steps the value toward (a split or merge at a time).
     CONVERGING = ("pg_num", "pgp_num")
+
+    def command(self, c: Change) -> str:
+        return f"ceph osd pool set {c.target} {c.key} {c.proposed}"
+
+    def width(self, c: Change) -> str:
+        return "pool"
 
     def read(self, b: Backends, c: Change) -> str | None:
         ceph = b.need_ceph()
@@ -319,7 +389,7 @@ class PoolSet(Actuator):
 
     def phrase(self, c: Change) -> str | None:
         # An irreversible pool change is confirmed by typing the pool's name.
-        return None if c.reversible else c.target
+        return None if self.reversible else c.target
 
 
 class FastEC(PoolSet):
@@ -327,6 +397,7 @@ class FastEC(PoolSet):
 
     kind = "fast_ec"
     KEY = "allow_ec_optimizations"
+    reversible = False
 
     def apply(self, b: Backends, c: Change, value: str | None) -> None:
         if c.key != self.KEY or not same(value, "true"):
@@ -396,13 +467,26 @@ class DeviceCache(Actuator):
 
     kind = "device_cache"
     plain = ("target", "proposed")  # its key is a label, never sent anywhere
+    arg_values: ClassVar[dict[str, re.Pattern[str] | tuple[str, ...]]] = {
+        "transport": TRANSPORTS}
 
     @staticmethod
     def _transport(c: Change) -> str:
-        transport = transport_of_command(c.command)
-        if transport is None:
-            raise UserError(f"cannot tell the transport of {c.target} from {c.command!r}")
+        transport = c.arg("transport")
+        if transport not in TRANSPORTS:
+            raise UserError(f"the change of {c.target}'s cache names no transport "
+                            f"({', '.join(TRANSPORTS)}): make a new plan")
         return transport
+
+    def command(self, c: Change) -> str:
+        m = DEVICE.match(c.target)
+        argv = cache_argv(m.group(1), self._transport(c), c.proposed == "on") if m else None
+        if argv is None:
+            raise UserError(f"{c.target!r} is not a disk whose cache stormdeck can change")
+        return " ".join(argv)
+
+    def width(self, c: Change) -> str:
+        return "host"
 
     def read(self, b: Backends, c: Change) -> str | None:
         name, transport = device_of(c.target), self._transport(c)
@@ -473,6 +557,12 @@ class TunedProfile(Actuator):
 
     kind = "tuned_profile"
 
+    def command(self, c: Change) -> str:
+        return f"tuned-adm profile {c.proposed}"
+
+    def width(self, c: Change) -> str:
+        return "host"
+
     def read(self, b: Backends, c: Change) -> str | None:
         m = re.search(r"Current active profile:\s*(\S+)", run_tool(["tuned-adm", "active"]))
         if not m:
@@ -497,6 +587,21 @@ class CurveLeaderSchedule(Actuator):
     kind = "curve_leader_schedule"
     plain = ("target",)
     has_value = False
+    arg_values: ClassVar[dict[str, re.Pattern[str] | tuple[str, ...]]] = {"pool_id": POOL_ID}
+    reversible = False
+
+    def command(self, c: Change) -> str:
+        if c.target == ALL_POOLS:
+            return "curve_ops_tool rapid-leader-schedule -scheduleAll=true"
+        pool_id = c.arg("pool_id")
+        if pool_id is None or not POOL_ID.match(pool_id):
+            raise UserError(f"the leader schedule for {c.target} names no logical pool id: "
+                            "make a new plan")
+        return f"curve_ops_tool rapid-leader-schedule -logical_pool_id={pool_id} " \
+               "-scheduleAll=false"
+
+    def width(self, c: Change) -> str:
+        return "cluster" if c.target == ALL_POOLS else "pool"
 
     def read(self, b: Backends, c: Change) -> str | None:
         return c.current  # a schedule has no value to go stale
@@ -533,4 +638,17 @@ def actuator(kind: str) -> Actuator:
         return ACTUATORS[kind]
     except KeyError:
         raise UserError(f"unknown kind of change {kind!r}") from None
+
+
+def change(kind: str, target: str, key: str, current: str | None, proposed: str, *,
+           args: dict[str, str] | None = None, runtime: bool | None = None,
+           note: str = "") -> Change:
+    """A change as rules propose it: its command rendered by its actuator, and its reach and
+    reversibility the actuator's, so what a plan shows is what runs."""
+    act = actuator(kind)
+    c = Change(kind=kind, target=target, key=key, current=current, proposed=proposed,
+               command="", note=note, args=tuple((args or {}).items()))
+    return replace(c, command=act.command(c), blast_radius=act.width(c),
+                   reversible=act.reversible,
+                   runtime=act.fixed_runtime if runtime is None else runtime)
 

@@ -14,7 +14,7 @@ from stormdeck.base.errors import UserError
 from stormdeck.collectors.curve import CurveError, is_go_cli, run_schedule, schedule_argv
 
 ALL_POOLS = "all-pools"  # a change's target when the pools' ids could not be read
-_POOL_ID = re.compile(r"(?:-logical_pool_id=|--logicalpoolid[= ])(\d+)")
+POOL_ID = re.compile(r"^\d{1,9}$")  # what a change's pool_id argument may hold
 
 
 def journal_file() -> Path:
@@ -29,11 +29,12 @@ def pool_id_of(change: Change) -> int | None:
     """The logical pool a schedule change is for; None: every pool (the all-pools form)."""
     if change.target == ALL_POOLS:
         return None
-    m = _POOL_ID.search(change.command)
-    if m is None:
-        raise UserError(f"the leader schedule for {change.target} names no logical pool id "
-                        "(-logical_pool_id=N): make a new plan")
-    return int(m.group(1))
+    # From the change's own argument, never its command text: that is for people to read.
+    pool_id = change.arg("pool_id")
+    if pool_id is None or not POOL_ID.match(pool_id):
+        raise UserError(f"the leader schedule for {change.target} names no logical pool id: "
+                        "make a new plan")
+    return int(pool_id)
 
 
 def schedule_tool(configured: Sequence[str] = ("curve_ops_tool",)) -> list[str]:

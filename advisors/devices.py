@@ -55,7 +55,3 @@ def udev_rule(name: str, transport: str, wwid: str | None = None,
             f'ACTION=="add|change", SUBSYSTEM=="block", ENV{{DEVTYPE}}=="disk", {match}, '
             f'RUN+="{" ".join(argv)}"\n')
 
-
-def transport_of_command(command: str) -> str | None:
-    tool = command.split()[0] if command.split() else ""
-    return {"hdparm": "sata", "sdparm": "sas", "nvme": "nvme"}.get(tool)

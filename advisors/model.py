@@ -45,6 +45,24 @@ class Change:
     reversible: bool = True
     blast_radius: str = "daemon"  # daemon | device class | all OSDs | pool | host | cluster
     note: str = ""
+    # What the command needs beyond target/key/proposed, as (name, value) pairs: a disk's
+    # transport ("transport"), a Curve logical pool's id ("pool_id"). The actuator builds
+    # the command from these, never from the command text.
+    args: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        # Read back from JSON (a journal, a plan), the pairs are lists: keep them tuples,
+        # so a change stays hashable and compares equal to the one that was written.
+        if any(not isinstance(pair, tuple) for pair in self.args) or \
+                not isinstance(self.args, tuple):
+            object.__setattr__(self, "args", tuple(tuple(pair) for pair in self.args))
+
+    def arg(self, name: str) -> str | None:
+        # A journal or plan file read back gives lists, not tuples: both are pairs.
+        for pair in self.args:
+            if len(pair) == 2 and pair[0] == name:
+                return pair[1]
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,24 +1,43 @@
-"""Plans: a finding's proposed changes, frozen with what they were read against, saved as JSON."""
+"""Plans: a finding's proposed changes, frozen with what they were read against, saved as JSON.
+
+A plan file is data from disk, and may have been edited: nothing in it is trusted
+for what it claims. The command shown, printed and journaled is rendered from the
+structured change by its actuator; a file whose command says otherwise is refused.
+A change is accepted only if the plan's rule declares it (Rule.proposes), and
+how it is confirmed (y/N or a typed phrase) is computed from the change and the
+cluster, never read from the file.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from stormdeck.advisors.actuators import ACTUATORS
+from stormdeck.advisors.actuators import ACTUATORS, RANK
 from stormdeck.advisors.model import Change, Finding
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 
 PLAN_VERSION = 1
-WIDE = ("device class", "all OSDs", "all monitors", "pool", "host", "cluster")
 # What may appear in a command sent to a cluster or a tool: no shell, no spaces.
 SAFE_TOKEN = re.compile(r"^[A-Za-z0-9_.:/=@,+-]{1,200}$")
+PLAN_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+FSID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+# A plan stormdeck writes is a few KiB with a handful of changes: far more is no plan.
+MAX_BYTES = 256 * 1024
+MAX_CHANGES = 32
+MAX_TEXT = 2000  # summary, note, target, source: what a review line can hold
+
+# Whether a ceph_config change applies without a restart, as the cluster says it
+# (None: unknown, confirmed as if it needed one).
+Runtime = Callable[[Change], "bool | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,11 +52,30 @@ class Plan:
     changes: tuple[Change, ...]
     version: int = PLAN_VERSION
 
-    @property
-    def needs_phrase(self) -> bool:
-        """A typed phrase, not y/n, for wide, restart-needing or irreversible changes."""
-        return any(c.blast_radius in WIDE or c.runtime is False or not c.reversible
-                   for c in self.changes)
+    def phrase_reasons(self, runtime: Runtime | None = None) -> list[str]:
+        """Why this plan needs a typed phrase rather than y/N: each change's reach and
+        reversibility as its actuator computes them, and whether the cluster applies it at
+        runtime (`runtime` asks it; without it, unknown). Empty: y/N is enough."""
+        reasons = []
+        for c in self.changes:
+            act = ACTUATORS[c.kind]
+            what = f"{printable(c.key)} on {printable(c.target)}"
+            width = act.width(c)
+            if width != "daemon":
+                reasons.append(f"{what} affects {width}")
+            if not act.reversible:
+                reasons.append(f"{what} cannot be undone")
+            live = act.fixed_runtime
+            if live is None:
+                live = runtime(c) if runtime is not None else None
+            if live is False:
+                reasons.append(f"{what} needs a restart")
+            elif live is None:
+                reasons.append(f"whether {what} applies at runtime is unknown")
+        return reasons
+
+    def needs_phrase(self, runtime: Runtime | None = None) -> bool:
+        return bool(self.phrase_reasons(runtime))
 
     @property
     def phrase(self) -> str:
@@ -53,70 +91,218 @@ class Plan:
         return json.dumps(asdict(self), indent=1)
 
     def save(self, path: Path) -> None:
-        path.write_text(self.to_json() + "\n")
+        """Written 0600: a plan may name values that are nobody else's business."""
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        except OSError as exc:
+            raise UserError(f"cannot write the plan to {path}: {exc.strerror}") from None
+        with os.fdopen(fd, "w") as f:
+            # An existing file keeps its mode through O_CREAT: make it ours alone too.
+            os.fchmod(f.fileno(), 0o600)
+            f.write(self.to_json() + "\n")
 
     @classmethod
     def load(cls, path: Path) -> Plan:
         try:
-            raw = json.loads(path.read_text())
+            with open(path, "rb") as f:
+                # At most one byte past the limit: /dev/zero or a huge file is refused at
+                # once, without reading it whole.
+                data = f.read(MAX_BYTES + 1)
         except FileNotFoundError:
             raise UserError(f"no such plan file: {path}") from None
-        except (OSError, ValueError) as exc:
-            raise UserError(f"{path} is not a plan file ({exc})") from None
+        except OSError as exc:
+            raise UserError(f"cannot read the plan {path}: {exc.strerror}") from None
+        if len(data) > MAX_BYTES:
+            raise UserError(f"{path} is over {MAX_BYTES // 1024} KiB, far more than a plan: "
+                            "refused")
+        try:
+            raw = json.loads(data.decode("utf-8"))
+        except (ValueError, RecursionError) as exc:
+            raise UserError(f"{path} is not a plan file ({printable(exc, 120)})") from None
         return cls.from_dict(raw, str(path))
 
     @classmethod
     def from_dict(cls, raw: Any, where: str = "plan") -> Plan:
+        where = printable(where)
         if not isinstance(raw, dict) or raw.get("version") != PLAN_VERSION:
             raise UserError(f"{where} is not a version-{PLAN_VERSION} stormdeck plan")
         try:
-            changes = tuple(Change(**c) for c in raw["changes"])
-            plan = cls(id=str(raw["id"]), created=float(raw["created"]), rule=str(raw["rule"]),
-                       target=str(raw["target"]), summary=str(raw["summary"]),
-                       source=str(raw["source"]), fsid=raw.get("fsid"), changes=changes)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UserError(f"{where} is not a plan file stormdeck can read ({exc})") from None
-        for c in plan.changes:
-            validate_change(c, where)
-        return plan
+            items = raw["changes"]
+            if not isinstance(items, list):
+                raise TypeError("changes is not a list")
+            if len(items) > MAX_CHANGES:
+                raise UserError(f"{where} holds {len(items)} changes, more than the "
+                                f"{MAX_CHANGES} a plan may: refused")
+            changes = tuple(_change_of(c) for c in items)
+            created = raw["created"]
+            if isinstance(created, bool) or not isinstance(created, int | float):
+                raise TypeError("created is not a time")
+            fsid = raw.get("fsid")
+            plan = cls(id=_text(raw, "id", 64), created=float(created),
+                       rule=_text(raw, "rule", 200), target=_text(raw, "target"),
+                       summary=_text(raw, "summary"), source=_text(raw, "source"),
+                       fsid=None if fsid is None else _text(raw, "fsid", 64),
+                       changes=changes)
+        except KeyError as exc:
+            raise UserError(f"{where} is not a plan file stormdeck can read "
+                            f"({printable(exc.args[0], 60)} is missing)") from None
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"{where} is not a plan file stormdeck can read "
+                            f"({printable(exc, 200)})") from None
+        check_plan(plan, where)
+        # What is shown, printed and journaled from here on is the rendering, never the file.
+        return replace(plan, changes=tuple(
+            replace(c, command=ACTUATORS[c.kind].command(c)) for c in plan.changes))
+
+
+def _text(raw: Mapping[str, Any], name: str, limit: int = MAX_TEXT) -> str:
+    value = raw[name]
+    if not isinstance(value, str):
+        raise TypeError(f"{name} is not text")
+    if len(value) > limit:
+        raise ValueError(f"{name} is longer than {limit} characters")
+    return value
+
+
+def _change_of(raw: Any) -> Change:
+    """One change of a plan file, each field of the type it must have."""
+    if not isinstance(raw, dict):
+        raise TypeError("a change is not an object")
+    fields = set(Change.__dataclass_fields__)
+    unknown = set(raw) - fields
+    if unknown:
+        raise ValueError(f"a change has unknown fields {sorted(map(str, unknown))[:5]}")
+    current = raw.get("current")
+    if current is not None and not isinstance(current, str):
+        raise TypeError("current is not text")
+    if isinstance(current, str) and len(current) > 500:
+        raise ValueError("current is longer than 500 characters")
+    for flag in ("runtime", "reversible"):
+        if flag in raw and not (isinstance(raw[flag], bool)
+                                or (flag == "runtime" and raw[flag] is None)):
+            raise TypeError(f"{flag} is not true or false")
+    args = raw.get("args", [])
+    if not isinstance(args, list) or len(args) > 8 or not all(
+            isinstance(a, list) and len(a) == 2 and all(isinstance(x, str) for x in a)
+            for a in args):
+        raise TypeError("args is not a list of [name, value] pairs")
+    return Change(kind=_text(raw, "kind", 64), target=_text(raw, "target", 500),
+                  key=_text(raw, "key", 200), current=current,
+                  proposed=_text(raw, "proposed", 500), command=_text(raw, "command", 1000),
+                  runtime=raw.get("runtime"), reversible=raw.get("reversible", True),
+                  blast_radius=_text(raw, "blast_radius", 100) if "blast_radius" in raw
+                  else "daemon",
+                  note=_text(raw, "note") if "note" in raw else "",
+                  args=tuple((a[0], a[1]) for a in args))
 
 
 def validate_change(c: Change, where: str = "plan") -> None:
     """Refuse anything that is not a plain token where a command will be built from it."""
     act = ACTUATORS.get(c.kind) if isinstance(c.kind, str) else None
     if act is None:
-        raise UserError(f"{where}: unknown kind of change {c.kind!r}")
+        raise UserError(f"{where}: unknown kind of change {printable(c.kind)!r}")
     for name in act.plain:
         value = getattr(c, name)
         # Plan files are read from disk: a field may be anything JSON holds, not only text.
         if not isinstance(value, str) or not SAFE_TOKEN.match(value):
-            raise UserError(f"{where}: {name} {value!r} of a {c.kind} change is not a plain "
-                            "value (letters, digits and . _ : / = @ , + - only)")
+            raise UserError(f"{where}: {name} {printable(value)!r} of a {c.kind} change is "
+                            "not a plain value (letters, digits and . _ : / = @ , + - only)")
+    seen = set()
+    for pair in c.args:
+        name, value = pair if len(pair) == 2 else (None, None)
+        allowed = act.arg_values.get(name) if isinstance(name, str) else None
+        ok = allowed is not None and isinstance(value, str) and SAFE_TOKEN.match(value) and (
+            value in allowed if isinstance(allowed, tuple) else allowed.match(value))
+        if not ok or name in seen:
+            raise UserError(f"{where}: argument {printable(pair)!r} of a {c.kind} change is "
+                            "not one it takes, or not a plain value")
+        seen.add(name)
+
+
+def check_plan(plan: Plan, where: str = "plan") -> None:
+    """Refuse a plan that says one thing and does another: its id not a plain token, a
+    change its rule never proposes, a duplicate, a command that is not the change's own
+    rendering, a reach or reversibility stated smaller than it is, no cluster named for
+    changes to Ceph."""
+    from stormdeck.advisors.rules import BY_ID
+
+    where = printable(where)
+    if not PLAN_ID.match(plan.id):
+        raise UserError(f"{where}: plan id {printable(plan.id)!r} is not a plain token")
+    rule = BY_ID.get(plan.rule)
+    if rule is None:
+        raise UserError(f"{where} names no rule of this stormdeck ({printable(plan.rule)!r}): "
+                        "refused")
+    if not plan.changes:
+        raise UserError(f"{where} holds no change")
+    if len(plan.changes) > MAX_CHANGES:
+        raise UserError(f"{where} holds {len(plan.changes)} changes, more than the "
+                        f"{MAX_CHANGES} a plan may: refused")
+    seen: set[tuple[str, str, str]] = set()
+    for c in plan.changes:
+        validate_change(c, where)
+        what = f"{printable(c.kind)} {printable(c.key)!r} on {printable(c.target)!r}"
+        if (c.kind, c.target, c.key) in seen:
+            raise UserError(f"{where} changes {what} twice: refused")
+        seen.add((c.kind, c.target, c.key))
+        if not rule.may_propose(c):
+            raise UserError(f"{where}: rule {plan.rule} never proposes {what} -> "
+                            f"{printable(c.proposed)!r}: refused")
+        act = ACTUATORS[c.kind]
+        rendered = act.command(c)
+        if c.command != rendered:
+            raise UserError(f"{where}: the command {printable(c.command, 120)!r} is not what "
+                            f"the change runs ({rendered}); the plan was edited or made by "
+                            "another version of stormdeck: refused")
+        width = act.width(c)
+        if RANK.get(c.blast_radius, -1) < RANK[width] or (c.reversible and not act.reversible):
+            raise UserError(f"{where} states {what} affects {printable(c.blast_radius)!r}"
+                            f"{'' if act.reversible else ' and is reversible'}, but it "
+                            f"affects {width}"
+                            f"{'' if act.reversible else ' and cannot be undone'}: refused")
+    if plan.fsid is not None and not FSID.match(plan.fsid):
+        raise UserError(f"{where}: fsid {printable(plan.fsid)!r} is not a cluster's fsid")
+    if plan.fsid is None and any(ACTUATORS[c.kind].needs_ceph for c in plan.changes):
+        raise UserError(f"{where} names no cluster (fsid), so it could apply to any: refused")
 
 
 def plan_from_finding(finding: Finding, fsid: str | None) -> Plan:
     if not finding.changes:
         raise UserError(f"{finding.rule} on {finding.target} proposes no change stormdeck "
                         "can make" + (f": {finding.procedure[0]}" if finding.procedure else ""))
-    for c in finding.changes:
-        validate_change(c, finding.rule)
-    return Plan(id=uuid.uuid4().hex[:12], created=time.time(), rule=finding.rule,
+    plan = Plan(id=uuid.uuid4().hex[:12], created=time.time(), rule=finding.rule,
                 target=finding.target, summary=finding.summary, source=finding.source,
                 fsid=fsid, changes=finding.changes)
+    # The same checks a plan file gets: what the console applies is what it would accept.
+    check_plan(plan, finding.rule)
+    return plan
+
+
+def runtime_from_options(options: Mapping[str, Any] | None) -> Runtime:
+    """Whether a config change applies at runtime, from the options' `config help` the
+    collector read (Snapshot.cluster.config): the console's answer without a round trip."""
+    def runtime(c: Change) -> bool | None:
+        opt = (options or {}).get(c.key)
+        return opt.runtime if opt is not None and getattr(opt, "exists", True) else None
+
+    return runtime
 
 
 def review(plan: Plan) -> str:
-    """The exact change, as the operator reviews it before confirming."""
+    """The exact change, as the operator reviews it before confirming: every text from the
+    plan escaped (control characters shown, never sent), reach and reversibility computed."""
     p = printable
-    lines = [f"plan {plan.id}: {plan.rule} on {p(plan.target)}  [{plan.source}]",
+    lines = [f"plan {p(plan.id)}: {p(plan.rule)} on {p(plan.target)}  [{p(plan.source)}]",
              f"  {p(plan.summary, 300)}"]
     for c in plan.changes:
+        act = ACTUATORS[c.kind]
         how = "at runtime" if c.runtime else "needs a restart" if c.runtime is False else \
             "runtime unknown"
+        # A plan's command is its rendering (check_plan); an undo's, the actuator's inverse.
         lines.append(f"  {p(c.command, 300)}")
         lines.append(f"      {p(c.key)} on {p(c.target)}: {p(c.current)} -> {p(c.proposed)}; "
-                     f"{how}; {'reversible' if c.reversible else 'IRREVERSIBLE'}; "
-                     f"affects {c.blast_radius}")
+                     f"{how}; {'reversible' if act.reversible else 'IRREVERSIBLE'}; "
+                     f"affects {act.width(c)}")
         if c.note:
             lines.append(f"      {p(c.note, 300)}")
     return "\n".join(lines)

@@ -78,15 +78,28 @@ def _change_options(p: argparse.ArgumentParser) -> None:
 # ---- review ------------------------------------------------------------------------
 
 
-def confirm(plan: Any, yes: bool) -> None:
+def confirm(plan: Any, yes: bool, runtime: Any = None) -> None:
+    """y/N, or a typed phrase when a change is wide, needs a restart, cannot be undone or
+    its runtime is unknown: computed from the changes and `runtime` (the cluster's own
+    `config help`), never from what the plan file states."""
+    if runtime is not None:
+        # A plan that says "at runtime" where the cluster says "restart" understates what
+        # it does: refused like any other plan that lies, --yes or not.
+        for c in plan.changes:
+            live = runtime(c)
+            if c.runtime is True and live is False:
+                raise UserError(f"the plan says {printable(c.key)} on {printable(c.target)} "
+                                "applies at runtime, but the cluster says it needs a restart: "
+                                "refused; make a new plan")
     if yes:
         return
     if not sys.stdin.isatty() and not os.environ.get("STORMDECK_CONFIRM_STDIN"):
         raise UserError("no terminal to confirm on: review the plan, then use --yes")
-    if plan.needs_phrase:
+    reasons = plan.phrase_reasons(runtime)
+    if reasons:
         want = plan.phrase
-        print(f"This change is wide, needs a restart or cannot be undone. Type {want!r} to "
-              "apply it, anything else to cancel:", flush=True)
+        print(f"This plan needs a typed confirmation: {'; '.join(reasons)}. Type "
+              f"{printable(want)!r} to apply it, anything else to cancel:", flush=True)
         answer = sys.stdin.readline().strip()
         if answer != want:
             raise UserError("cancelled: the phrase did not match; nothing was changed")
@@ -94,6 +107,13 @@ def confirm(plan: Any, yes: bool) -> None:
     print("Apply it? [y/N] ", end="", flush=True)
     if sys.stdin.readline().strip().lower() not in ("y", "yes"):
         raise UserError("cancelled; nothing was changed")
+
+
+def runtime_of(ex: Any) -> Any:
+    """Ask the cluster, at apply time, whether each config change applies at runtime."""
+    from stormdeck.advisors.actuators import actuator
+
+    return lambda c: actuator(c.kind).runtime(ex.backends.ceph, c)
 
 
 def read_only(args: argparse.Namespace) -> bool:
@@ -194,7 +214,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         if ex.read_only:
             ex.apply(plan)  # refuses, with the reason
         ex.check_stale(plan)  # before asking, so nobody confirms a stale plan
-        confirm(plan, args.yes)
+        confirm(plan, args.yes, runtime_of(ex))
         try:
             outcomes = ex.apply(plan)
         except UserError as exc:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
-from stormdeck.advisors.plan import Plan
-from stormdeck.tui.format import t
+from stormdeck.advisors.plan import Plan, Runtime
+from stormdeck.base.text import printable
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -21,21 +21,26 @@ class PlanReview(ModalScreen[bool]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, plan: Plan, review: str) -> None:
+    def __init__(self, plan: Plan, review: str, runtime: Runtime | None = None) -> None:
         super().__init__()
         self.plan = plan
         self.review = review
+        # Computed from the changes and the cluster's `config help` (runtime), never from
+        # what the plan states about itself.
+        self.reasons = plan.phrase_reasons(runtime)
+        self.needs_phrase = bool(self.reasons)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="review"):
             yield Static(Text(self.review), id="review-text")
-            if self.plan.needs_phrase:
-                yield Static(t(f"Type {self.plan.phrase!r} to apply:"))
+            if self.needs_phrase:
+                yield Static(Text(f"{'; '.join(self.reasons)}.\n"
+                                  f"Type {printable(self.plan.phrase)!r} to apply:"))
                 yield Input(id="phrase")
             with Horizontal(id="review-buttons"):
                 yield Button("Cancel", id="cancel", variant="primary")
                 yield Button("Apply", id="apply", variant="warning",
-                             disabled=self.plan.needs_phrase)
+                             disabled=self.needs_phrase)
 
     def on_mount(self) -> None:
         self.query_one("#cancel", Button).focus()

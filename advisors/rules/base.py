@@ -11,12 +11,14 @@ way, so rules about rare changes (an OSD going down) look only at those.
 from __future__ import annotations
 
 import math
+import re
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from stormdeck.advisors.actuators import change
 from stormdeck.advisors.model import Change, Check, Evidence, Thresholds
 from stormdeck.collectors.model import Cluster, ConfigOption, Daemon, Snapshot
 from stormdeck.collectors.packing import value_of, values_of
@@ -415,13 +417,34 @@ def mean(values: Sequence[float]) -> float | None:
 
 
 def config_change(ctx: Context, option: str, proposed: str, who: str = "osd",
-                  blast_radius: str = "all OSDs", note: str = "") -> Change:
+                  note: str = "") -> Change:
     opt = ctx.option(option)
-    return Change(kind="ceph_config", target=who, key=option,
-                  current=ctx.effective(option, who), proposed=proposed,
-                  command=f"ceph config set {who} {option} {proposed}",
-                  runtime=opt.runtime if opt else None, reversible=True,
-                  blast_radius=blast_radius, note=note)
+    return change("ceph_config", who, option, ctx.effective(option, who), proposed,
+                  runtime=opt.runtime if opt else None, note=note)
+
+
+@dataclass(frozen=True, slots=True)
+class Proposes:
+    """One kind of change a rule may propose: its kind, the keys, the shape of the target
+    and of the proposed value (regular expressions the whole text must match). A plan is
+    accepted only if its rule declares the change (advisors/plan.py)."""
+
+    kind: str
+    keys: tuple[str, ...]
+    target: str
+    proposed: str = r".+"
+
+    def allows(self, c: Change) -> bool:
+        return (c.kind == self.kind and c.key in self.keys
+                and re.fullmatch(self.target, c.target) is not None
+                and re.fullmatch(self.proposed, c.proposed) is not None)
+
+
+# Target and value shapes the declarations share.
+ANY = r".+"
+OSD = r"osd\.\d+"
+NUMBER = r"\d+(?:\.\d+)?"
+DISK = r"[A-Za-z0-9_.-]+:/dev/[a-z0-9]+"  # collectors.model.disk_key
 
 
 class Rule:
@@ -431,6 +454,12 @@ class Rule:
     title: ClassVar[str]
     source: ClassVar[str]  # the KNOWLEDGE.md section(s) it rests on
     explanation: ClassVar[str]
+    # Every change `check` can propose; none: the rule only advises.
+    proposes: ClassVar[tuple[Proposes, ...]] = ()
+
+    @classmethod
+    def may_propose(cls, c: Change) -> bool:
+        return any(p.allows(c) for p in cls.proposes)
 
     def check(self, ctx: Context) -> Iterable[Check]:
         raise NotImplementedError

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from stormdeck.advisors.actuators import change
 from stormdeck.advisors.devices import cache_argv, persist_path
 from stormdeck.advisors.model import Change, Check, Severity
-from stormdeck.advisors.rules.base import Context, Rule, mean
+from stormdeck.advisors.rules.base import DISK, Context, Proposes, Rule, mean
 from stormdeck.collectors.model import Disk, Host, disk_key
 
 VERIFY = ("Verify (K2.5, K6.4): prefill a file on the disk (`dd if=/dev/zero of=FILE bs=1M "
@@ -39,10 +40,8 @@ def cache_change(host: str, name: str, transport: str | None) -> Change | None:
     else:
         note = (f"kept across reboots by a udev rule ({persist_path(name)}), which undo "
                 "removes; " + note)
-    return Change(kind="device_cache", target=disk_key(host, name),
-                  key="volatile write cache", current="on", proposed="off",
-                  command=" ".join(argv), runtime=True, reversible=True,
-                  blast_radius="host", note=note)
+    return change("device_cache", disk_key(host, name), "volatile write cache", "on", "off",
+                  args={"transport": transport or ""}, note=note)
 
 
 def solid_state(disk: Disk) -> bool:
@@ -51,6 +50,7 @@ def solid_state(disk: Disk) -> bool:
 
 class WriteCacheOn(Rule):
     id = "disk.write_cache_on"
+    proposes = (Proposes("device_cache", ("volatile write cache",), DISK, "off"),)
     title = "Volatile write cache on under a storage daemon"
     source = "K2.5, K6.1-K6.4"
     explanation = (

@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from stormdeck.advisors.model import Change, Check, Severity
-from stormdeck.advisors.rules.base import Context, Rule, config_change
+from stormdeck.advisors.actuators import change
+from stormdeck.advisors.model import Check, Severity
+from stormdeck.advisors.rules.base import ANY, Context, Proposes, Rule, config_change
 from stormdeck.collectors.model import Cluster, Pool
 
 FIXED = (20, 2, 1)  # 20.2.0 crashes OSDs with the flag set (tracker 74813)
@@ -55,6 +56,7 @@ def tentacle(c: Cluster | None) -> tuple[int, ...] | None:
 
 class FastEcOff(Rule):
     id = "ceph.ec.fast_ec_off"
+    proposes = (Proposes("fast_ec", ("allow_ec_optimizations",), ANY, "true"),)
     title = "Erasure-coded pool without fast EC"
     source = "K5.1, K5.3, K7.3, K8.6"
     explanation = (
@@ -101,11 +103,8 @@ class FastEcOff(Rule):
                 summary=f"EC pool {pool.name} ({pool.ec_k}+{pool.ec_m}, {pool.ec_plugin} "
                         f"{pool.ec_technique or 'reed_sol_van'}) runs without fast EC",
                 evidence=(ctx.evidence("pool flags", [], now=",".join(pool.flags) or "none"),),
-                changes=(Change(
-                    kind="fast_ec", target=pool.name, key="allow_ec_optimizations",
-                    current="false", proposed="true",
-                    command=f"ceph osd pool set {pool.name} allow_ec_optimizations true",
-                    runtime=True, reversible=False, blast_radius="pool",
+                changes=(change(
+                    "fast_ec", pool.name, "allow_ec_optimizations", "false", "true",
                     note="IRREVERSIBLE: fast EC cannot be turned off again"),),
                 procedure=("For pools created later: `ceph config set mon "
                            "osd_pool_default_flag_ec_optimizations true` "
@@ -114,6 +113,8 @@ class FastEcOff(Rule):
 
 class FastEcDefault(Rule):
     id = "ceph.ec.fast_ec_default"
+    proposes = (Proposes("ceph_config", ("osd_pool_default_flag_ec_optimizations",), "mon",
+                         "true"),)
     title = "New EC pools will be created without fast EC"
     source = "K5.2, K8.6"
     explanation = (
@@ -140,9 +141,9 @@ class FastEcDefault(Rule):
             evidence=(ctx.evidence("osd_pool_default_flag_ec_optimizations", [],
                                    now=value or "false"),),
             changes=(config_change(ctx, "osd_pool_default_flag_ec_optimizations", "true",
-                                   who="mon", blast_radius="EC pools created from now on",
-                                   note="existing pools keep their flags; undo with ceph "
-                                        "config rm mon "
+                                   who="mon",
+                                   note="EC pools created from now on; existing pools keep "
+                                        "their flags; undo with ceph config rm mon "
                                         "osd_pool_default_flag_ec_optimizations"),)
             if fire else ())
 

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from stormdeck.advisors.model import Change, Check, Severity
-from stormdeck.advisors.rules.base import Context, Rule
+from stormdeck.advisors.actuators import change
+from stormdeck.advisors.model import Check, Severity
+from stormdeck.advisors.rules.base import ANY, Context, Proposes, Rule
 
 LATENCY_PROFILES = ("latency-performance", "network-latency")
 
 
 class TunedProfile(Rule):
     id = "host.tuned_profile"
+    proposes = (Proposes("tuned_profile", ("profile",), ANY),)
     title = "Storage host without a latency tuned profile"
     source = "K1.9"
     explanation = (
@@ -26,17 +28,15 @@ class TunedProfile(Rule):
             profile = host.tuned_profile
             good = profile in LATENCY_PROFILES
             want = str(ctx.p("profile"))
-            change = None if good or not profile else Change(
-                kind="tuned_profile", target=name, key="profile", current=profile,
-                proposed=want, command=f"tuned-adm profile {want}", runtime=True,
-                reversible=True, blast_radius="host",
+            proposal = None if good or not profile else change(
+                "tuned_profile", name, "profile", profile, want,
                 note=f"the way back: tuned-adm profile {profile}")
             yield Check(
                 target=f"host {name}", fire=not good, clear=good, severity=Severity.INFO,
                 summary=f"host {name} runs tuned profile {profile}" if profile else
                         f"host {name} has no tuned profile (tuned not installed or not run)",
                 evidence=(ctx.evidence("tuned profile", [], now=profile or "none"),),
-                changes=(change,) if change else (),
+                changes=(proposal,) if proposal else (),
                 procedure=() if profile else (f"apt-get install tuned, then `tuned-adm "
                                               f"profile {want}`.",))
 

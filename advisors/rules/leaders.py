@@ -6,10 +6,11 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from stormdeck.advisors.actuators import change
 from stormdeck.advisors.curve_schedule import ALL_POOLS, journal_file
 from stormdeck.advisors.journal import Journal
-from stormdeck.advisors.model import Change, Check, Severity
-from stormdeck.advisors.rules.base import Context, Rule, mean
+from stormdeck.advisors.model import Check, Severity
+from stormdeck.advisors.rules.base import ANY, Context, Proposes, Rule, mean
 
 # Ceph releases in order: require_min_compat_client is compared by it, never lowered.
 RELEASES = ("argonaut", "bobtail", "cuttlefish", "dumpling", "emperor", "firefly", "giant",
@@ -210,6 +211,8 @@ def judge_elections(ctx: Context, settle: float = 60.0, moving_fraction: float =
 
 class CurveLeaderSpread(Rule):
     id = "curve.leaders.spread"
+    proposes = (Proposes("curve_leader_schedule", ("rapid-leader-schedule",), ANY,
+                         r"range <= [0-9.e+]+"),)
     title = "Curve leaders unevenly spread over chunkservers"
     source = "K2.1, K2.2, K8.8"
     explanation = (
@@ -238,12 +241,10 @@ class CurveLeaderSpread(Rule):
                 continue
             series = ctx.values(lambda s, n=pool.name: next(
                 p.leader_range for p in s.curve.pools if p.name == n))
-            change = Change(
-                kind="curve_leader_schedule", target=pool.name, key="rapid-leader-schedule",
-                current=f"range {pool.leader_range:g}", proposed=f"range <= {limit:g}",
-                command=f"curve_ops_tool rapid-leader-schedule -logical_pool_id="
-                        f"{pool.pool_id} -scheduleAll=false",
-                runtime=True, reversible=False, blast_radius="pool",
+            proposal = change(
+                "curve_leader_schedule", pool.name, "rapid-leader-schedule",
+                f"range {pool.leader_range:g}", f"range <= {limit:g}",
+                args={"pool_id": str(pool.pool_id)},
                 note=f"moves the leaders of logical pool {pool.pool_id} alone (with the Go "
                      f"CLI: curve bs update leader-schedule --logicalpoolid {pool.pool_id}); "
                      "there is nothing to undo, and it may need a second run")
@@ -255,7 +256,7 @@ class CurveLeaderSpread(Rule):
                         f"{pool.leader_max or 0:g}), over {limit:g}"
                         + (f"; no schedule while {'; '.join(blockers)}" if blockers else ""),
                 evidence=(ctx.evidence("leadernum_range", series, "leaders"),),
-                changes=() if blockers else (change,),
+                changes=() if blockers else (proposal,),
                 procedure=self._wait(blockers), badness=pool.leader_range)
         if unknown:
             yield self._all_pools(ctx, unknown, limit, blockers)
@@ -273,11 +274,9 @@ class CurveLeaderSpread(Rule):
         bad = [p for p in pools if p.leader_range > limit]
         worst = max(pools, key=lambda p: p.leader_range)
         names = ", ".join(f"{p.name} (range {p.leader_range:g})" for p in bad or pools)
-        change = Change(
-            kind="curve_leader_schedule", target=ALL_POOLS, key="rapid-leader-schedule",
-            current=f"range {worst.leader_range:g}", proposed=f"range <= {limit:g}",
-            command="curve_ops_tool rapid-leader-schedule -scheduleAll=true",
-            runtime=True, reversible=False, blast_radius="cluster",
+        proposal = change(
+            "curve_leader_schedule", ALL_POOLS, "rapid-leader-schedule",
+            f"range {worst.leader_range:g}", f"range <= {limit:g}",
             note="the logical pools' ids could not be read (give --curve-ops-tool or "
                  "--curve-cli), so this schedules EVERY logical pool (with the Go CLI: "
                  "curve bs update leader-schedule --all); nothing to undo")
@@ -289,7 +288,7 @@ class CurveLeaderSpread(Rule):
                     "from the cluster, so a schedule can only be proposed for all pools"
                     + (f"; no schedule while {'; '.join(blockers)}" if blockers else ""),
             evidence=(ctx.evidence("largest leadernum_range", series, "leaders"),),
-            changes=() if blockers else (change,), procedure=self._wait(blockers),
+            changes=() if blockers else (proposal,), procedure=self._wait(blockers),
             badness=worst.leader_range)
 
     @staticmethod

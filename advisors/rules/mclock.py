@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from stormdeck.advisors import overrides
 from stormdeck.advisors.model import Check, Severity
-from stormdeck.advisors.rules.base import Context, Rule, config_change, mean
+from stormdeck.advisors.rules.base import Context, Proposes, Rule, config_change, mean
 from stormdeck.collectors.model import Snapshot
 
 BACKGROUND = ("recovering", "backfilling", "scrubbing")
@@ -30,6 +30,7 @@ def client_latency(s: Snapshot, attr: str) -> float | None:
 
 class MclockBackgroundVsClients(Rule):
     id = "ceph.mclock.background_vs_clients"
+    proposes = (Proposes("ceph_config", ("osd_mclock_profile",), "osd", "high_client_ops"),)
     title = "Recovery, backfill or scrub slowing clients under mClock"
     source = "K8.1-K8.2, K3.7"
     explanation = (

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from stormdeck.advisors import overrides
+from stormdeck.advisors.actuators import change
 from stormdeck.advisors.model import Change, Check, Severity
-from stormdeck.advisors.rules.base import Context, Rule, config_change, mean
+from stormdeck.advisors.rules.base import NUMBER, Context, Proposes, Rule, config_change, mean
 
 
 def _inactive(s) -> float | None:  # Snapshot -> PGs not active
@@ -25,6 +26,7 @@ def mgr_blind(c) -> bool:
 
 class PeeringStorm(Rule):
     id = "ceph.peering.storm"
+    proposes = (Proposes("osd_flag", ("noscrub", "nodeep-scrub"), "cluster", "set"),)
     title = "Peering storm: PGs not active"
     source = "K3.7, K3.3-K3.5"
     explanation = (
@@ -64,10 +66,8 @@ class PeeringStorm(Rule):
         scrubbing = c.pg_flags.get("scrubbing", 0) + c.pg_flags.get("deep", 0)
         for flag in ("noscrub", "nodeep-scrub"):
             if scrubbing and flag not in c.osd_flags:
-                changes.append(Change(
-                    kind="osd_flag", target="cluster", key=flag, current="unset",
-                    proposed="set", command=f"ceph osd set {flag}", runtime=True,
-                    blast_radius="cluster",
+                changes.append(change(
+                    "osd_flag", "cluster", flag, "unset", "set",
                     note=f"unset it when the storm is over: ceph osd unset {flag}"))
         filestore = [d.id for d in ctx.osds() if d.objectstore == "filestore"]
         if filestore and ctx.option("filestore_op_threads") and \
@@ -129,6 +129,8 @@ class MgrWithoutPgStats(Rule):
 
 class ScrubDuringLoad(Rule):
     id = "ceph.scrub.during_load"
+    proposes = (Proposes("ceph_config", ("osd_scrub_sleep",), "osd", NUMBER),
+                Proposes("ceph_config", ("osd_mclock_profile",), "osd", "high_client_ops"),)
     title = "Scrubs that crowd out client IO"
     source = "K3.6, K8.1, K8.4"
     explanation = (

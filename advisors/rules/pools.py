@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from stormdeck.advisors.model import Change, Check, Severity
-from stormdeck.advisors.rules.base import Context, Rule
+from stormdeck.advisors.actuators import change
+from stormdeck.advisors.model import Check, Severity
+from stormdeck.advisors.rules.base import ANY, Context, Proposes, Rule
 
 
 def next_power_of_two(n: int) -> int:
@@ -15,6 +16,7 @@ def next_power_of_two(n: int) -> int:
 
 class PgNotPowerOfTwo(Rule):
     id = "ceph.pool.pg_not_power_of_two"
+    proposes = (Proposes("pool_set", ("pg_num",), ANY, r"\d+"),)
     title = "Pool pg_num not a power of two"
     source = "K4.2"
     explanation = (
@@ -43,11 +45,8 @@ class PgNotPowerOfTwo(Rule):
                         + (f" (heading for {n})" if moving else "")
                         + f"; {target} is the next power of two",
                 evidence=(ctx.evidence("pg_num_target", [float(n)], "PGs"),),
-                changes=() if good else (Change(
-                    kind="pool_set", target=pool.name, key="pg_num", current=str(pool.pg_num),
-                    proposed=str(target), command=f"ceph osd pool set {pool.name} pg_num "
-                                                  f"{target}",
-                    runtime=True, reversible=True, blast_radius="pool",
+                changes=() if good else (change(
+                    "pool_set", pool.name, "pg_num", str(pool.pg_num), str(target),
                     note="moves data: PGs split in the background"),),
                 badness=abs(target - n) / n)
 

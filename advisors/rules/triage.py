@@ -5,8 +5,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
-from stormdeck.advisors.model import Change, Check, Severity
-from stormdeck.advisors.rules.base import Context, Rule
+from stormdeck.advisors.actuators import change
+from stormdeck.advisors.model import Check, Severity
+from stormdeck.advisors.rules.base import OSD, Context, Proposes, Rule
 
 
 def downs(ctx: Context, daemon_id: str) -> int:
@@ -17,6 +18,7 @@ def downs(ctx: Context, daemon_id: str) -> int:
 
 class OsdFlapping(Rule):
     id = "ceph.osd.flapping"
+    proposes = (Proposes("osd_flag", ("noup",), OSD, "set"),)
     title = "OSD flapping: down and up again, more than once"
     source = "K7.5, K3.7"
     explanation = (
@@ -42,10 +44,8 @@ class OsdFlapping(Rule):
                         + (f" (on {d.host})" if d.host else ""),
                 evidence=(ctx.evidence("times marked down", [float(n)], "times"),
                           ctx.evidence("up", ctx.daemon_values(d.id, "up"), "up=1")),
-                changes=(Change(
-                    kind="osd_flag", target=d.id, key="noup", current="unset",
-                    proposed="set", command=f"ceph osd set-group noup {d.id}", runtime=True,
-                    reversible=True, blast_radius=f"{d.id} alone",
+                changes=(change(
+                    "osd_flag", d.id, "noup", "unset", "set",
                     note=f"{d.id} stays down the next time it goes down, so its PGs peer "
                          f"once more and then stop; undo when the cause is found: ceph osd "
                          f"unset-group noup {d.id}"),) if n >= need else (),

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import psutil
 import pytest
+from stormdeck.advisors.actuators import change
 from stormdeck.advisors.journal import Journal
-from stormdeck.advisors.model import Change
 from stormdeck.lab import procs
 
 from tests.conftest import LabCluster, ceph_json, eventually, run_cli
-from tests.integration.test_changes_lab import stored, write_plan
+from tests.integration.test_changes_lab import lab_fsid, stored, write_plan
 
 pytestmark = pytest.mark.integration
 
@@ -44,9 +44,9 @@ def stormdeck(lab: LabCluster, env: dict[str, str], *args: str, extra_env: dict 
 
 
 def scrub_plan(lab: LabCluster, path: Path, value: str = "0.25") -> Path:
-    change = Change("ceph_config", "osd", KEY, _effective(lab), value,
-                    f"ceph config set osd {KEY} {value}", runtime=True)
-    return write_plan(path, change)
+    """A plan of the change ceph.scrub.during_load proposes, as `stormdeck plan` writes it."""
+    c = change("ceph_config", "osd", KEY, _effective(lab), value, runtime=True)
+    return write_plan(path, c, rule="ceph.scrub.during_load", fsid=lab_fsid(lab))
 
 
 def _effective(lab: LabCluster) -> str:
@@ -274,9 +274,8 @@ def pool_value(lab: LabCluster, pool: str, var: str) -> str:
 
 def test_the_mon_frozen_while_pg_num_converges_is_unknown_not_failed_and_undo_mends_it(
         lab_cluster: LabCluster, env, tmp_path: Path, pool: str) -> None:
-    change = Change("pool_set", pool, "pg_num", "8", "16", f"ceph osd pool set {pool} pg_num 16",
-                    runtime=True)
-    plan = write_plan(tmp_path / "p.json", change)
+    plan = write_plan(tmp_path / "p.json", change("pool_set", pool, "pg_num", "8", "16"),
+                      rule="ceph.pool.pg_not_power_of_two", fsid=lab_fsid(lab_cluster))
     # Stopped right after sending, the mon frozen, then continued: the read-back meets
     # a mon that does not answer.
     proc = subprocess.Popen(

@@ -12,11 +12,12 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from stormdeck.advisors.actuators import change as make
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.model import Change
 from stormdeck.advisors.plan import Plan
 
-from tests.conftest import LabCluster, ceph_json, eventually, run_cli
+from tests.conftest import LabCluster, Result, ceph_json, eventually, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -79,9 +80,9 @@ def test_plan_apply_and_undo_a_scrub_change_through_the_cli(release_cluster: Lab
     else:
         # From Quincy the mClock scheduler holds osd_scrub_sleep at 0, so no rule proposes
         # it any more (test_mclock_lab); an operator's plan of it is applied as one.
-        write_plan(plan, Change("ceph_config", "osd", "osd_scrub_sleep",
-                                get(lab_cluster, "osd", "osd_scrub_sleep"), "0.1",
-                                "ceph config set osd osd_scrub_sleep 0.1", runtime=True))
+        write_plan(plan, make("ceph_config", "osd", "osd_scrub_sleep",
+                              get(lab_cluster, "osd", "osd_scrub_sleep"), "0.1", runtime=True),
+                   rule="ceph.scrub.during_load", fsid=lab_fsid(lab_cluster))
     started = time.monotonic()
     res = cli(lab_cluster, env, "apply", str(plan), "--yes")
     assert res.rc == 0, res.err
@@ -115,10 +116,10 @@ def test_a_recovery_limit_mclock_removes_is_reported_and_undone(release_cluster:
     lab_cluster = release_cluster
     if lab_cluster.release == "pacific":
         pytest.skip("wpq takes osd_max_backfills: test_osd_specific_class_wide_and_flag_changes")
-    plan = write_plan(tmp_path / "p.json", Change(
+    plan = write_plan(tmp_path / "p.json", make(
         "ceph_config", "osd", "osd_max_backfills", get(lab_cluster, "osd", "osd_max_backfills"),
-        "3", "ceph config set osd osd_max_backfills 3", runtime=True))
-    res = cli(lab_cluster, env, "apply", str(plan), "--yes")
+        "3", runtime=True))
+    res = run_plan(lab_cluster, env, plan)
     assert res.rc == 0, res.err
     assert "overridden by mclock_scheduler: ceph config set osd osd_max_backfills 3" in res.out
     (entry,) = journal(env).entries()
@@ -132,11 +133,47 @@ def test_a_recovery_limit_mclock_removes_is_reported_and_undone(release_cluster:
     assert journal(env).entries()[0].undone_by
 
 
-def write_plan(path: Path, *changes: Change, fsid: str | None = None) -> Path:
-    plan = Plan(id="lab1", created=time.time(), rule="test.lab", target="lab",
+def write_plan(path: Path, *changes: Change, fsid: str | None = None,
+               rule: str = "test.lab") -> Path:
+    plan = Plan(id="lab1", created=time.time(), rule=rule, target="lab",
                 summary="test", source="K0", fsid=fsid, changes=changes)
     path.write_text(json.dumps(asdict(plan)))
     return path
+
+
+def lab_fsid(lab: LabCluster) -> str:
+    cluster = lab.rados()
+    try:
+        return str(ceph_json(cluster, "status")["fsid"])
+    finally:
+        cluster.shutdown()
+
+
+# `stormdeck apply` takes only what a rule proposes (advisors/plan.check_plan); the executor
+# itself applies any change. These tests drive it with changes no rule proposes (an OSD's
+# own, a device class's) in a process of its own, printing what `apply` prints.
+RUN_PLAN = """
+import json, sys
+from stormdeck.advisors.apply import Executor, journal_path
+from stormdeck.advisors.ceph_admin import CephAdmin
+from stormdeck.advisors.journal import Journal
+from stormdeck.advisors.model import Change
+from stormdeck.advisors.plan import Plan
+raw = json.load(open(sys.argv[1]))
+plan = Plan(**{**raw, "changes": tuple(Change(**c) for c in raw["changes"])})
+with Executor(Journal(journal_path()), ceph=CephAdmin(sys.argv[2]),
+              verify_seconds=float(sys.argv[3])) as ex:
+    for o in ex.apply(plan):
+        print(f"{o.outcome}: {o.change.command} -> {o.after}")
+"""
+
+
+def run_plan(lab: LabCluster, env: dict[str, str], plan: Path,
+             verify_seconds: float = 15.0) -> Result:
+    proc = subprocess.run([sys.executable, "-c", RUN_PLAN, str(plan), str(lab.conf),
+                           str(verify_seconds)], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=Path(__file__).parents[2])
+    return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
 def test_osd_specific_class_wide_and_flag_changes_and_their_undo(lab_cluster: LabCluster, env,
@@ -153,7 +190,7 @@ def test_osd_specific_class_wide_and_flag_changes_and_their_undo(lab_cluster: La
                runtime=True, blast_radius="cluster"),
     )
     plan = write_plan(tmp_path / "p.json", *changes)
-    res = cli(lab_cluster, env, "apply", str(plan), "--yes")
+    res = run_plan(lab_cluster, env, plan)
     assert res.rc == 0, res.err
     assert res.out.count("applied:") == 3, res.out
     assert get(lab_cluster, "osd.1", "osd_max_backfills") == "3"
@@ -173,11 +210,10 @@ def test_osd_specific_class_wide_and_flag_changes_and_their_undo(lab_cluster: La
 def test_a_plan_is_refused_when_someone_else_changed_the_value(release_cluster: LabCluster, env,
                                                                tmp_path: Path) -> None:
     lab_cluster = release_cluster
-    change = Change("ceph_config", "osd", "osd_scrub_sleep",
-                    get(lab_cluster, "osd", "osd_scrub_sleep"), "0.1",
-                    "ceph config set osd osd_scrub_sleep 0.1", runtime=True,
-                    blast_radius="all OSDs")
-    plan = write_plan(tmp_path / "p.json", change)
+    change = make("ceph_config", "osd", "osd_scrub_sleep",
+                  get(lab_cluster, "osd", "osd_scrub_sleep"), "0.1", runtime=True)
+    plan = write_plan(tmp_path / "p.json", change, rule="ceph.scrub.during_load",
+                      fsid=lab_fsid(lab_cluster))
     subprocess.run(["ceph", "-c", str(lab_cluster.conf), "config", "set", "osd",
                     "osd_scrub_sleep", "0.3"], check=True, capture_output=True)
     try:
@@ -194,30 +230,32 @@ def test_a_plan_is_refused_when_someone_else_changed_the_value(release_cluster: 
 
 def test_a_plan_for_another_cluster_is_refused(lab_cluster: LabCluster, env,
                                                tmp_path: Path) -> None:
-    change = Change("osd_flag", "cluster", "noout", "unset", "set", "ceph osd set noout")
-    plan = write_plan(tmp_path / "p.json", change, fsid="00000000-0000-0000-0000-000000000000")
+    change = make("osd_flag", "cluster", "noscrub", "unset", "set")
+    plan = write_plan(tmp_path / "p.json", change, fsid="00000000-0000-0000-0000-000000000000",
+                      rule="ceph.peering.storm")
     res = cli(lab_cluster, env, "apply", str(plan), "--yes")
     assert res.rc == 3 and "made for cluster 00000000" in res.err
-    assert "noout" not in flags(lab_cluster)
+    assert "noscrub" not in flags(lab_cluster)
 
 
 def test_read_only_refuses_apply_and_undo(lab_cluster: LabCluster, env,
                                           tmp_path: Path) -> None:
-    change = Change("osd_flag", "cluster", "noout", "unset", "set", "ceph osd set noout")
-    plan = write_plan(tmp_path / "p.json", change)
+    change = make("osd_flag", "cluster", "noscrub", "unset", "set")
+    plan = write_plan(tmp_path / "p.json", change, rule="ceph.peering.storm",
+                      fsid=lab_fsid(lab_cluster))
     for extra, ro_env in ((["--read-only"], env), ([], {**env, "STORMDECK_READ_ONLY": "1"})):
         res = run_cli("apply", str(plan), "--yes", *extra, "-c", str(lab_cluster.conf),
                       env=ro_env)
         assert res.rc == 3 and "read-only mode" in res.err
-    assert "noout" not in flags(lab_cluster)
+    assert "noscrub" not in flags(lab_cluster)
     assert cli(lab_cluster, env, "apply", str(plan), "--yes").rc == 0
     try:
         res = run_cli("undo", "--yes", "--read-only", "-c", str(lab_cluster.conf), env=env)
         assert res.rc == 3 and "read-only mode" in res.err
-        assert "noout" in flags(lab_cluster)
+        assert "noscrub" in flags(lab_cluster)
     finally:
         assert cli(lab_cluster, env, "undo", "--yes").rc == 0
-    assert "noout" not in flags(lab_cluster)
+    assert "noscrub" not in flags(lab_cluster)
 
 
 def test_a_crash_between_intent_and_end_leaves_an_incomplete_entry_undo_can_mend(
@@ -231,8 +269,7 @@ def test_a_crash_between_intent_and_end_leaves_an_incomplete_entry_undo_can_mend
                         "ceph config set osd.2 osd_max_backfills 4", runtime=True)
         plan = write_plan(tmp_path / "p.json", change)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "stormdeck", "apply", str(plan), "--yes",
-             "--verify-seconds", "120", "-c", str(lab_cluster.conf)], env=env,
+            [sys.executable, "-c", RUN_PLAN, str(plan), str(lab_cluster.conf), "120"], env=env,
             cwd=Path(__file__).parents[2], stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)
         try:

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stormdeck.advisors.actuators import change as make
 from stormdeck.advisors.engine import Engine
-from stormdeck.advisors.model import Change, Finding, Severity
+from stormdeck.advisors.model import Finding, Severity
 from stormdeck.advisors.plan import Plan
 from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.ceph import CephSource
@@ -234,14 +235,12 @@ def test_noup_for_one_osd_applied_read_back_and_undone(release_cluster: LabClust
     osd.2 alone, read back from its state, journalled, and unset again."""
     lab = release_cluster
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
-    change = Change("osd_flag", "osd.2", "noup", "unset", "set",
-                    "ceph osd set-group noup osd.2", runtime=True, reversible=True,
-                    blast_radius="osd.2 alone")
+    change = make("osd_flag", "osd.2", "noup", "unset", "set")
+    ceph = Ceph(lab)
     plan = Plan(id="lab1", created=0.0, rule="ceph.osd.flapping", target="osd.2",
-                summary="test", source="K7.5", fsid=None, changes=(change,))
+                summary="test", source="K7.5", fsid=ceph("status")["fsid"], changes=(change,))
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(asdict(plan)))
-    ceph = Ceph(lab)
 
     def state(osd: int) -> list[str]:
         return next(o["state"] for o in ceph("osd dump")["osds"] if o["osd"] == osd)

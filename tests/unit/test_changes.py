@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from stormdeck.advisors import actuators
+from stormdeck.advisors.actuators import change as make
 from stormdeck.advisors.apply import Executor, ReadOnlyError
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.model import Change
@@ -87,10 +88,16 @@ def plan_of(*changes: Change, rule: str = "test.rule") -> Plan:
                 fsid=None, changes=changes)
 
 
+TRANSPORT_OF_TOOL = {"hdparm": "sata", "sdparm": "sas", "nvme": "nvme"}
+
+
 def cache_change(name: str, command: str) -> Change:
-    return Change(kind="device_cache", target=f"{HOST}:/dev/{name}", key="volatile write cache",
-                  current="on", proposed="off", command=command, runtime=True,
-                  reversible=True, blast_radius="host")
+    """The change the rule makes for the disk `command` is the tool's line for; the
+    transport travels as the change's argument, and the command is its rendering."""
+    c = make("device_cache", f"{HOST}:/dev/{name}", "volatile write cache", "on", "off",
+             args={"transport": TRANSPORT_OF_TOOL[command.split()[0]]})
+    assert c.command == command
+    return c
 
 
 @pytest.mark.parametrize(("name", "command", "tool_name", "expect"), [
@@ -172,15 +179,16 @@ def test_a_stale_plan_is_refused_and_says_what_moved(tools: Path, tmp_path: Path
 
 
 KINDS = [
-    Change("ceph_config", "osd", "osd_scrub_sleep", "0", "0.1", "ceph config set ..."),
-    Change("osd_flag", "cluster", "noscrub", "unset", "set", "ceph osd set noscrub"),
-    Change("pool_set", "rbd", "pg_num", "100", "128", "ceph osd pool set rbd pg_num 128"),
-    Change("curve_leader_schedule", "pool1", "rapid-leader-schedule", "range 9", "range <= 5",
-           "curve_ops_tool rapid-leader-schedule"),
-    Change("device_cache", f"{HOST}:/dev/sdz", "volatile write cache", "on", "off",
-           "hdparm -W 0 /dev/sdz"),
-    Change("tuned_profile", HOST, "profile", "balanced", "latency-performance", "tuned-adm"),
+    make("ceph_config", "osd", "osd_scrub_sleep", "0", "0.1"),
+    make("osd_flag", "cluster", "noscrub", "unset", "set"),
+    make("pool_set", "rbd", "pg_num", "100", "128"),
+    make("curve_leader_schedule", "pool1", "rapid-leader-schedule", "range 9", "range <= 5",
+         args={"pool_id": "1"}),
+    make("device_cache", f"{HOST}:/dev/sdz", "volatile write cache", "on", "off",
+         args={"transport": "sata"}),
+    make("tuned_profile", HOST, "profile", "balanced", "latency-performance"),
 ]
+FSID = "8f4c1b9e-0000-4000-8000-000000000001"
 
 
 @pytest.mark.parametrize("change", KINDS, ids=[c.kind for c in KINDS])
@@ -194,7 +202,9 @@ def test_read_only_refuses_every_kind_before_touching_anything(
 
 
 def test_plan_files_round_trip_and_bad_ones_are_one_sentence(tmp_path: Path) -> None:
-    plan = plan_of(*KINDS[:3])
+    plan = replace(plan_of(KINDS[1], replace(KINDS[1], key="nodeep-scrub",
+                                             command="ceph osd set nodeep-scrub"),
+                           rule="ceph.peering.storm"), fsid=FSID)
     plan.save(tmp_path / "p.json")
     assert Plan.load(tmp_path / "p.json") == plan
     raw = json.loads(plan.to_json())
@@ -213,15 +223,27 @@ def test_plan_files_round_trip_and_bad_ones_are_one_sentence(tmp_path: Path) -> 
         Plan.load(tmp_path / "torn.json")
 
 
-def test_confirmation_scales_with_blast_radius() -> None:
-    one = replace(KINDS[0], target="osd.3", blast_radius="daemon")
-    assert not plan_of(one).needs_phrase
-    assert plan_of(replace(one, blast_radius="all OSDs")).needs_phrase
-    assert plan_of(replace(one, runtime=False)).needs_phrase
-    fast_ec = Change("pool_set", "ecpool", "allow_ec_optimizations", "false", "true",
-                     "ceph osd pool set ecpool allow_ec_optimizations true", reversible=False,
-                     blast_radius="pool")
-    assert plan_of(fast_ec).needs_phrase and plan_of(fast_ec).phrase == "ecpool"
+def test_confirmation_scales_with_the_computed_reach_not_the_stated_one() -> None:
+    one = make("ceph_config", "osd.3", "osd_scrub_sleep", "0", "0.1")
+    at_runtime, restart = (lambda c: True), (lambda c: False)
+    assert not plan_of(one).needs_phrase(at_runtime)
+    # What the cluster says decides; unknown counts as needing the phrase.
+    assert plan_of(one).needs_phrase(restart) and plan_of(one).needs_phrase()
+    assert plan_of(replace(one, runtime=True)).needs_phrase(restart)
+    # The reach comes from the target, whatever the change states.
+    wide = replace(one, target="osd", blast_radius="daemon")
+    assert plan_of(wide).needs_phrase(at_runtime)
+    assert "affects all OSDs" in plan_of(wide).phrase_reasons(at_runtime)[0]
+    for target, width in [("osd/class:ssd", "device class"), ("mon", "all monitors"),
+                          ("global", "cluster"), ("osd.12", "daemon")]:
+        assert actuators.actuator("ceph_config").width(replace(one, target=target)) == width
+    fast_ec = replace(make("fast_ec", "ecpool", "allow_ec_optimizations", "false", "true"),
+                      reversible=True, blast_radius="daemon")
+    assert plan_of(fast_ec).needs_phrase(at_runtime) and plan_of(fast_ec).phrase == "ecpool"
+    assert "cannot be undone" in " ".join(plan_of(fast_ec).phrase_reasons(at_runtime))
+    # A reversible pool change is confirmed by the generic phrase, whatever the file says.
+    pg = replace(KINDS[2], reversible=False)
+    assert plan_of(pg, rule="r").phrase == "apply r"
 
 
 def test_journal_survives_a_torn_tail_and_shows_an_incomplete_entry(tmp_path: Path) -> None:
@@ -263,9 +285,8 @@ def test_irreversible_and_failed_entries_cannot_be_undone(tmp_path: Path) -> Non
 
 
 def curve_plan(tmp_path: Path) -> Path:
-    change = Change("curve_leader_schedule", POOL, "rapid-leader-schedule", "range 12",
-                    "range <= 5", "curve_ops_tool rapid-leader-schedule -logical_pool_id=1 "
-                    "-scheduleAll=false", runtime=True, reversible=False, blast_radius="pool")
+    change = make("curve_leader_schedule", POOL, "rapid-leader-schedule", "range 12",
+                  "range <= 5", args={"pool_id": "1"})
     path = tmp_path / "plan.json"
     path.write_text(json.dumps({**asdict(plan_of(change, rule="curve.leaders.spread"))}))
     return path
@@ -306,11 +327,8 @@ def test_leader_schedule_runs_the_tool_and_follows_the_range(tmp_path: Path,
 
 
 def test_apply_asks_and_no_means_nothing_changes(tools: Path, tmp_path: Path) -> None:
-    change = Change("tuned_profile", HOST, "profile", "balanced", "latency-performance",
-                    "tuned-adm profile latency-performance", runtime=True, reversible=True,
-                    blast_radius="daemon")
     plan = tmp_path / "p.json"
-    plan_of(change).save(plan)
+    plan_of(KINDS[5], rule="host.tuned_profile").save(plan)
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
            "STORMDECK_CONFIRM_STDIN": "1"}
     import subprocess
@@ -321,15 +339,17 @@ def test_apply_asks_and_no_means_nothing_changes(tools: Path, tmp_path: Path) ->
                               input=answer, capture_output=True, text=True, env=env,
                               cwd=Path(__file__).parents[2])
 
-    for answer in ("\n", "n\n", "maybe\n"):
+    # A host's profile reaches the whole host: the typed phrase, not y/N.
+    for answer in ("\n", "n\n", "maybe\n", "y\n"):
         res = apply(answer)
         assert res.returncode == 3
         assert "cancelled" in res.stderr
+        assert "affects host" in res.stdout
     # Without a terminal and without --yes, nothing is asked and nothing done.
     res = run_cli("apply", str(plan), env={**env, "STORMDECK_CONFIRM_STDIN": ""})
     assert res.rc == 3 and "use --yes" in res.err
     assert "profile latency-performance" not in argv_log(tools, "tuned-adm")
-    assert apply("y\n").returncode == 0
+    assert apply("apply host.tuned_profile\n").returncode == 0
     assert (tools / "tuned.state").read_text().strip() == "latency-performance"
 
 
@@ -346,11 +366,12 @@ def test_every_kind_has_one_actuator_and_every_rule_proposes_a_known_kind() -> N
                if issubclass(c, Actuator) and c is not Actuator]
     assert sorted(ACTUATORS) == sorted(c.kind for c in classes)
     for a in ACTUATORS.values():  # each says how to read, apply and invert itself
-        for method in ("read", "apply", "inverse_command"):
+        for method in ("read", "apply", "inverse_command", "command", "width"):
             assert getattr(type(a), method) is not getattr(Actuator, method), (a.kind, method)
     rules_dir = Path(__file__).parents[2] / "advisors" / "rules"
     proposed = {m for f in rules_dir.glob("*.py")
-                for m in __import__("re").findall(r'kind="(\w+)"', f.read_text())}
+                for m in __import__("re").findall(r'(?:kind="|change\(\s*"|Proposes\(")(\w+)"',
+                                                  f.read_text())}
     assert proposed and proposed <= set(ACTUATORS)
 
 
@@ -359,7 +380,7 @@ def test_fast_ec_is_its_own_kind_typed_by_pool_name_and_has_no_way_back(tmp_path
                      "ceph osd pool set ecpool allow_ec_optimizations true", reversible=False,
                      blast_radius="pool")
     plan = plan_of(fast_ec)
-    assert plan.needs_phrase and plan.phrase == "ecpool"
+    assert plan.needs_phrase() and plan.phrase == "ecpool"
     journal = Journal(tmp_path / "j.jsonl")
     e = journal.intent(fast_ec, "false")
     journal.end(e, "applied", after="true")
@@ -420,11 +441,8 @@ def test_undo_on_the_command_line_shows_the_exact_inverse_before_it_runs(
 def test_only_the_full_yes_skips_the_confirmation(tools: Path, tmp_path: Path,
                                                   flag: str) -> None:
     """argparse's abbreviations would take --y for --yes: they are off on every parser."""
-    change = Change("tuned_profile", HOST, "profile", "balanced", "latency-performance",
-                    "tuned-adm profile latency-performance", runtime=True, reversible=True,
-                    blast_radius="daemon")
     plan = tmp_path / "p.json"
-    plan_of(change).save(plan)
+    plan_of(KINDS[5], rule="host.tuned_profile").save(plan)
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
     journal = tmp_path / "state" / "stormdeck" / "journal.jsonl"
     res = run_cli("apply", str(plan), flag, env=env)

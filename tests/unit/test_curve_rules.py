@@ -166,7 +166,7 @@ def test_the_go_cli_runs_the_schedule_where_curve_ops_tool_is_missing(
                         "range 14", "range <= 5",
                         "curve_ops_tool rapid-leader-schedule -logical_pool_id=2 "
                         "-scheduleAll=false", runtime=True, reversible=False,
-                        blast_radius="pool")
+                        blast_radius="pool", args=(("pool_id", "2"),))
         assert command_for(change)[1:] == ["bs", "update", "leader-schedule",
                                            "--logicalpoolid", "2", "--format", "json"]
         ran = run_leader_schedule(change)
@@ -175,7 +175,7 @@ def test_the_go_cli_runs_the_schedule_where_curve_ops_tool_is_missing(
         wire._tick()
         assert wire.pool(2).leader_range <= 1 and wire.pool(1).leader_range == 12
         with pytest.raises(UserError, match="invalid logical pool id"):
-            run_leader_schedule(replace(change, command=change.command.replace("=2", "=9")))
+            run_leader_schedule(replace(change, args=(("pool_id", "9"),)))
         monkeypatch.setenv("PATH", "/usr/bin:/bin")
         with pytest.raises(UserError, match="neither curve_ops_tool nor the Go CLI"):
             run_leader_schedule(change)
@@ -230,7 +230,7 @@ def test_flapping_stays_quiet_through_stormdecks_own_schedule(state: Path) -> No
     change = Change("curve_leader_schedule", "default_logical_pool", "rapid-leader-schedule",
                     "range 12", "range <= 5", "curve_ops_tool rapid-leader-schedule "
                     "-logical_pool_id=1 -scheduleAll=false", runtime=True, reversible=False,
-                    blast_radius="pool")
+                    blast_radius="pool", args=(("pool_id", "1"),))
 
     def run(journaled: bool) -> Check:
         with CurveWire(leaders=[24, 18, 16, 16, 14, 12], heartbeat=0.02) as wire:

@@ -204,14 +204,17 @@ def test_the_config_file_loads_or_says_why(tmp_path_factory, clusters: dict, jun
             assert str(exc) and "\n" not in str(exc).strip()
 
 
+FSID = "8f4c1b9e-5d0a-4c7e-9b1f-2a3c4d5e6f70"
+
+
 @FAST
 @given(st.data())
 def test_a_plan_file_loads_or_says_why(tmp_path_factory, data: st.DataObject) -> None:
     path = tmp_path_factory.mktemp("plan") / "p.json"
-    good = {"version": 1, "id": "p1", "created": 1.0, "rule": "r", "target": "osd",
-            "summary": "s", "source": "K1", "fsid": None,
+    good = {"version": 1, "id": "p1", "created": 1.0, "rule": "ceph.scrub.during_load",
+            "target": "osd", "summary": "s", "source": "K1", "fsid": FSID,
             "changes": [{"kind": "ceph_config", "target": "osd", "key": "osd_scrub_sleep",
-                         "current": "0", "proposed": "0.1",
+                         "current": "0", "proposed": "0.1", "blast_radius": "all OSDs",
                          "command": "ceph config set osd osd_scrub_sleep 0.1"}]}
     doc = mutate(good, data) if data.draw(st.booleans()) else data.draw(json_values)
     path.write_text(json.dumps(doc) if data.draw(st.booleans()) else
@@ -226,10 +229,11 @@ def test_the_plan_strategy_can_load_a_good_plan(tmp_path: Path) -> None:
     """The fuzzing starts from a plan that loads, so mutations test the edges."""
     from stormdeck.advisors.model import Change
 
-    plan = Plan(id="p1", created=1.0, rule="r", target="osd", summary="s", source="K1",
-                fsid=None, changes=(Change(kind="ceph_config", target="osd",
-                                           key="osd_scrub_sleep", current="0", proposed="0.1",
-                                           command="ceph config set osd osd_scrub_sleep 0.1"),))
+    plan = Plan(id="p1", created=1.0, rule="ceph.scrub.during_load", target="osd",
+                summary="s", source="K1", fsid=FSID,
+                changes=(Change(kind="ceph_config", target="osd", key="osd_scrub_sleep",
+                                current="0", proposed="0.1", blast_radius="all OSDs",
+                                command="ceph config set osd osd_scrub_sleep 0.1"),))
     plan.save(tmp_path / "p.json")
     assert Plan.load(tmp_path / "p.json") == plan
 

@@ -6,7 +6,13 @@ from typing import ClassVar
 
 from rich.text import Text
 from stormdeck.advisors.model import Finding
-from stormdeck.advisors.plan import Plan, plan_from_finding, review
+from stormdeck.advisors.plan import (
+    Plan,
+    plan_from_finding,
+    review,
+    runtime_from_options,
+)
+from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import SEVERITY_STYLE, t
@@ -112,8 +118,14 @@ class FindingsView(View, Vertical):
         frame = self.app.tab.frame
         fsid = frame.snapshot.cluster.fsid if frame and frame.snapshot.cluster else None
         # The plan freezes its targets now, before the dialog opens.
-        plan = plan_from_finding(finding, fsid)
-        self.app.push_screen(PlanReview(plan, review(plan)),
+        try:
+            plan = plan_from_finding(finding, fsid)
+        except UserError as exc:
+            self.notify(printable(str(exc), 400), title="refused", severity="error",
+                        markup=False)
+            return
+        config = frame.snapshot.cluster.config if frame and frame.snapshot.cluster else None
+        self.app.push_screen(PlanReview(plan, review(plan), runtime_from_options(config)),
                              lambda ok: self.apply_plan(plan) if ok else None)
 
     @work(thread=True, exclusive=True)

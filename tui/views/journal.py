@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from stormdeck.advisors.overrides import is_overridden
-from stormdeck.advisors.plan import Plan, review
+from stormdeck.advisors.plan import Plan, review, runtime_from_options
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 from stormdeck.tui.format import t
@@ -65,7 +65,9 @@ class JournalTable(VirtualTable):
         plan = Plan(id=f"undo-{entry.id}", created=time.time(), rule=entry.rule or "undo",
                     target=entry.change.target, summary=f"undo {entry.change.command}",
                     source="journal", fsid=entry.cluster, changes=(inverse,))
-        self.app.push_screen(PlanReview(plan, review(plan)),
+        frame = self.app.tab.frame
+        config = frame.snapshot.cluster.config if frame and frame.snapshot.cluster else None
+        self.app.push_screen(PlanReview(plan, review(plan), runtime_from_options(config)),
                              lambda ok: self.undo_entry(entry) if ok else None)
 
     @work(thread=True, exclusive=True)
