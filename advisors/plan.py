@@ -85,6 +85,8 @@ class Plan:
             phrase = act.phrase(c) if act else None
             if phrase:
                 return phrase
+        if self.id.startswith("undo-"):  # the console's review of an undo
+            return f"undo {self.id.removeprefix('undo-')}"
         return f"apply {self.rule}"
 
     def to_json(self) -> str:

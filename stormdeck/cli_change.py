@@ -42,7 +42,11 @@ def register(sub: Any) -> None:
                                          "line of it is damaged (the rest is still shown).")
     journal.add_argument("--last", type=int, metavar="N",
                          help="only the newest N entries (read from the end of the journal)")
+    journal.add_argument("--refresh", action="store_true",
+                         help="first read again, on the cluster, every entry whose outcome is "
+                              "open (unknown, incomplete, pending) and journal what is known")
     add_format_options(journal, "the entries")
+    add_source_options(journal)
     journal.set_defaults(handler=cmd_journal)
 
     undo = sub.add_parser("undo", help="undo one journaled change (the latest by default)",
@@ -283,6 +287,12 @@ def cmd_journal(args: argparse.Namespace) -> int:
     j = journal()
     if args.last is not None and args.last < 1:
         raise UserError(f"--last takes a positive number of entries, not {args.last}")
+    if args.refresh:
+        from stormdeck.advisors.apply import Executor
+
+        with Executor(j, ceph=ceph_admin(args)) as ex:
+            settled = ex.refresh_open(j.entries(last=args.last) if args.last else None)
+        print(f"read open entries again: {settled} settled", file=sys.stderr)
     entries = j.entries(last=args.last)
     damaged = [d for d in j.damaged if "last line is torn" not in d]
     if is_json(args):

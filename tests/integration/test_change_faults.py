@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -297,6 +298,10 @@ def test_the_mon_frozen_while_pg_num_converges_is_unknown_not_failed_and_undo_me
     (e,) = journal_of(env).entries()
     assert e.status == "unknown" and e.made is None
     eventually(lambda: pool_value(lab_cluster, pool, "pg_num") == "16", 120)
+    # Read again: the journal learns the change was made.
+    reread = stormdeck(lab_cluster, env, "journal", "--refresh")
+    assert reread.returncode == 0 and "1 settled" in reread.stderr, reread.stderr
+    assert journal_of(env).entries()[0].status == "applied"
     undo = stormdeck(lab_cluster, env, "undo", "--yes", "--converge-seconds", "90")
     assert undo.returncode == 0, undo.stderr
     assert "merging" in undo.stdout or "applied" in undo.stdout, undo.stdout
@@ -363,3 +368,27 @@ def test_two_terminals_at_once_change_the_cluster_once(
         os.kill(held.pid, signal.SIGCONT)
     assert held.wait(120) == 0
     assert stormdeck(lab_cluster, env, "undo", "--yes", "--wait", "30").returncode == 0
+
+
+def test_a_change_ceph_refuses_is_journaled_refused_and_exits_3_not_1(
+        lab_cluster: LabCluster, tmp_path: Path, clean_key) -> None:
+    """Ceph's "no" (here EINVAL; EACCES alike) before anything changed is not an outcome to
+    look up in the journal: nothing changed, and undo has nothing to offer."""
+    from stormdeck.advisors.apply import Executor, NothingChanged
+    from stormdeck.advisors.ceph_admin import CephAdmin
+    from stormdeck.advisors.plan import Plan
+
+    bad = change("ceph_config", "osd", KEY, _effective(lab_cluster), "not-a-number")
+    plan = Plan(id="refused1", created=time.time(), rule="ceph.scrub.during_load",
+                target="osd", summary="s", source="K0", fsid=lab_fsid(lab_cluster),
+                changes=(bad,))
+    j = Journal(tmp_path / "state" / "journal.jsonl")
+    with Executor(j, ceph=CephAdmin(str(lab_cluster.conf))) as ex, \
+            pytest.raises(NothingChanged, match="nothing was changed") as caught:
+        ex.apply(plan)
+    assert caught.value.exit_code == 3
+    (e,) = j.entries()
+    assert e.status == "refused" and e.made is False
+    assert stored(lab_cluster, "osd", KEY) is None
+    with pytest.raises(Exception, match="changed nothing to undo"):
+        Executor(j).inverse(e)
