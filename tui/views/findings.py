@@ -7,6 +7,7 @@ from typing import ClassVar
 from rich.text import Text
 from stormdeck.advisors.model import Finding
 from stormdeck.advisors.plan import Plan, plan_from_finding, review
+from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import SEVERITY_STYLE, t
@@ -132,6 +133,11 @@ class FindingsView(View, Vertical):
             return
         engine = getattr(tab.feed, "engine", None)
         badness = engine.badness(finding) if engine is not None else 0.0
-        tab.mutes.add(finding, ttl=3600, badness=badness)
+        try:
+            tab.mutes.add(finding, ttl=3600, badness=badness)
+        except UserError as exc:  # another writer, a full disk: said, not a crash
+            self.notify(printable(str(exc), 300), title="not muted", severity="error",
+                        markup=False)
+            return
         self.notify(printable(f"muted {finding.rule} on {finding.target} for 1 h", 200),
                     markup=False)
