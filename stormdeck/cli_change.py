@@ -95,9 +95,11 @@ def executor(args: argparse.Namespace, needs_ceph: bool, curve: Any = None) -> A
     connection."""
     from stormdeck.advisors.apply import Executor, journal_path
     from stormdeck.advisors.journal import Journal
+    from stormdeck.config import held_read_only
 
     ceph = ceph_admin(args) if needs_ceph else None
-    return Executor(Journal(journal_path()), ceph=ceph, read_only=read_only(args),
+    # Also a read_only cluster of the config file this connection reached (by fsid).
+    return Executor(Journal(journal_path()), ceph=ceph, read_only=held_read_only(args, ceph),
                     curve_tool=[args.curve_tool], verify_seconds=args.verify_seconds,
                     curve_follow=curve)
 
