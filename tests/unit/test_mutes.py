@@ -209,3 +209,28 @@ def test_the_cli_on_a_full_disk_is_one_sentence_and_exit_3(tiny_fs: Path) -> Non
     assert res.rc == 3, (res.out, res.err)
     assert len(res.err.strip().splitlines()) == 1 and "No space left" in res.err
     assert (state / "mutes.json").read_bytes() == before
+
+
+@pytest.mark.asyncio
+async def test_the_console_says_when_a_mute_could_not_be_saved(tmp_path: Path) -> None:
+    from stormdeck.tui.app import StormdeckApp
+    from stormdeck.tui.feed import StaticFeed
+    from stormdeck.tui.views import FindingTable
+
+    from tests.unit.test_tui import frames
+
+    store = MuteStore(tmp_path / "mutes.json", wait=0.2)
+    app = StormdeckApp(StaticFeed(frames()), mutes=store)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("6")
+        table = app.query_one(FindingTable)
+        table.move_cursor(row=table.keys.index("ceph.scrub.during_load|osd"))
+        with writer(tmp_path, "applying a plan"):
+            await pilot.press("m")
+            await pilot.pause()
+        assert any("another stormdeck" in n.message and n.title == "not muted"
+                   for n in app._notifications)
+        assert MuteStore(tmp_path / "mutes.json").list() == []
+        await pilot.press("m")  # the lock is free again
+        await pilot.pause()
+    assert [m.target for m in MuteStore(tmp_path / "mutes.json").list()] == ["osd"]
