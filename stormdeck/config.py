@@ -21,7 +21,6 @@ change connects (the `fsid` key, or the fsid its conf file records).
 from __future__ import annotations
 
 import argparse
-import configparser
 import os
 import tomllib
 import uuid
@@ -274,7 +273,7 @@ def read_only_cluster(args: argparse.Namespace, fsid: str | None = None,
             return (f"the config file's cluster {printable(c.name, 60)!r} is read_only, and "
                     f"{printable(mine, 200)} is its conf")
         known = c.fsid or (_fsid_in_conf(theirs) if theirs else None)
-        if fsid and known and fsid.strip().lower() == known:
+        if fsid and known and _uuid(fsid) == known:
             return (f"the config file's cluster {printable(c.name, 60)!r} is read_only, and "
                     f"{printable(fsid, 60)} is its fsid")
     return None
@@ -349,23 +348,31 @@ def _same_file(a: str, b: str) -> bool:
 
 
 def _fsid_in_conf(path: str) -> str | None:
-    """The fsid a ceph.conf's [global] records (Ceph spells a key with spaces or _)."""
-    parser = configparser.ConfigParser(strict=False, interpolation=None,
-                                       inline_comment_prefixes=(";", "#"))
+    """The fsid a ceph.conf's [global] records, read as Ceph reads it: keys spelled with
+    spaces or _, indented or not (cephadm's minimal conf indents every line with a tab,
+    which configparser would read as one continued value), ; and # comments."""
     if not os.path.isfile(path):  # a FIFO would hang the read
         return None
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            parser.read_file(f)
-    except (OSError, configparser.Error):
+            lines = f.read(1 << 20).splitlines()
+    except OSError:
         return None
-    for section in parser.sections():
-        if section.strip().lower() != "global":
+    section = ""
+    for line in lines:
+        line = line.split("#", 1)[0].split(";", 1)[0].strip()
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1].strip().lower()
             continue
-        for key, value in parser.items(section):
-            if key.strip().replace(" ", "_") == "fsid":
-                try:
-                    return str(uuid.UUID(value.strip()))
-                except ValueError:
-                    return None
+        key, eq, value = line.partition("=")
+        if eq and section == "global" and "_".join(key.split()).lower() == "fsid":
+            return _uuid(value)
     return None
+
+
+def _uuid(text: str | None) -> str | None:
+    """A fsid in its canonical spelling (lower case, dashed), or None if it is not one."""
+    try:
+        return str(uuid.UUID(text.strip())) if text else None
+    except ValueError:
+        return None

@@ -145,7 +145,9 @@ def parsed(*argv: str):
 def confs(tmp_path: Path, monkeypatch) -> Path:
     for k in ("STORMDECK_READ_ONLY", "CEPH_CONF", "CEPH_ARGS", "STORMDECK_CONFIG"):
         monkeypatch.delenv(k, raising=False)
-    (tmp_path / "prod.conf").write_text(f"[global]\n\tfsid = {FSID.upper()}\nmon host = x\n")
+    # As cephadm writes it: every line indented with a tab.
+    (tmp_path / "prod.conf").write_text(f"# minimal ceph.conf\n[global]\n\tfsid = "
+                                        f"{FSID.upper()}  ; the cluster\n\tmon_host = x\n")
     (tmp_path / "lab.conf").write_text("[global]\nmon host = y\n")
     (tmp_path / "link.conf").symlink_to(tmp_path / "prod.conf")
     return tmp_path
