@@ -174,6 +174,18 @@ def test_a_read_only_cluster_holds_when_its_conf_is_named_on_the_command_line(
     assert not other.read_only and read_only_cluster(other) is None
 
 
+def test_ceph_args_naming_a_read_only_clusters_conf_is_read_only(confs: Path,
+                                                                 monkeypatch) -> None:
+    from stormdeck.config import choose_cluster
+
+    path = ro_config(confs, f'conf = "{confs / "prod.conf"}"\n')
+    # CEPH_ARGS wins over the command line, as for `ceph`: its conf is the one used.
+    monkeypatch.setenv("CEPH_ARGS", f"--conf {confs / 'link.conf'}")
+    args = parsed("undo", "--config", str(path), "-c", str(confs / "lab.conf"))
+    choose_cluster(args)
+    assert args.read_only
+
+
 def test_a_read_only_cluster_holds_by_its_fsid_from_the_key_or_its_conf(confs: Path) -> None:
     from stormdeck.config import load_clusters, read_only_cluster, read_only_fsids
 
