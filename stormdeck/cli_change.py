@@ -128,9 +128,11 @@ def executor(args: argparse.Namespace, needs_ceph: bool, curve: Any = None) -> A
     """The Executor, with the sources' identity; used in a `with`, which closes its
     connection."""
     from stormdeck.advisors.apply import Executor
+    from stormdeck.config import held_read_only
 
     ceph = ceph_admin(args) if needs_ceph else None
-    return Executor(journal(), ceph=ceph, read_only=read_only(args),
+    # Also a read_only cluster of the config file this connection reached (by fsid).
+    return Executor(journal(), ceph=ceph, read_only=held_read_only(args, ceph),
                     curve_tool=[args.curve_tool], verify_seconds=args.verify_seconds,
                     curve_follow=curve, converge_seconds=args.converge_seconds,
                     wait=args.wait)

@@ -92,6 +92,10 @@ def _tab(args: argparse.Namespace, name: str, sources_args: argparse.Namespace, 
     from stormdeck.tui.feed import Feed
 
     sources = build_sources(sources_args)
+    from stormdeck.config import read_only_cluster, read_only_reached
+
+    if not ro:  # a read_only cluster of the file named by its conf (-c) is read-only here too
+        ro = bool(read_only_cluster(sources_args, config=args.config))
     mutes = MuteStore(state_dir() / (f"mutes-{name}.json" if name else "mutes.json"))
     from stormdeck.advisors.evidence import store_in
 
@@ -102,5 +106,8 @@ def _tab(args: argparse.Namespace, name: str, sources_args: argparse.Namespace, 
                 recorder=tape, journal=journal)
     # The sources' own identity (client name, keyring, cluster), one connection per change.
     return ClusterTab(name=name, feed=feed,
-                      executor_factory=executor_factory(sources_args, journal, ro),
+                      executor_factory=executor_factory(
+                          sources_args, journal, ro,
+                          reached=lambda admin: bool(read_only_reached(sources_args, admin,
+                                                                       args.config))),
                       mutes=mutes, read_only=ro)

@@ -336,16 +336,28 @@ def ceph_admin(args: argparse.Namespace) -> Any:
                      cluster=client.cluster, timeout=client.timeout)
 
 
-def executor_factory(args: argparse.Namespace, journal: Any, read_only: bool
-                     ) -> Callable[[], Any]:
+def executor_factory(args: argparse.Namespace, journal: Any, read_only: bool,
+                     reached: Callable[[Any], bool] | None = None) -> Callable[[], Any]:
     """What the console calls per change: a fresh connection with the sources' identity,
-    closed when the change is done (the console uses each Executor in a `with`)."""
+    closed when the change is done (the console uses each Executor in a `with`).
+
+    `read_only` is the tab's; `reached(admin)` says whether the cluster this change's own
+    connection reached is one the config file holds read-only (by fsid): asked per change,
+    as a conf file may be repointed while the console runs.
+    """
     from stormdeck.advisors.apply import Executor
 
     client = ceph_client(args)  # resolved now: a bad keyring is said at start, not mid-change
 
     def make() -> Executor:
         ceph = ceph_admin(args) if client.conf else None
-        return Executor(journal, ceph=ceph, read_only=read_only)
+        ro = read_only
+        if not ro and ceph is not None and reached is not None:
+            try:
+                ro = reached(ceph)
+            except BaseException:
+                ceph.close()
+                raise
+        return Executor(journal, ceph=ceph, read_only=ro)
 
     return make

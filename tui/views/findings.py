@@ -144,6 +144,11 @@ class FindingsView(View, Vertical):
             return
         engine = getattr(tab.feed, "engine", None)
         badness = engine.badness(finding) if engine is not None else 0.0
-        tab.mutes.add(finding, ttl=3600, badness=badness)
+        try:
+            tab.mutes.add(finding, ttl=3600, badness=badness)
+        except UserError as exc:  # another writer, a full disk: said, not a crash
+            self.notify(printable(str(exc), 300), title="not muted", severity="error",
+                        markup=False)
+            return
         self.notify(printable(f"muted {finding.rule} on {finding.target} for 1 h", 200),
                     markup=False)
