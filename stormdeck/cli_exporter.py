@@ -50,10 +50,9 @@ def cmd_exporter(args: argparse.Namespace) -> int:
 
     addr, port = parse_listen(args.listen)
     if args.conf is not None:
-        try:
-            open(args.conf).close()
-        except OSError as exc:
-            raise UserError(f"cannot read {args.conf}: {exc.strerror}") from None
+        from stormdeck.base.files import check_regular
+
+        check_regular(args.conf)  # a FIFO would hang the open
     if bool(args.tls_cert) != bool(args.tls_key):
         raise UserError("--tls-cert and --tls-key go together: give both, or neither")
     if args.tls_client_ca and not args.tls_cert:
@@ -69,7 +68,7 @@ def cmd_exporter(args: argparse.Namespace) -> int:
                                       client_auth_required=bool(args.tls_client_ca))
     except ssl.SSLError as exc:
         raise UserError(f"cannot serve TLS with {args.tls_cert} and {args.tls_key}: "
-                        f"{exc.reason or exc}") from None
+                        f"{getattr(exc, 'reason', None) or exc}") from None  # not always set
     except OSError as exc:
         raise UserError(f"cannot listen on {args.listen}: {exc.strerror}") from None
     scheme = "https" if args.tls_cert else "http"
