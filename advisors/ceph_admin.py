@@ -30,10 +30,12 @@ class CephAdmin:
         return self._send("mgr", prefix, args)
 
     def _send(self, target: str, prefix: str, args: dict[str, Any]) -> Any:
-        from stormdeck.collectors.ceph import CommandError
+        from stormdeck.collectors.ceph import CommandError, ConnectError
 
         try:
             out = self.connection.command(target, {"prefix": prefix, **args})
+        except ConnectError as exc:  # never reached Ceph: it refused nothing
+            raise UserError(str(exc)) from None
         except CommandError as exc:
             raise UserError(f"Ceph refused `{prefix}`: {exc}") from None
         return json.loads(out) if out.strip() else None
