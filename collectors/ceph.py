@@ -581,6 +581,10 @@ def connect_failure(cluster: Any, errno: int | None, client_name: str | None,
     who = client_name or "client.admin"
     mons = get("mon_host")
     if errno == ENOENT:
+        # In librados' order: the monitor map is built before any authentication.
+        if not mons.strip():
+            return ("the ceph.conf names no monitor (mon_host), and DNS SRV "
+                    f"({get('mon_dns_srv_name') or 'ceph-mon'}) found none")
         auth = get("auth_client_required")
         if "cephx" in auth and not get("key") and not get("keyfile"):
             paths = _keyrings(get("keyring"))
@@ -588,9 +592,6 @@ def connect_failure(cluster: Any, errno: int | None, client_name: str | None,
                 return (f"no keyring at {', '.join(paths) or '(none set)'}, and {who} must "
                         f"authenticate with cephx (auth_client_required = {auth}): give -k "
                         "KEYRING or set keyring in ceph.conf")
-        if not mons.strip():
-            return ("the ceph.conf names no monitor (mon_host), and DNS SRV "
-                    f"({get('mon_dns_srv_name') or 'ceph-mon'}) found none")
         return None
     if errno in (EACCES, EPERM):
         paths = [p for p in _keyrings(get("keyring")) if os.path.isfile(p)]

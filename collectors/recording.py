@@ -20,8 +20,10 @@ deflate stream runs from one keyframe to the next, so what repeats between
 polls costs almost nothing, and a reader can start at any keyframe. Every
 frame is flushed to the file as it is written, so a crash loses at most the
 frame being written; a reader stops at a torn or corrupt frame and keeps what
-came before it. Floats are kept to 4 significant digits (a console shows 3),
-and those of 1e8 and more (epoch times, byte counts) to the millisecond or byte.
+came before it. A write that fails (a full disk) cuts the frame it tore and
+ends the recording there, on a whole frame. Floats are kept to 4 significant
+digits (a console shows 3), and those of 1e8 and more (epoch times, byte
+counts) to the millisecond or byte.
 """
 
 from __future__ import annotations
