@@ -4,7 +4,8 @@ each must end in exit 3 and one sentence, never exit 70, a traceback or a hang.
 The inputs a user can get wrong: a missing file, a directory, a FIFO, /dev/null and
 /dev/zero where a file goes, a file where a directory goes, bytes that are not UTF-8,
 TOML nested past the parser's depth, JSON and recordings of the wrong shape, NaN and
-infinity where a number goes, and files only root may read. The cases run in-process
+infinity where a number goes, and files only root may read; every subcommand has
+some (lab up only where it is refused before anything starts: never here). The cases run in-process
 in two child processes (importing stormdeck once per child, not once per case), each
 with a deadline, so a hang names its case instead of stalling the suite.
 """
@@ -168,6 +169,22 @@ def cases(d: Path) -> list[Case]:
     add("report --from garbage", ["report", str(good), "--from", "garbage"])
     add("report --to 1e400", ["report", str(good), "--to", "1e400"])
     add("report --from nan", ["report", str(good), "--from", "nan"])
+    # The console must refuse before it opens: a console that opens runs until quit.
+    add("watch --interval nan", ["watch", "--interval", "nan", *QUICK_SOURCE])
+    add("watch --rules fifo", ["watch", "--rules", f["fifo"], *QUICK_SOURCE], says="FIFO")
+    add("watch --record into missing dir", ["watch", "--record", nowhere, *QUICK_SOURCE])
+    add("watch --max-size nan", ["watch", "--record", str(d / "w.rec"), "--max-size", "nan",
+                                 *QUICK_SOURCE])
+    add("manpage -o missing dir", ["manpage", "-o", nowhere])
+    # Plans (their loading is the plan file's own; FIFO and /dev/zero are left to it).
+    for kind in ("missing", "a_dir", "not_utf8", "binary", "json_list", "json_garbage",
+                 "empty"):
+        add(f"apply {kind}", ["apply", f[kind], "--yes", "--read-only"])
+    add("mute without --for", ["mute", RULE])
+    add("mute --for nan", ["mute", RULE, "--for", "nan"])
+    add("unmute without a target", ["unmute", RULE])
+    add("journal -f xml", ["journal", "-f", "xml"])
+    add("completion ksh", ["completion", "ksh"])
     add("curve tool with an open quote", ["check", "--curve-ops-tool", "'open", "--for", "1",
                                           "--no-host"])
     return out
@@ -266,7 +283,7 @@ def test_every_malformed_input_ends_in_exit_3_and_one_sentence(tmp_path: Path) -
     home.mkdir()
     all_cases = cases(inputs)
     by_id = {c.id: c for c in all_cases}
-    assert len(by_id) == len(all_cases) > 120
+    assert len(by_id) == len(all_cases) > 140
     env = clean_env(home)
     halves = [all_cases[0::2], all_cases[1::2]]  # two cores
     with ThreadPoolExecutor(2) as pool:
