@@ -197,12 +197,20 @@ def one_finding(findings: list, rule_id: str, target: str | None):
 def cmd_plan(args: argparse.Namespace) -> int:
     from stormdeck.advisors.plan import plan_from_finding
 
+    # Where the plan goes is said wrong before the cluster is read, not after.
+    if args.output is not None and not args.output.parent.is_dir():
+        raise UserError(f"cannot write the plan to {printable(args.output, 200)}: no "
+                        "such directory")
     # A plan is made from what holds now: the rule's for-window does not apply.
     _, findings, snap = findings_now(args, args.rule, args.duration)
     finding = one_finding(findings, args.rule, args.target)
     plan = plan_from_finding(finding, snap.cluster.fsid if snap and snap.cluster else None)
     out = args.output or Path(f"plan-{plan.id}.json")
-    plan.save(out)
+    try:
+        plan.save(out)
+    except OSError as exc:  # a directory named, a full disk, no permission
+        raise UserError(f"cannot write the plan to {printable(out, 200)}: "
+                        f"{(exc.strerror or str(exc)).lower()}") from None
     print(review(plan))
     print(f"saved to {out}; apply it with: stormdeck apply {out}")
     return 0

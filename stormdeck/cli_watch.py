@@ -50,6 +50,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 def build_app(args: argparse.Namespace) -> Any:
     """The console for the clusters the options (or the config file) name, not yet running."""
+    import math
     from pathlib import Path
 
     from stormdeck.advisors.apply import journal_path
@@ -59,6 +60,8 @@ def build_app(args: argparse.Namespace) -> Any:
     from stormdeck.config import load_clusters, names_sources
     from stormdeck.tui.app import StormdeckApp
 
+    if not (args.interval > 0 and math.isfinite(args.interval)):  # NaN fails it too
+        raise UserError("--interval takes a number of seconds above zero")
     settings = load_settings(Path(args.rules) if args.rules else None)
     journal = Journal(journal_path())
     forced = read_only(args)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from stormdeck.base.errors import UserError
+from stormdeck.base.files import FileMissing, read_text
 from stormdeck.base.text import printable
 
 # Keys only the file may hold: secrets stay off command lines (and out of `ps`).
@@ -36,6 +37,8 @@ FILE_ONLY = ("prometheus_token_file", "prometheus_user", "prometheus_password_fi
              "read_only", "fsid")
 # Keys of the cluster itself, not of its sources.
 CLUSTER_KEYS = ("read_only", "fsid")
+# A config file is a few hundred bytes; more is not one (a log named by mistake, /dev/zero).
+CONFIG_LIMIT = 1 << 20
 # The file says `host = false` where the command line says --no-host.
 INVERTED = {"host": "no_host"}
 
@@ -81,18 +84,22 @@ def config_path() -> Path:
 
 def load_clusters(path: Path | None = None) -> list[ClusterConfig]:
     """The clusters the file names, in its order; [] when there is no file."""
-    explicit = path is not None
+    # Named (--config, $STORMDECK_CONFIG), a missing file is an error; the default's
+    # absence only means there is no config file.
+    explicit = path is not None or bool(os.environ.get("STORMDECK_CONFIG"))
     path = path or config_path()
     try:
-        doc = tomllib.loads(path.read_text())
-    except FileNotFoundError:
+        # A FIFO or /dev/zero named as the config must end in a sentence, not a hang.
+        doc = tomllib.loads(read_text(path, CONFIG_LIMIT))
+    except FileMissing:
         if explicit:
-            raise UserError(f"no such config file: {path}") from None
+            raise UserError(f"no such config file: {printable(str(path), 200)}") from None
         return []
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{path} is not valid TOML: {exc}") from None
+        raise UserError(f"{printable(str(path), 200)} is not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per nesting level
+        raise UserError(f"{printable(str(path), 200)} is not valid TOML: nested too "
+                        "deeply") from None
     unknown = set(doc) - {"clusters"}
     if unknown:
         raise UserError(f"{path}: unknown table {sorted(unknown)[0]!r} (only [clusters.NAME])")
