@@ -19,7 +19,7 @@ from stormdeck.advisors.actuators import change
 from stormdeck.advisors.journal import Journal
 from stormdeck.lab import procs
 
-from tests.conftest import LabCluster, ceph_json, eventually, run_cli
+from tests.conftest import LabCluster, eventually, run_cli
 from tests.integration.test_changes_lab import lab_fsid, stored, write_plan
 
 pytestmark = pytest.mark.integration
@@ -51,19 +51,11 @@ def scrub_plan(lab: LabCluster, path: Path, value: str = "0.25") -> Path:
 
 
 def _effective(lab: LabCluster) -> str:
-    cluster = lab.rados()
-    try:
-        return str(ceph_json(cluster, "config get", who="osd", key=KEY))
-    finally:
-        cluster.shutdown()
+    return str(lab.command("config get", who="osd", key=KEY))
 
 
 def mon_command(lab: LabCluster, prefix: str, **args: object) -> object:
-    cluster = lab.rados()
-    try:
-        return ceph_json(cluster, prefix, **args)
-    finally:
-        cluster.shutdown()
+    return lab.command(prefix, **args)
 
 
 @pytest.fixture
@@ -263,8 +255,8 @@ def pool(lab_cluster: LabCluster) -> Iterator[str]:
     name = "faults"
     mon_command(lab_cluster, "osd pool create", pool=name, pg_num=8, pgp_num=8)
     yield name
-    mon_command(lab_cluster, "config set", who="mon", name="mon_allow_pool_delete",
-                value="true")
+    # The lab's ceph.conf allows pool deletion (the config database is left alone: the
+    # tamper test proves a plan cannot set mon_allow_pool_delete there).
     mon_command(lab_cluster, "osd pool rm", pool=name, pool2=name,
                 yes_i_really_really_mean_it=True)
 

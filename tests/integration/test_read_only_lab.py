@@ -11,8 +11,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from stormdeck.advisors.actuators import change as make_change
 from stormdeck.advisors.apply import ReadOnlyError
-from stormdeck.advisors.model import Change
 from stormdeck.advisors.plan import Plan
 
 from tests.conftest import LabCluster, ceph_json, run_cli
@@ -24,6 +24,8 @@ KEY = "osd_scrub_sleep"
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
+    # A config file that marks nothing read-only, until a test writes one that does.
+    (tmp_path / "config.toml").write_text("")
     out = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
            "STORMDECK_CONFIG": str(tmp_path / "config.toml")}
     for k in ("STORMDECK_READ_ONLY", "CEPH_CONF", "CEPH_ARGS"):
@@ -83,8 +85,7 @@ def osd_map(lab: LabCluster) -> tuple[list[str], int]:
 def write_plan(lab: LabCluster, path: Path) -> Path:
     now = effective(lab)
     proposed = "0.1" if float(now) != 0.1 else "0.2"
-    change = Change("ceph_config", "osd", KEY, now, proposed,
-                    f"ceph config set osd {KEY} {proposed}", runtime=True)
+    change = make_change("ceph_config", "osd", KEY, now, proposed, runtime=True)
     plan = Plan(id="ro1", created=time.time(), rule="ceph.scrub.during_load", target="osd",
                 summary="test", source="K3.6", fsid=fsid_of(lab), changes=(change,))
     path.write_text(json.dumps(asdict(plan)))
@@ -150,7 +151,7 @@ def test_a_read_only_cluster_refuses_undo_by_its_conf_and_its_fsid(
             res = run_cli("undo", "--yes", "-c", str(lab_cluster.conf), env=env)
             assert res.rc == 3 and "read-only mode" in res.err, f"{how}: {res.err}"
             assert stored(lab_cluster) == applied, f"{how}: undone all the same"
-        (tmp_path / "config.toml").unlink()
+        (tmp_path / "config.toml").write_text("")
         assert run_cli("undo", "--yes", "-c", str(lab_cluster.conf), env=env).rc == 0
         assert stored(lab_cluster) == before
     finally:
