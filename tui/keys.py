@@ -28,8 +28,9 @@ class ViewInfo:
     key: str
     id: str
     name: str
-    short: str
-    description: str
+    short: str  # its label in a narrow key bar
+    summary: str  # one line of help
+    description: str  # the man page's VIEWS
 
 
 # Where a key works, in the order help and the man page list them.
@@ -44,24 +45,32 @@ SCOPES = {
 
 VIEWS: tuple[ViewInfo, ...] = (
     ViewInfo("1", "overview", "Overview", "Over",
+             "what limits the cluster, at a glance",
              "health, PG states, slow ops, client IO, cores, the slowest OSD, the hottest "
              "disk, leader spread and the findings firing"),
     ViewInfo("2", "daemons", "Daemons", "Daem",
+             "cores, IOPS and latency per daemon",
              "per daemon: cores used of allowed, IOPS, IOPS per core, latency, primaries or "
              "leaders, device and its utilisation; Enter opens a daemon's detail"),
     ViewInfo("3", "leaders", "Leaders", "Lead",
+             "leader and primary spread",
              "leader spread per Curve pool, primary PGs per Ceph OSD and per pool"),
     ViewInfo("4", "latency", "Latency", "Lat",
+             "commit/apply, raft, p99 and op latency",
              "commit/apply (OSDs) or raft append/send (chunkservers), p99 and op latency "
              "(from Prometheus), with their history"),
     ViewInfo("5", "disks", "Disks", "Disk",
+             "utilisation, await, cache and daemons per disk",
              "per disk: utilisation, IOPS, await, queue, write cache (kernel/device), "
              "transport and the daemons on it, above the selected disk's detail"),
     ViewInfo("6", "findings", "Findings", "Find",
+             "the advisors' findings and their changes",
              "the advisors' findings, above the selected one's evidence and change"),
     ViewInfo("7", "journal", "Journal", "Jrnl",
+             "every change made, and its undo",
              "every change stormdeck made, how it ended, and its undo"),
     ViewInfo("8", "triage", "Triage", "Tri",
+             "an incident on one screen",
              "an incident on one screen: PG states over time, what happened, who, the "
              "cluster log"),
 )
@@ -69,7 +78,7 @@ VIEWS: tuple[ViewInfo, ...] = (
 KEYS: tuple[Key, ...] = (
     Key("question_mark,f1", "help", "Help: every key, mouse action and palette command",
         bar="Help", short="Help", rank=0, palette="Help: every key"),
-    *(Key(v.key, f"view('{v.id}')", f"The {v.name.lower()} view: {v.description}",
+    *(Key(v.key, f"view('{v.id}')", f"{v.name}: {v.summary}",
           bar=v.name, short=v.short, rank=3 if v.key in "78" else 2,
           palette=f"View: {v.name}") for v in VIEWS),
     Key("slash", "filter", "Filter the rows (Enter keeps it, Esc clears it)",
@@ -82,7 +91,10 @@ KEYS: tuple[Key, ...] = (
     Key("right_square_bracket", "step(1)", "Forward one frame"),
     Key("left_curly_bracket", "jump(-60)", "Back 60 s"),
     Key("right_curly_bracket", "jump(60)", "Forward 60 s"),
-    Key("end", "follow", "Back to now (the newest frame)", palette="Back to now"),
+    # n as well: in a table End is its last row, so End alone could not bring a table's
+    # view back to now.
+    Key("n,end", "follow", "Back to now (the newest frame); in a table End is its last row",
+        palette="Back to now"),
     Key("g", "goto", "Go to a time: HH:MM:SS, or -30 for 30 s back",
         palette="Go to a time (HH:MM:SS, or -90 for 90 s back)"),
     Key("R", "report", "Write an incident report of the session",
