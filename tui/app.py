@@ -83,13 +83,16 @@ def source_state(s: Any, now: float, interval: float) -> tuple[str, str]:
     return "green", "ok"
 
 
+PRIORITY_ACTIONS = frozenset(k.action for k in in_scope("console") if k.priority)
+
+
 class StormdeckApp(App[None]):
     # Absolute: Textual reads a relative path beside the module of a subclass.
     CSS_PATH = Path(__file__).with_name("stormdeck.tcss")
     COMMANDS = App.COMMANDS | {StormdeckCommands}
     # Made from the key registry, as help, the key bar, the palette and the man page are.
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(k.keys, k.action, k.description, show=bool(k.bar))
+        Binding(k.keys, k.action, k.description, show=bool(k.bar), priority=k.priority)
         for k in in_scope("console")
     ]
 
@@ -123,7 +126,9 @@ class StormdeckApp(App[None]):
                 yield Tabs(*(Tab(t.name, id=f"cluster-{i}") for i, t in enumerate(self.tabs)),
                            id="clusters")
             yield Static(id="status")
-            yield Input(placeholder="filter rows (Enter keeps it, Esc clears it)", id="filter")
+            # "/" again goes on editing the filter in force (as htop's), not over it.
+            yield Input(placeholder="filter rows (Enter keeps it, Esc clears it)", id="filter",
+                        select_on_focus=False)
             yield Input(placeholder="go to a time: HH:MM:SS, or -90 (seconds back); Esc to "
                                     "cancel", id="goto")
         with ContentSwitcher(initial="overview"):
@@ -323,6 +328,20 @@ class StormdeckApp(App[None]):
         else:
             self.notify(f"polling every {interval:g} s")
 
+    def _typing(self) -> bool:
+        """A box or a dialog has the keys: the console's keys are then its text."""
+        return isinstance(self.focused, Input) or len(self.screen_stack) > 1
+
+    async def run_action(self, action: Any, default_namespace: Any = None) -> bool:
+        """The console's keys are priority bindings, run as each key arrives: over a slow
+        SSH link (or a paste, or tmux) keys come in one burst, and "2/osd" must switch the
+        view, then open the filter, then type into it, in that order; without priority
+        the whole burst is handed to the view before "2" or "/" has run. While a box or a
+        dialog has the keys, the binding steps aside and the key is theirs."""
+        if isinstance(action, str) and action in PRIORITY_ACTIONS and self._typing():
+            return False
+        return await super().run_action(action, default_namespace)
+
     def action_goto(self) -> None:
         self._reveal(self.query_one("#goto", Input))
 
@@ -373,7 +392,9 @@ class StormdeckApp(App[None]):
     def _reveal(self, box: Input) -> None:
         box.disabled = False
         box.add_class("shown")
-        box.focus()
+        # At once, not later (focus() waits for the queue): keys typed in one burst after
+        # "/" (a fast typist, a paste, tmux send-keys) are the filter's, not the view's.
+        self.screen.set_focus(box)
 
     @on(Input.Changed, "#filter")
     def filter_changed(self, event: Input.Changed) -> None:

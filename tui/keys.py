@@ -22,6 +22,12 @@ class Key:
     rank: int = 9  # the key bar drops the highest rank first; 0 is never dropped
     palette: str = ""  # its name in the command palette; "" when it has none
 
+    @property
+    def priority(self) -> bool:
+        """A console key runs as it arrives, before the keys behind it are handed on (see
+        StormdeckApp.run_action); End and Esc are left to the tables, boxes and dialogs."""
+        return self.scope == "console" and not {"end", "escape"} & set(self.keys.split(","))
+
 
 @dataclass(frozen=True, slots=True)
 class ViewInfo:

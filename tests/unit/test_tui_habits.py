@@ -241,3 +241,36 @@ async def test_help_lists_every_key_mouse_action_and_palette_command_and_scrolls
         assert last in screen_text(app)
         await pilot.press("escape")
         assert not isinstance(app.screen, Help)
+
+
+@pytest.mark.asyncio
+async def test_keys_typed_in_one_burst_after_slash_land_in_the_filter() -> None:
+    """Over a slow SSH link keys arrive together: "/vm:/dev/loop1" at once filters by it
+    ("/" and "g" are text once a box has the keys), and the palette takes "g" as text."""
+    from textual import events
+
+    app = StormdeckApp(StaticFeed(frames()))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        text = "5/vm:/dev/loop1"  # the view's key, then the filter, in one burst
+        for ch in text:
+            key = {"/": "slash", ":": "colon"}.get(ch, ch)
+            app.post_message(events.Key(key, ch))  # no pause between them
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause()
+        from textual.widgets import ContentSwitcher
+
+        assert app.query_one(ContentSwitcher).current == "disks"
+        assert app.query_one("#filter").value == "vm:/dev/loop1"
+        assert app.query_one(DiskTable).keys == ["vm:/dev/loop1"]
+        await pilot.press("slash", *"g")
+        assert app.query_one("#filter").value == "vm:/dev/loop1g"
+        assert not app.query_one("#goto").has_class("shown")
+        await pilot.press("escape", "colon")
+        await pilot.pause()
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press(*"go to")
+        await pilot.pause()
+        assert not app.query_one("#goto").has_class("shown")
+        assert app.screen.query_one("Input").value == "go to"
