@@ -57,6 +57,7 @@ class ClusterTab:
     read_only: bool = False
     frame: Frame | None = None
     config_seen: dict[tuple[str, str], str] = field(default_factory=dict)
+    arrived: float = 0.0  # when its frame came (monotonic): a live frame ages on screen
 
 
 class FrameArrived(Message):
@@ -106,7 +107,6 @@ class StormdeckApp(App[None]):
         self.tabs = list(tabs) or [ClusterTab(cluster_name, feed, executor_factory, mutes,
                                               read_only)]
         self.active = 0
-        self._frame_seen = time.monotonic()
         self._use(self.tabs[0])
 
     def _use(self, tab: ClusterTab) -> None:
@@ -165,8 +165,8 @@ class StormdeckApp(App[None]):
 
     def on_frame_arrived(self, message: FrameArrived) -> None:
         message.tab.frame = message.frame
+        message.tab.arrived = time.monotonic()
         if message.tab is self.tabs[self.active]:
-            self._frame_seen = time.monotonic()
             self.show(message.frame)
 
     def on_unmount(self) -> None:
@@ -257,7 +257,7 @@ class StormdeckApp(App[None]):
         live = hasattr(self.feed, "loop") and not frame.position and not self.feed.paused
         # A live frame ages while it is on screen; a past or replayed one is judged at
         # its own time (a replay's sources are not stale today).
-        now = frame.snapshot.time + (time.monotonic() - self._frame_seen if live else 0.0)
+        now = frame.snapshot.time + (time.monotonic() - self.tab.arrived if live else 0.0)
         for s in frame.snapshot.sources.values():
             style, word = source_state(s, now, self.feed.interval)
             line.append(f"  {s.name} ")

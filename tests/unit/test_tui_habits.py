@@ -274,3 +274,24 @@ async def test_keys_typed_in_one_burst_after_slash_land_in_the_filter() -> None:
         await pilot.pause()
         assert not app.query_one("#goto").has_class("shown")
         assert app.screen.query_one("Input").value == "go to"
+
+
+class LiveLike(StaticFeed):
+    """Frames given in advance, taken for live ones (a live Feed has its loop)."""
+
+    loop = None
+
+
+@pytest.mark.asyncio
+async def test_a_live_frame_ages_on_screen_while_no_new_one_comes() -> None:
+    """The data loop itself stalled: the header still turns a source STALE within
+    seconds, from the time the frame has been on screen."""
+    import time
+
+    app = StormdeckApp(LiveLike(frames(step=1.0)), cluster_name="lab")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "ceph ok" in header(app)
+        app.tab.arrived = time.monotonic() - 6  # six seconds with no frame
+        await pilot.pause(1.2)  # the header's own once-a-second look
+        assert "ceph STALE 6s" in header(app) or "ceph STALE 7s" in header(app), header(app)
