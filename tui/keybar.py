@@ -3,13 +3,14 @@ always shows help and quit; made from the key registry (tui/keys.py)."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from rich.style import Style
 from rich.text import Text
 from stormdeck.tui.keys import KEYS, Key, key_display
 from textual import events
 from textual.widget import Widget
+from textual.widgets import Input
 
 
 class Slot(NamedTuple):
@@ -79,7 +80,11 @@ class KeyBar(Widget):
         return out
 
     async def on_click(self, event: events.Click) -> None:
+        app: Any = self.app
         for start, end, action in self._spans:
             if start <= event.x < end:
-                await self.app.run_action(action)
+                if isinstance(app.focused, Input) and len(app.screen_stack) == 1:
+                    # A click is no typing: the box gives the keys back, the key runs.
+                    app.focus_view()
+                await app.run_action(action)
                 return

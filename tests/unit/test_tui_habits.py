@@ -150,7 +150,7 @@ async def test_the_sorted_column_has_an_arrow_and_I_reverses_it() -> None:
         await pilot.press("2")
         table = app.query_one(DaemonTable)
         assert table.sort_marker() == ""
-        for _ in range(3):  # host (hidden at 80 columns), cores, IOPS
+        for _ in range(3):  # host, cores, IOPS
             await pilot.press("s")
         assert table.sort_marker() == "IOPS▼"
         assert table.keys == ["osd.2", "osd.1", "osd.0"]
@@ -295,3 +295,20 @@ async def test_a_live_frame_ages_on_screen_while_no_new_one_comes() -> None:
         app.tab.arrived = time.monotonic() - 6  # six seconds with no frame
         await pilot.pause(1.2)  # the header's own once-a-second look
         assert "ceph STALE 6s" in header(app) or "ceph STALE 7s" in header(app), header(app)
+
+
+@pytest.mark.asyncio
+async def test_a_click_on_the_key_bar_runs_the_key_even_from_the_filter_box() -> None:
+    from stormdeck.tui.keybar import KeyBar
+    from stormdeck.tui.screens import Help
+    from textual.widgets import ContentSwitcher
+
+    app = StormdeckApp(StaticFeed(frames()))
+    async with app.run_test(size=SIZE) as pilot:
+        bottom = screen_text(app).rstrip("\n").splitlines()[-1]
+        await pilot.click(KeyBar, offset=(bottom.index("5Disk") + 1, 0))
+        assert app.query_one(ContentSwitcher).current == "disks"
+        await pilot.press("slash", *"loop")
+        await pilot.click(KeyBar, offset=(1, 0))  # ?Help
+        await pilot.pause()
+        assert isinstance(app.screen, Help)
