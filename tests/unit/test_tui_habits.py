@@ -312,3 +312,46 @@ async def test_a_click_on_the_key_bar_runs_the_key_even_from_the_filter_box() ->
         await pilot.click(KeyBar, offset=(1, 0))  # ?Help
         await pilot.pause()
         assert isinstance(app.screen, Help)
+
+
+@pytest.mark.asyncio
+async def test_at_80_columns_tables_keep_what_matters() -> None:
+    from stormdeck.tui.views import FindingTable, LatencyTable
+
+    app = StormdeckApp(StaticFeed(frames()))
+    async with app.run_test(size=SIZE) as pilot:
+        kept = {}
+        for key, table in (("2", DaemonTable), ("4", LatencyTable), ("5", DiskTable),
+                           ("6", FindingTable)):
+            await pilot.press(key)
+            await pilot.pause()
+            kept[table.__name__] = [c.name for c in app.query_one(table).layout()]
+    assert {"daemon", "host", "cores used/allowed", "latency"} <= set(kept["DaemonTable"])
+    assert {"disk", "util", "daemons", "cache kernel/device"} <= set(kept["DiskTable"])
+    assert {"daemon", "op r/w", "p99"} <= set(kept["LatencyTable"])
+    assert {"severity", "rule", "target"} <= set(kept["FindingTable"])
+
+
+@pytest.mark.asyncio
+async def test_empty_views_say_what_to_do() -> None:
+    from dataclasses import replace as change
+
+    from stormdeck.tui.views import Overview
+
+    def idle(s, i):
+        assert s.cluster is not None
+        return change(s, cluster=change(s.cluster, client_read_iops=0.0,
+                                        client_write_iops=0.0))
+
+    app = StormdeckApp(StaticFeed(frames(edit=idle)))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        overview = app.query_one(Overview).text.plain
+        assert "idle: on the lab, `stormdeck lab load` makes client IO" in overview
+        await pilot.press("7")
+        await pilot.pause()
+        assert "no changes yet" in screen_text(app)
+        await pilot.press("2", "slash", *"nothing-like-this", "enter")
+        await pilot.pause()
+        assert "no row matches the filter 'nothing-like-this': Esc clears it" in \
+            screen_text(app)
