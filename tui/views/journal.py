@@ -11,6 +11,7 @@ from stormdeck.advisors.plan import Plan, review, runtime_from_options
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 from stormdeck.tui.format import t
+from stormdeck.tui.keys import in_scope
 from stormdeck.tui.screens import PlanReview
 from stormdeck.tui.table import Column, VirtualTable
 from stormdeck.tui.views.base import JournalChanged, change_in_worker
@@ -34,12 +35,13 @@ REREAD_EVERY = 10.0
 
 
 class JournalTable(VirtualTable):
+    EMPTY = ("no changes yet: a finding's change, reviewed (6, then Enter) and applied, is "
+             "journaled here, and u undoes it")
     COLUMNS = (Column("id", 10), Column("when", 14, 3), Column("status", 15),
                Column("change", 50, 1), Column("before -> after", 24, 2),
                Column("undo", 20, 4))
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("u", "undo", "On a journal entry: undo it", show=False),
-    ]
+        Binding(k.keys, k.action, k.description, show=False) for k in in_scope("journal")]
 
     def show_entries(self, entries: Sequence[Any], clock: Callable[[float], str]) -> None:
         self.entries = {e.id: e for e in entries}

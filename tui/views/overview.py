@@ -11,6 +11,10 @@ from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import finding_line, ms, newest, num, pct, spark, t
 from stormdeck.tui.views.base import FrameText
 
+# What an idle cluster's screen says (views' empty states): how to make something happen.
+LAB_HINT = ("on the lab, `stormdeck lab load` makes client IO and `stormdeck lab storm` "
+            "a peering storm")
+
 SPARK = 20  # a sparkline's width: the newest values it shows
 
 BAD_PG_WORDS = ("peering", "activating", "unknown", "creating", "down", "incomplete", "stale",
@@ -105,6 +109,9 @@ class Overview(FrameText):
         for f in live:
             out.append_text(finding_line(f))
             out.append("\n")
+        if c is not None and c.client_write_iops is not None and \
+                not (c.client_read_iops or c.client_write_iops):
+            out.append(f"\nidle: {LAB_HINT}\n", style="dim")
         return out
 
 
