@@ -280,12 +280,12 @@ class Executor:
         if not act.has_value:
             return
         now = act.before(self.backends, c)
-        if same(now, entry.value):
+        if same(now, entry.value) or same(now, entry.before):
+            # As the entry left it, or already back where undo puts it (a scheduler that
+            # took the value out of the database again): the inverse then changes nothing,
+            # and closes the entry, so it is not offered again.
             return
         shown = _shown(now)
-        if same(now, entry.before):
-            raise UserError(f"nothing to undo: {printable(c.key)} on {printable(c.target)} "
-                            f"is {shown}, as before {entry.id}", exit_code=0)
         raise StaleError(f"refused: {printable(c.key)} on {printable(c.target)} is {shown} "
                          f"now, not {_shown(entry.value)} as {entry.id} left it; someone "
                          "changed it since, and undo would "
