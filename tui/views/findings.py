@@ -145,8 +145,11 @@ class FindingsView(View, Vertical):
             return
         engine = getattr(tab.feed, "engine", None)
         badness = engine.badness(finding) if engine is not None else 0.0
+        frame = tab.frame
+        # This tab's cluster only: the same finding on another cluster stays loud.
+        fsid = frame.snapshot.cluster.fsid if frame and frame.snapshot.cluster else None
         try:
-            tab.mutes.add(finding, ttl=3600, badness=badness)
+            tab.mutes.add(finding, ttl=3600, badness=badness, fsid=fsid)
         except UserError as exc:  # another writer, a full disk: said, not a crash
             self.notify(printable(str(exc), 300), title="not muted", severity="error",
                         markup=False)
