@@ -17,7 +17,7 @@ from stormdeck.base.text import printable
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import SEVERITY_STYLE, t
 from stormdeck.tui.keys import in_scope
-from stormdeck.tui.screens import PlanReview
+from stormdeck.tui.screens import MutesList, PlanReview
 from stormdeck.tui.table import Column, VirtualTable
 from stormdeck.tui.views.base import View, change_in_worker
 from stormdeck.tui.views.overview import LAB_HINT
@@ -138,6 +138,16 @@ class FindingsView(View, Vertical):
         finding = self.query_one(FindingTable).selected()
         if finding is not None:
             self.mute(finding)
+
+    def show_mutes(self) -> None:
+        """M: the mutes in force on this tab's cluster, to lift one."""
+        tab = self.app.tab
+        if tab.mutes is None:
+            self.notify("this console keeps no mutes: nothing is muted here", markup=False)
+            return
+        frame = tab.frame
+        fsid = frame.snapshot.cluster.fsid if frame and frame.snapshot.cluster else None
+        self.app.push_screen(MutesList(tab.mutes, fsid, tab.name or fsid or "this cluster"))
 
     def mute(self, finding: Finding) -> None:
         tab = self.app.tab
