@@ -93,7 +93,8 @@ async def test_theme_and_enter_in_the_palette_mutes_nothing(tmp_path: Path) -> N
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
         provider = StormdeckCommands(app.screen)
-        mute_text = next(text for text, *_ in provider.commands() if text.startswith("Mute for") and "memory" in text)
+        mute_text = next(text for text, *_ in provider.commands()
+                         if text.startswith("Mute for") and "memory" in text)
         assert Matcher("theme").match(mute_text) > 0, mute_text
         hits = [h.text async for h in provider.search("theme")]
         assert not any(str(h).startswith("Mute for") for h in hits), hits
