@@ -67,12 +67,17 @@ class PlanReview(ModalScreen[bool]):
     def on_key(self, event: events.Key) -> None:
         """What is typed is the phrase wherever the focus is: Cancel keeps the focus (Enter
         still cancels) and the letters land in the box, not nowhere."""
-        if not self.needs_phrase or not event.is_printable or event.character is None:
+        if not self.needs_phrase:
             return
         box = self.query_one("#phrase", Input)
         if self.focused is box:
             return
-        box.insert_text_at_cursor(event.character)
+        if event.key == "backspace":  # a slip mended where it was made
+            box.action_delete_left()
+        elif event.is_printable and event.character is not None:
+            box.insert_text_at_cursor(event.character)
+        else:
+            return
         event.stop()
         event.prevent_default()
 

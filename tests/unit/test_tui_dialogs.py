@@ -31,7 +31,9 @@ async def test_the_phrase_typed_with_cancel_focused_fills_the_box_and_enter_appl
         box = review.query_one("#phrase", Input)
         assert app.focused.id == "cancel"
         phrase = review.plan.phrase
-        await pilot.press(*phrase[:-1])  # one letter short, spaces and all
+        await pilot.press(*phrase[:-1], "z")  # one letter short, spaces and all, a slip
+        assert box.value == phrase[:-1] + "z"
+        await pilot.press("backspace")
         assert box.value == phrase[:-1]
         assert app.focused.id == "cancel", "the focus stays on Cancel"
         box.focus()
