@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from itertools import islice
 from typing import Any
 
 from stormdeck.advisors import overrides
@@ -114,7 +115,7 @@ class Engine:
         findings = [self._finding(by_rule[k[0]], t) for k, t in self._tracks.items()
                     if k[0] in by_rule]
         findings = self._vet_changes(findings, latest)
-        findings = self._apply_mutes(findings, now)
+        findings = self._apply_mutes(findings, now, snaps)
         findings.sort(key=lambda f: (f.state != "firing", -f.severity, f.rule, f.target))
         return findings
 
@@ -173,13 +174,20 @@ class Engine:
             out.append(replace(f, changes=tuple(keep), notes=tuple(notes)))
         return out
 
-    def _apply_mutes(self, findings: list[Finding], now: float) -> list[Finding]:
+    def _apply_mutes(self, findings: list[Finding], now: float,
+                     snaps: Sequence[Snapshot] = ()) -> list[Finding]:
+        """Mutes of this cluster only: its fsid from the newest snapshot that knows it (a
+        poll the mon missed keeps its mutes); None, no Ceph identity at all (Curve only),
+        leaves only the mutes made with no cluster known."""
         if self.mutes is None:
             return findings
+        # The last minute or so at most: a Curve-only history is not walked whole each tick.
+        fsid = next((s.cluster.fsid for s in islice(reversed(snaps), 30)
+                     if s.cluster is not None and s.cluster.fsid), None)
         out = []
         for f in findings:
             badness = self._tracks[(f.rule, f.target)].check.badness
-            mute, note = self.mutes.judge(f, badness, now)
+            mute, note = self.mutes.judge(f, badness, now, fsid)
             if mute is not None:
                 f = replace(f, muted=True, muted_until=mute.until)
             elif note:

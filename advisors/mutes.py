@@ -6,6 +6,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -39,6 +40,28 @@ class Mute:
     severity: int
     badness: float
     reason: str = ""
+    # The cluster it was made on: it silences that cluster's finding only. None: no
+    # identity was known (a Curve-only source), or a file written before mutes named
+    # their cluster; such a mute holds on every cluster, as it did when it was made (and
+    # lapses within MAX_TTL), so an upgrade does not wake every muted finding at once.
+    fsid: str | None = None
+
+
+# (fsid, rule, target): one cluster's mute never overwrites another's.
+MuteKey = tuple[str | None, str, str]
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def canonical_fsid(text: str | None) -> str | None:
+    """A cluster's fsid as mutes keep it (lower case, dashed), or None if it is not one."""
+    if not isinstance(text, str):
+        return None
+    text = text.strip().lower()
+    return text if _UUID.fullmatch(text) else None
+
+
+def _key(m: Mute) -> MuteKey:
+    return (m.fsid, m.rule, m.target)
 
 
 class MuteStore:
@@ -59,7 +82,7 @@ class MuteStore:
 
     # -- reading --
 
-    def _load(self) -> dict[tuple[str, str], Mute]:
+    def _load(self) -> dict[MuteKey, Mute]:
         try:
             with open(self.path, "rb") as f:
                 data = f.read(MAX_BYTES + 1)
@@ -86,12 +109,12 @@ class MuteStore:
             mute = _checked(entry, now, lambda why, i=i: UserError(
                 f"{self.path}: mute {i + 1} is refused: {why}; fix or delete that entry (or "
                 "move the file away): stormdeck never wrote it"))
-            out[(mute.rule, mute.target)] = mute
+            out[_key(mute)] = mute
         return out
 
     # -- writing --
 
-    def _change(self, what: str, edit: Callable[[dict[tuple[str, str], Mute]], Any],
+    def _change(self, what: str, edit: Callable[[dict[MuteKey, Mute]], Any],
                 wait: float | None = None) -> Any:
         """Under the lock: read the file again, edit, write it whole; edit's result."""
         with writer(self.path.parent, what, self.wait if wait is None else wait):
@@ -101,7 +124,7 @@ class MuteStore:
             self._mutes = mutes
             return result
 
-    def _save(self, mutes: dict[tuple[str, str], Mute]) -> None:
+    def _save(self, mutes: dict[MuteKey, Mute]) -> None:
         """Atomically: a temp file of our own beside it (two writers never share one),
         fsync'd, then renamed; a full disk leaves the old file as it was."""
         text = json.dumps({"version": 1, "mutes": [asdict(m) for m in mutes.values()]},
@@ -135,42 +158,67 @@ class MuteStore:
         now = self.clock() if now is None else now
         return [m for m in self._mutes.values() if m.until > now]
 
+    def for_cluster(self, fsid: str | None, now: float | None = None) -> list[Mute]:
+        """The mutes in force that hold on this cluster: its own, and those made with no
+        cluster known (which hold everywhere)."""
+        fsid = canonical_fsid(fsid)
+        self._mutes = self._load()  # the console's store is hours old: the CLI's mutes too
+        return [m for m in self.list(now) if m.fsid in (None, fsid)]
+
+    def holders(self, rule: str, target: str) -> list[str | None]:
+        """The clusters (fsids; None: every cluster) holding a mute of rule on target, as
+        the file says now."""
+        return [k[0] for k in self._load() if k[1:] == (rule, target)]
+
     def add(self, finding: Finding, ttl: float, badness: float = 0.0, all_targets: bool = False,
-            reason: str = "", now: float | None = None) -> Mute:
+            reason: str = "", now: float | None = None, fsid: str | None = None) -> Mute:
         if not 0 < ttl <= MAX_TTL:
             raise UserError(f"a mute needs a time to live between 1 s and {MAX_TTL / 86400:g} "
                             f"days, not {ttl:g} s")
+        if fsid is not None and canonical_fsid(fsid) is None:
+            raise UserError(f"{printable(fsid, 60)} is not a cluster's fsid: nothing muted")
         if not math.isfinite(badness):
             badness = 0.0  # a rule's badness of inf or NaN: any worsening lifts it
         now = self.clock() if now is None else now
         mute = Mute(finding.rule, "*" if all_targets else finding.target, now + ttl, now,
-                    int(finding.severity), badness, reason)
+                    int(finding.severity), badness, reason, canonical_fsid(fsid))
 
-        def edit(mutes: dict[tuple[str, str], Mute]) -> Mute:
+        def edit(mutes: dict[MuteKey, Mute]) -> Mute:
             for key in [k for k, m in mutes.items() if m.until <= now]:
                 del mutes[key]
-            mutes[(mute.rule, mute.target)] = mute
+            mutes[_key(mute)] = mute
             return mute
 
         return self._change(f"muting {mute.rule}", edit)
 
-    def remove(self, rule: str, target: str) -> bool:
-        if (rule, target) not in self._load():
+    def remove(self, rule: str, target: str, fsid: str | None = None) -> bool:
+        """Lift the mute of rule on target made on this cluster (None: the one made with no
+        cluster known); the others' stay."""
+        key = (canonical_fsid(fsid), rule, target)
+        if key not in self._load():
             return False
         return bool(self._change(f"unmuting {rule}",
-                                 lambda mutes: mutes.pop((rule, target), None) is not None))
+                                 lambda mutes: mutes.pop(key, None) is not None))
 
-    def judge(self, finding: Finding, badness: float,
-              now: float) -> tuple[Mute | None, str | None]:
-        """The mute that holds for this finding, or None, and a note if one was dropped."""
-        mute = self._mutes.get(finding.key) or self._mutes.get((finding.rule, "*"))
-        if mute is None or mute.until <= now:
+    def judge(self, finding: Finding, badness: float, now: float,
+              fsid: str | None = None) -> tuple[Mute | None, str | None]:
+        """The mute that holds for this finding of cluster `fsid` (None: unknown, when only
+        a mute made with no cluster known holds), or None, and a note if one was dropped."""
+        fsid = canonical_fsid(fsid)
+        mute = None
+        for key in ((fsid, finding.rule, finding.target), (fsid, finding.rule, "*"),
+                    (None, finding.rule, finding.target), (None, finding.rule, "*")):
+            mute = self._mutes.get(key)
+            if mute is not None and mute.until > now:
+                break
+            mute = None
+        if mute is None:
             return None, None
         worse_sev = int(finding.severity) > mute.severity
         worse = badness > mute.badness * WORSEN if mute.badness > 0 else badness > mute.badness
         if worse_sev or worse:
-            self._mutes.pop((mute.rule, mute.target), None)
-            key = (mute.rule, mute.target)
+            key = _key(mute)
+            self._mutes.pop(key, None)
             # Only the mute judged, and only if it is still the one judged: another
             # process may have renewed it meanwhile. Busy or a full disk: the finding is
             # shown unmuted here all the same, and the next judge lifts it from the file.
@@ -222,5 +270,10 @@ def _checked(entry: Any, now: float, refuse: Callable[[str], UserError]) -> Mute
                      "it was made")
     if badness < 0:
         raise refuse(f"its badness {badness:g} is below 0")
+    # Absent (a file from before mutes named their cluster) or null: every cluster.
+    fsid = entry.get("fsid")
+    if fsid is not None and (not isinstance(fsid, str) or canonical_fsid(fsid) != fsid):
+        raise refuse(f"its fsid {printable(repr(fsid), 60)} is not a cluster's fsid (a "
+                     "lower-case UUID) or null")
     return Mute(entry["rule"], entry["target"], until, created, int(severity), badness,
-                entry.get("reason", ""))
+                entry.get("reason", ""), fsid)

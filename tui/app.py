@@ -195,6 +195,9 @@ class StormdeckApp(App[None]):
     def mute_finding(self, finding: Any) -> None:
         self.query_one(FindingsView).mute(finding)
 
+    def action_mutes(self) -> None:
+        self.query_one(FindingsView).show_mutes()
+
     def activate(self, index: int) -> None:
         if index == self.active:
             return

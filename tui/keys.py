@@ -129,11 +129,15 @@ KEYS: tuple[Key, ...] = (
     Key("enter", "select", "On a daemon: its detail (figures, disks, findings)",
         scope="daemons"),
     Key("enter", "review", "On a finding: review its change", scope="findings"),
-    Key("m", "mute", "On a finding: mute it for an hour", scope="findings"),
+    Key("M", "mutes", "The mutes in force on this cluster, to lift one",
+        palette="Mutes: list and lift them"),
+    Key("m", "mute", "On a finding: mute it for an hour (asks first from the palette)",
+        scope="findings"),
     Key("u", "undo", "On a journal entry: undo it", scope="journal"),
     # In the dialogs.
     Key("escape", "close", "Close the dialog; in a plan review: cancel", scope="dialog"),
     Key("tab", "focus_next", "The next button or field", scope="dialog"),
+    Key("x,delete", "lift", "In the mutes list (M): lift the selected mute", scope="dialog"),
 )
 
 MOUSE: tuple[tuple[str, str], ...] = (
@@ -147,7 +151,7 @@ MOUSE: tuple[tuple[str, str], ...] = (
 # Palette commands made from what is on screen (besides those of KEYS above).
 PALETTE_MADE: tuple[tuple[str, str], ...] = (
     ("Review the change: RULE on TARGET", "for each firing finding that proposes a change"),
-    ("Mute for an hour: RULE on TARGET", "for each firing finding"),
+    ("Mute for an hour: RULE on TARGET", "for each firing finding; asks first"),
     ("Cluster: NAME", "with several clusters open: switch to its tab"),
     ("Change theme, Keys, Quit, ...", "Textual's own commands"),
 )

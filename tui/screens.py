@@ -1,5 +1,5 @@
-"""The console's dialogs: the plan review (Cancel focused, typed phrase), help and the
-column menu."""
+"""The console's dialogs: the plan review (Cancel focused, typed phrase), a confirmation,
+the mutes in force, help and the column menu."""
 
 from __future__ import annotations
 
@@ -10,13 +10,20 @@ from rich.table import Table
 from rich.text import Text
 from stormdeck.advisors.plan import Plan, Runtime
 from stormdeck.base.text import printable
-from textual import on
+from stormdeck.tui.keys import in_scope
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, OptionList, Static
 from textual.widgets.option_list import Option
+
+
+def dialog_bindings(*actions: str) -> list[BindingType]:
+    """The registry's dialog keys for these actions (keys.py declares every binding)."""
+    return [Binding(k.keys, k.action, k.description, show=False)
+            for k in in_scope("dialog") if k.action in actions]
 
 
 class PlanReview(ModalScreen[bool]):
@@ -40,7 +47,10 @@ class PlanReview(ModalScreen[bool]):
             if self.needs_phrase:
                 yield Static(Text(f"{'; '.join(self.reasons)}.\n"
                                   f"Type {printable(self.plan.phrase)!r} to apply:"))
-                yield Input(id="phrase")
+                # Focused after letters typed on Cancel, the box keeps them (no select-all
+                # that the next letter would replace).
+                yield Input(id="phrase", select_on_focus=False)
+                yield Static(id="phrase-why")
             with Horizontal(id="review-buttons"):
                 yield Button("Cancel", id="cancel", variant="primary")
                 yield Button("Apply", id="apply", variant="warning",
@@ -52,6 +62,34 @@ class PlanReview(ModalScreen[bool]):
     @on(Input.Changed, "#phrase")
     def phrase_typed(self, event: Input.Changed) -> None:
         self.query_one("#apply", Button).disabled = event.value != self.plan.phrase
+        self.query_one("#phrase-why", Static).update("")
+
+    def on_key(self, event: events.Key) -> None:
+        """What is typed is the phrase wherever the focus is: Cancel keeps the focus (Enter
+        still cancels) and the letters land in the box, not nowhere."""
+        if not self.needs_phrase:
+            return
+        box = self.query_one("#phrase", Input)
+        if self.focused is box:
+            return
+        if event.key == "backspace":  # a slip mended where it was made
+            box.action_delete_left()
+        elif event.is_printable and event.character is not None:
+            box.insert_text_at_cursor(event.character)
+        else:
+            return
+        event.stop()
+        event.prevent_default()
+
+    @on(Input.Submitted, "#phrase")
+    def phrase_entered(self, event: Input.Submitted) -> None:
+        if event.value == self.plan.phrase:
+            self.dismiss(True)
+            return
+        why = "the box is empty" if not event.value else "what is typed is not the phrase"
+        self.query_one("#phrase-why", Static).update(
+            Text(f"Not applied: {why}; type {printable(self.plan.phrase)!r} exactly "
+                 "(Esc cancels).", style="bold"))
 
     @on(Button.Pressed, "#apply")
     def apply(self) -> None:
@@ -60,6 +98,119 @@ class PlanReview(ModalScreen[bool]):
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:
         self.dismiss(False)
+
+
+class Confirm(ModalScreen[bool]):
+    """Yes or no before a command changes something (as k9s asks): Cancel has the focus,
+    Enter on it or Esc changes nothing."""
+
+    BINDINGS: ClassVar[list[BindingType]] = dialog_bindings("close")
+    DEFAULT_CSS = """
+    Confirm { align: center middle; }
+    #confirm { width: 90%; max-width: 90; height: auto; border: thick $warning;
+               background: $surface; padding: 1 2; }
+    #confirm-buttons { height: 3; align-horizontal: right; }
+    """
+
+    def __init__(self, question: str, verb: str) -> None:
+        super().__init__()
+        self.question = question
+        self.verb = verb
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm"):
+            yield Static(Text(self.question), id="confirm-text")
+            with Horizontal(id="confirm-buttons"):
+                yield Button("Cancel", id="cancel", variant="primary")
+                yield Button(self.verb, id="ok", variant="warning")
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+
+    @on(Button.Pressed, "#ok")
+    def ok(self) -> None:
+        self.dismiss(True)
+
+    @on(Button.Pressed, "#cancel")
+    def action_close(self) -> None:
+        self.dismiss(False)
+
+
+class MutesList(ModalScreen[None]):
+    """The mutes in force on one cluster (its own, and those made with no cluster known);
+    x or Delete lifts the selected one, through the store (under the writer lock)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = dialog_bindings("close", "lift")
+    DEFAULT_CSS = """
+    MutesList { align: center middle; }
+    #mutes { width: 90%; max-width: 120; height: auto; max-height: 90%;
+             border: thick $primary; background: $surface; }
+    """
+
+    def __init__(self, store: Any, fsid: str | None, cluster: str) -> None:
+        super().__init__()
+        self.store = store
+        self.fsid = fsid
+        self.cluster = cluster
+        self.mutes: list[Any] = []
+
+    def compose(self) -> ComposeResult:
+        menu = OptionList(id="mutes")
+        menu.border_title = f"Mutes on {printable(self.cluster, 60)}"
+        menu.border_subtitle = "x or Delete: lift   Esc: close"
+        yield menu
+
+    def on_mount(self) -> None:
+        self.refresh_list()
+        self.query_one(OptionList).focus()
+
+    def refresh_list(self) -> None:
+        import time
+
+        from stormdeck.base.errors import UserError
+
+        menu = self.query_one(OptionList)
+        try:
+            self.mutes = sorted(self.store.for_cluster(self.fsid),
+                                key=lambda m: (m.rule, m.target))
+        except UserError as exc:  # a file stormdeck would not write: said, not a crash
+            self.mutes = []
+            self.notify(printable(str(exc), 300), title="mutes", severity="error",
+                        markup=False)
+        menu.clear_options()
+        if not self.mutes:
+            menu.add_option(Option(Text("no mutes in force on this cluster (m mutes the "
+                                        "selected finding)", style="dim"), disabled=True))
+            return
+        for m in self.mutes:
+            until = time.strftime("%H:%M", time.localtime(m.until))
+            where = "" if m.fsid else "  (every cluster: made before mutes named theirs)"
+            reason = f"  {printable(m.reason, 80)}" if m.reason else ""
+            menu.add_option(Option(Text.assemble(
+                (printable(m.rule, 60), "bold"), f"  {printable(m.target, 40)}",
+                f"  until {until}", (reason, "italic"), (where, "dim"))))
+        menu.highlighted = 0
+
+    def action_lift(self) -> None:
+        from stormdeck.base.errors import UserError
+
+        index = self.query_one(OptionList).highlighted
+        if index is None or not self.mutes or index >= len(self.mutes):
+            return
+        m = self.mutes[index]
+        try:
+            lifted = self.store.remove(m.rule, m.target, m.fsid)
+        except UserError as exc:  # another writer holds the lock, a full disk
+            self.notify(printable(str(exc), 300), title="not lifted", severity="error",
+                        markup=False)
+            return
+        self.notify(printable(f"unmuted {m.rule} on {m.target}" if lifted
+                              else f"{m.rule} on {m.target} was no longer muted", 200),
+                    markup=False)
+        self.refresh_list()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
 
 
 class Help(ModalScreen[None]):

@@ -234,3 +234,125 @@ async def test_the_console_says_when_a_mute_could_not_be_saved(tmp_path: Path) -
         await pilot.press("m")  # the lock is free again
         await pilot.pause()
     assert [m.target for m in MuteStore(tmp_path / "mutes.json").list()] == ["osd"]
+
+
+A_FSID = "1b2c3d4e-0000-4000-8000-00000000000a"
+B_FSID = "1b2c3d4e-0000-4000-8000-00000000000b"
+
+
+# The lab capture's snapshots are dated ahead of the wall clock: mutes are judged at their time.
+LAB_NOW = 1800000000.0
+
+
+def at_lab(path: Path) -> MuteStore:
+    return MuteStore(path, clock=lambda: LAB_NOW + 10)
+
+
+def scrub_engine(store: MuteStore):
+    from dataclasses import replace
+
+    from stormdeck.advisors.engine import Engine
+    from stormdeck.advisors.settings import load_settings
+
+    settings = load_settings()
+    settings["ceph.scrub.during_load"] = replace(settings["ceph.scrub.during_load"],
+                                                 for_seconds=0, warmup_samples=1)
+    return Engine(settings, mutes=store)
+
+
+def scrub_findings(store: MuteStore, fsid: str | None) -> list[Finding]:
+    from tests.captured import history, with_cluster
+
+    snaps = history(5, step=1.0, edit=lambda s, i: with_cluster(s, fsid=fsid))
+    engine = scrub_engine(store)
+    out: list[Finding] = []
+    for i in range(1, len(snaps) + 1):
+        out = engine.evaluate(snaps[:i])
+    return [f for f in out if f.rule == "ceph.scrub.during_load"]
+
+
+def test_a_mute_set_on_one_cluster_does_not_silence_the_same_finding_on_another(
+        tmp_path: Path) -> None:
+    path = tmp_path / "mutes.json"
+    (on_a,) = scrub_findings(at_lab(path), A_FSID)
+    assert not on_a.muted
+    at_lab(path).add(on_a, ttl=600, badness=10.0, fsid=A_FSID, now=LAB_NOW)
+    (a_again,) = scrub_findings(at_lab(path), A_FSID)
+    (on_b,) = scrub_findings(at_lab(path), B_FSID)
+    assert a_again.muted and not on_b.muted
+    # A cluster the engine cannot name (no Ceph identity) is not cluster A either.
+    assert not scrub_findings(at_lab(path), None)[0].muted
+    # B muted too: two mutes of the same rule and target, each its cluster's.
+    at_lab(path).add(on_b, ttl=600, badness=10.0, fsid=B_FSID, now=LAB_NOW)
+    assert sorted(at_lab(path).holders(on_a.rule, on_a.target)) == [A_FSID, B_FSID]
+    assert at_lab(path).remove(on_a.rule, on_a.target, A_FSID)
+    assert not scrub_findings(at_lab(path), A_FSID)[0].muted
+    assert scrub_findings(at_lab(path), B_FSID)[0].muted
+    assert [m.fsid for m in at_lab(path).for_cluster(B_FSID)] == [B_FSID]
+    assert at_lab(path).for_cluster(A_FSID) == []
+
+
+def test_an_old_file_without_fsids_loads_and_its_mutes_hold_everywhere(tmp_path: Path) -> None:
+    path = tmp_path / "mutes.json"
+    (f,) = scrub_findings(at_lab(path), A_FSID)
+    write(path, good(rule=f.rule, target=f.target, badness=10.0, created=LAB_NOW,
+                     until=LAB_NOW + 600))  # no "fsid" at all
+    (m,) = at_lab(path).list()
+    assert m.fsid is None
+    assert scrub_findings(at_lab(path), A_FSID)[0].muted
+    assert scrub_findings(at_lab(path), B_FSID)[0].muted
+    write(path, good(fsid=None), good(target="osd.1", fsid=A_FSID))
+    assert [m.fsid for m in MuteStore(path).list()] == [None, A_FSID]
+
+
+@pytest.mark.parametrize("fsid", ["not-a-uuid", A_FSID.upper(), "{" + A_FSID + "}",
+                                  A_FSID.replace("-", ""), 12, ["x"], True, ""])
+def test_a_bad_fsid_in_the_file_is_refused(tmp_path: Path, fsid: object) -> None:
+    path = tmp_path / "mutes.json"
+    write(path, good(fsid=fsid))
+    with pytest.raises(UserError, match=r"mute 1 is refused: its fsid .* is not a cluster's "
+                                        r"fsid \(a lower-case UUID\) or null"):
+        MuteStore(path)
+
+
+def test_unmute_names_the_clusters_when_several_hold_a_mute(tmp_path: Path) -> None:
+    state = tmp_path / "state" / "stormdeck"
+    state.mkdir(parents=True)
+    write(state / "mutes.json", good(fsid=A_FSID), good(fsid=B_FSID))
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    res = run_cli("mute", "--list", env=env)
+    assert res.rc == 0 and A_FSID in res.out and B_FSID in res.out
+    res = run_cli("unmute", "ceph.osd.cores_starved", "osd.0", env=env)
+    assert res.rc == 3 and "2 clusters hold a mute" in res.err and A_FSID in res.err
+    conf = tmp_path / "b.conf"
+    conf.write_text(f"[global]\n\tfsid = {B_FSID}\n\tmon_host = 127.0.0.1\n")
+    res = run_cli("unmute", "ceph.osd.cores_starved", "osd.0", "-c", str(conf), env=env)
+    assert res.rc == 0 and f"on cluster {B_FSID}" in res.out, res.err
+    assert [m.fsid for m in MuteStore(state / "mutes.json").list()] == [A_FSID]
+    res = run_cli("unmute", "ceph.osd.cores_starved", "osd.0", "-c", str(conf), env=env)
+    assert res.rc == 3 and f"held on cluster {A_FSID}" in res.err
+    # One cluster holds it: no need to name it.
+    res = run_cli("unmute", "ceph.osd.cores_starved", "osd.0", env=env)
+    assert res.rc == 0 and A_FSID in res.out
+    assert MuteStore(state / "mutes.json").list() == []
+
+
+@pytest.mark.asyncio
+async def test_the_console_mutes_on_its_tabs_cluster_only(tmp_path: Path) -> None:
+    from stormdeck.tui.app import StormdeckApp
+    from stormdeck.tui.feed import StaticFeed
+    from stormdeck.tui.views import FindingTable
+
+    from tests.unit.test_tui import frames
+
+    store = MuteStore(tmp_path / "mutes.json")
+    shown = frames()
+    app = StormdeckApp(StaticFeed(shown), mutes=store)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("6")
+        table = app.query_one(FindingTable)
+        table.move_cursor(row=table.keys.index("ceph.scrub.during_load|osd"))
+        await pilot.press("m")
+        await pilot.pause()
+    (m,) = MuteStore(tmp_path / "mutes.json").list()
+    assert m.fsid == shown[-1].snapshot.cluster.fsid and m.fsid

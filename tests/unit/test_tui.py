@@ -375,7 +375,7 @@ async def test_the_command_palette_finds_views_and_the_findings_reviews() -> Non
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
         provider = StormdeckCommands(app.screen)
-        texts = [text for text, _, _ in provider.commands()]
+        texts = [text for text, _, _, _ in provider.commands()]
         assert "View: Leaders" in texts and "Write an incident report of the session" in texts
         assert any(t.startswith("Review the change: ceph.scrub.during_load on ") for t in texts)
         hits = [h async for h in provider.search("view lead")]
@@ -387,7 +387,7 @@ async def test_the_command_palette_finds_views_and_the_findings_reviews() -> Non
         await pilot.press("down", "enter")
         await pilot.pause()
         assert app.query_one(ContentSwitcher).current == "leaders"
-        review = next(run for text, run, _ in provider.commands()
+        review = next(run for text, run, _, _ in provider.commands()
                       if text.startswith("Review the change: "))
         review()
         await pilot.pause()

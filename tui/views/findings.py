@@ -17,7 +17,7 @@ from stormdeck.base.text import printable
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import SEVERITY_STYLE, t
 from stormdeck.tui.keys import in_scope
-from stormdeck.tui.screens import PlanReview
+from stormdeck.tui.screens import MutesList, PlanReview
 from stormdeck.tui.table import Column, VirtualTable
 from stormdeck.tui.views.base import View, change_in_worker
 from stormdeck.tui.views.overview import LAB_HINT
@@ -139,14 +139,27 @@ class FindingsView(View, Vertical):
         if finding is not None:
             self.mute(finding)
 
+    def show_mutes(self) -> None:
+        """M: the mutes in force on this tab's cluster, to lift one."""
+        tab = self.app.tab
+        if tab.mutes is None:
+            self.notify("this console keeps no mutes: nothing is muted here", markup=False)
+            return
+        frame = tab.frame
+        fsid = frame.snapshot.cluster.fsid if frame and frame.snapshot.cluster else None
+        self.app.push_screen(MutesList(tab.mutes, fsid, tab.name or fsid or "this cluster"))
+
     def mute(self, finding: Finding) -> None:
         tab = self.app.tab
         if tab.mutes is None:
             return
         engine = getattr(tab.feed, "engine", None)
         badness = engine.badness(finding) if engine is not None else 0.0
+        frame = tab.frame
+        # This tab's cluster only: the same finding on another cluster stays loud.
+        fsid = frame.snapshot.cluster.fsid if frame and frame.snapshot.cluster else None
         try:
-            tab.mutes.add(finding, ttl=3600, badness=badness)
+            tab.mutes.add(finding, ttl=3600, badness=badness, fsid=fsid)
         except UserError as exc:  # another writer, a full disk: said, not a crash
             self.notify(printable(str(exc), 300), title="not muted", severity="error",
                         markup=False)
