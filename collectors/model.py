@@ -64,6 +64,9 @@ class Daemon:
     copysets: int | None = None
     utilization: float | None = None  # of its capacity, 0..1
     has_slow_ops: bool | None = None  # Ceph names the daemons, but counts only cluster-wide
+    # When the monitors last marked it down (`osd dump` osd_xinfo down_stamp), while it is
+    # down; None while up, or when unknown (recordings made before this field).
+    down_since: float | None = None
     # Curve chunkservers: leaders as the MDS's topology and heartbeats see them,
     # raft and write latency tails, bthread saturation, signs of elections.
     curve_id: int | None = None
@@ -254,6 +257,7 @@ class Cluster:
     pg_flags: Mapping[str, int] = field(default_factory=dict)
     slow_ops: int | None = None
     slow_ops_daemons: tuple[str, ...] = ()
+    slow_ops_oldest: float | None = None  # seconds the oldest slow op has been blocked
     osd_flags: tuple[str, ...] = ()
     osdmap_epoch: int | None = None
     require_min_compat_client: str | None = None  # "luminous", "reef", ...

@@ -92,7 +92,10 @@ def history(n: int, step: float = 10.0, edit: Callable[[Snapshot, int], Snapshot
     snap = base or lab_snapshot()
     out = []
     for i in range(n):
-        s = replace(snap, time=snap.time + i * step)
+        # Each source answered every poll, as live: its last answer moves with the time.
+        sources = {k: replace(h, last_success=h.last_success + i * step)
+                   if h.last_success is not None else h for k, h in snap.sources.items()}
+        s = replace(snap, time=snap.time + i * step, sources=sources)
         out.append(edit(s, i) if edit else s)
     return out
 

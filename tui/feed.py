@@ -10,6 +10,7 @@ with the same keys.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import deque
@@ -34,6 +35,68 @@ class Frame:
 
 def clock(t: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+# Which sources each part of a Snapshot comes from, by the names the sources give
+# themselves (collectors/*.py `name`); merged, the first that has a value wins, so a stale
+# one's old value can stand in a part another source keeps fresh.
+PART_SOURCES: dict[str, tuple[str, ...]] = {
+    "cluster": ("ceph", "prometheus"),
+    "osd": ("ceph", "prometheus"),  # up/in, latency, IOPS, PGs
+    "cores": ("host", "prometheus"),  # daemons' CPU, from this host or the exporters
+    "chunkserver": ("curve", "host"),
+    "curve": ("curve",),
+    "disks": ("host", "prometheus"),
+    "hosts": ("host",),
+}
+# Slack for a poll that takes a little longer than the last one did.
+LATE_SLACK = 0.5
+
+
+def poll_interval(frame: Frame) -> float:
+    """The time between snapshots, as the frame's history shows it (live or replayed)."""
+    times = [x.time for x in frame.history[-6:]]
+    gaps = sorted(b - a for a, b in itertools.pairwise(times) if b > a)
+    return gaps[len(gaps) // 2] if gaps else 1.0
+
+
+def stale_sources(frame: Frame) -> dict[str, float]:
+    """Sources whose figures in this frame are not current: name -> their age in seconds.
+
+    A source is stale once it has missed a poll: its last good answer is older than one
+    interval (or its own last poll's duration, if longer) plus one more interval. That
+    is sooner than the hub's verdict (a failed poll, or one hung past the timeout), which
+    counts too. In a replay the recorded times say the same.
+    """
+    s = frame.snapshot
+    if not s.sources:
+        return {}
+    interval = poll_interval(frame)
+    out = {}
+    for name, h in s.sources.items():
+        if h.last_success is None:
+            continue  # nothing from it is shown: there is nothing to mark
+        age = max(0.0, s.time - h.last_success)
+        due = interval + max(interval, h.poll_seconds or 0.0) + LATE_SLACK
+        if h.stale or age > due:
+            out[name] = age
+    return out
+
+
+def stale_part(frame: Frame, part: str, stale: dict[str, float] | None = None) -> float | None:
+    """How old the figures of `part` ("cluster", "osd", "disks", ...) may be when a source
+    that feeds it is stale; None when every source feeding it is current."""
+    stale = stale_sources(frame) if stale is None else stale
+    ages = [stale[n] for n in PART_SOURCES.get(part, ()) if n in stale]
+    return max(ages) if ages else None
+
+
+def age_text(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 class Scrollback:

@@ -307,7 +307,7 @@ def test_the_fast_osd_maker_makes_the_daemon_init_would() -> None:
     kw = dict(id="osd.7", host="stor-1", devices=("nvme0n1",), up=True, in_=False,
               objectstore="bluestore", device_class="ssd", read_iops=1.5, write_iops=None,
               read_bps=3.0, write_bps=4.0, commit_latency=0.002, apply_latency=None, pgs=101,
-              primary_pgs=33, utilization=0.5, has_slow_ops=None)
+              primary_pgs=33, utilization=0.5, has_slow_ops=None, down_since=None)
     made, init = _make_osd(**kw), Daemon(kind="osd", **kw)
     assert type(made) is Daemon and made == init and hash(made) == hash(init)
     assert [getattr(made, f.name) for f in dataclasses.fields(Daemon)] == \
