@@ -139,3 +139,32 @@ def test_overview_snapshot(snap_compare, case: str, size: tuple[int, int]) -> No
              "ceph_stale": lambda: missed_polls(replayed(70), "ceph", 12)}[case]()
     app = StormdeckApp(StaticFeed([frame]), cluster_name="lab")
     assert snap_compare(app, press=["1"], terminal_size=size)
+
+
+@pytest.mark.asyncio
+async def test_the_tables_strike_a_late_sources_figures() -> None:
+    from stormdeck.tui.views import DaemonTable, DiskTable, LatencyTable
+
+    fresh = replayed(70)
+    late = missed_polls(missed_polls(fresh, "ceph", 12), "host", 5)
+    app = StormdeckApp(StaticFeed([fresh, late]), cluster_name="lab")
+    async with app.run_test(size=(160, 48)) as pilot:
+        for key, kind in (("2", DaemonTable), ("4", LatencyTable), ("5", DiskTable)):
+            await pilot.press(key)
+            await pilot.pause(0.1)
+            table = app.query_one(kind)
+            row = table.keys[0]
+            cells = table.row_cells(row)
+            # On the cell's own style, which is what the table draws.
+            assert all("strike" in str(c.style) for c in cells), kind
+        daemons = app.query_one(DaemonTable)
+        assert "STALE: ceph last answered 12 s ago" in str(daemons.border_title)
+        assert "host last answered 5 s ago" in str(daemons.border_title)
+        # The frame before, all current: nothing struck, no note.
+        await pilot.press("2")
+        app.feed.step(-1)
+        await pilot.pause(0.2)
+        assert app.frame.snapshot.time == fresh.snapshot.time
+        row = daemons.keys[0]
+        assert not any("strike" in str(c.style) for c in daemons.row_cells(row))
+        assert not daemons.border_title
