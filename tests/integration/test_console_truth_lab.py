@@ -21,6 +21,7 @@ from stormdeck.tui.feed import Feed, Frame
 from stormdeck.tui.views import Overview
 
 from tests.conftest import LabCluster, eventually
+from tests.integration.test_change_faults import mon_command
 from tests.unit.test_tui import until
 
 pytestmark = pytest.mark.integration
@@ -70,14 +71,28 @@ def healthy_after(lab_cluster: LabCluster) -> Iterator[LabCluster]:
         src.close()
 
 
+@pytest.fixture
+def with_pgs(healthy_after: LabCluster) -> Iterator[LabCluster]:
+    """A pool of 32 PGs: about a third have the stopped OSD as their primary, and go stale."""
+    lab = healthy_after
+    mon_command(lab, "osd pool create", pool="truth", pg_num=32, pgp_num=32)
+    try:
+        yield lab
+    finally:
+        mon_command(lab, "config set", who="mon", name="mon_allow_pool_delete", value="true")
+        mon_command(lab, "osd pool rm", pool="truth", pool2="truth",
+                    yes_i_really_really_mean_it=True)
+
+
 @pytest.mark.asyncio
 async def test_an_osd_stopped_is_named_and_its_pgs_counted_within_a_poll(
-        healthy_after: LabCluster) -> None:
-    lab = healthy_after
+        with_pgs: LabCluster) -> None:
+    lab = with_pgs
     app = console(lab)
     async with app.run_test(size=(160, 48)) as pilot:
         await until(pilot, lambda: app.frame is not None and app.frame.snapshot.cluster
-                    is not None and app.frame.snapshot.cluster.pgs_not_clean == 0, 120)
+                    is not None and (app.frame.snapshot.cluster.num_pgs or 0) >= 33
+                    and app.frame.snapshot.cluster.pgs_not_clean == 0, 180)
         host = app.frame.snapshot.daemons[OSD].host
         assert host
         assert lab.cli("lab", "stop", OSD).rc == 0
