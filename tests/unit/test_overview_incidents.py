@@ -168,3 +168,38 @@ async def test_the_tables_strike_a_late_sources_figures() -> None:
         row = daemons.keys[0]
         assert not any("strike" in str(c.style) for c in daemons.row_cells(row))
         assert not daemons.border_title
+
+
+@pytest.mark.asyncio
+async def test_in_replay_the_headline_counts_the_stale_pgs() -> None:
+    from stormdeck.advisors.session import RecordedJournal
+    from stormdeck.tui.feed import ReplayFeed
+
+    rec = Recording(DEMO)
+    feed = ReplayFeed(Recording(DEMO), Engine, speed=1, start=rec.start + 70)
+    app = StormdeckApp(feed, journal=RecordedJournal(DEMO), read_only=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("p")
+        await pilot.pause(0.3)
+        assert app.frame.snapshot.time == pytest.approx(rec.start + 70, abs=1.5)
+        text = app.query_one(Overview).text.plain
+        assert "not active+clean 98" in text and "98 stale+active+clean" in text
+        assert "down  osd.1 on vm since" in text
+    rec.close()
+
+
+def test_the_report_of_the_demo_starts_when_the_first_pg_went_stale() -> None:
+    import json
+
+    from tests.conftest import run_cli
+
+    rec = Recording(DEMO)
+    first_stale = next(s.time for s in rec.snapshots() if s.cluster is not None
+                       and any("stale" in k for k in s.cluster.pg_states))
+    rec.close()
+    # From +60 s: the storm pool's 256 PGs were unknown for 4 s at +44 s, an incident of its own.
+    res = run_cli("report", str(DEMO), "--json", "--from", "+60")
+    assert res.rc == 0, res.err
+    r = json.loads(res.out)
+    assert r["not_clean_from"] == pytest.approx(first_stale, abs=0.01)
+    assert r["peaks"]["stale"]["count"] == 98
