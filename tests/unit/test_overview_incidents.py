@@ -203,3 +203,12 @@ def test_the_report_of_the_demo_starts_when_the_first_pg_went_stale() -> None:
     r = json.loads(res.out)
     assert r["not_clean_from"] == pytest.approx(first_stale, abs=0.01)
     assert r["peaks"]["stale"]["count"] == 98
+
+
+def test_with_prometheus_counts_only_the_harmful_parts_are_listed() -> None:
+    frame = replayed(70)
+    c = Cluster(num_pgs=289, pg_flags={"active": 289, "clean": 289, "stale": 98,
+                                       "scrubbing": 4})
+    frame = replace(frame, snapshot=replace(frame.snapshot, cluster=c))
+    text = text_of(frame)
+    assert "not active+clean 98" in text and "98 stale" in text and "scrubbing" not in text

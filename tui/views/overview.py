@@ -121,6 +121,11 @@ class Overview(FrameText):
         out.append(f"not active+clean {num(unhealthy)}", style="bold red" if unhealthy else "")
         out.append(f"   {sp(lambda x: x.cluster.pgs_not_clean if x.cluster else None)}\n")
         bad = c.pgs_by_problem()
+        if not c.pg_states:
+            # Per-part counts only (Prometheus): the harmful parts, each on its own line.
+            bad = {w: n for w, n in sorted(c.pg_flags.items(), key=lambda kv: -kv[1])
+                   if n and w in pgstate.PARTS and w not in pgstate.HEALTHY_CORE
+                   and w not in pgstate.HARMLESS}
         for state, n in list(bad.items())[:NAMED]:
             serving = not (pgstate.parts(state) & pgstate.NOT_SERVING)
             out.append_text(t(f"  {n:>6} {state}", "yellow" if serving else "bold red"))
@@ -218,7 +223,10 @@ def _slow_text(daemons: Sequence[str], oldest: float | None, s: Snapshot) -> str
     named = []
     for name in daemons[:NAMED]:
         d = s.daemons.get(name)
-        named.append(f"{name} ({d.host})" if d is not None and d.host else name)
+        where = [x for x in (d.host if d else None,
+                             f"{d.pgs} PGs" if d is not None and d.pgs is not None else None)
+                 if x]
+        named.append(f"{name} ({', '.join(where)})" if where else name)
     more = f" and {len(daemons) - NAMED} more" if len(daemons) > NAMED else ""
     age = f", oldest blocked {oldest:.0f} s" if oldest is not None else ""
     return f" on {', '.join(named) or 'unnamed daemons'}{more}{age}"
