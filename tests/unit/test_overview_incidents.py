@@ -212,3 +212,19 @@ def test_with_prometheus_counts_only_the_harmful_parts_are_listed() -> None:
     frame = replace(frame, snapshot=replace(frame.snapshot, cluster=c))
     text = text_of(frame)
     assert "not active+clean 98" in text and "98 stale" in text and "scrubbing" not in text
+
+
+def test_triage_counts_the_stale_pgs_in_red_and_marks_a_late_source() -> None:
+    from stormdeck.tui.views import Triage
+
+    rendered = Triage().render_frame(replayed(70))
+    line = next(x for x in rendered.plain.splitlines() if x.strip().startswith("unhealthy"))
+    assert line.split()[1] == "98"
+    stale = next(x for x in rendered.plain.splitlines() if x.strip().startswith("stale"))
+    assert stale.split()[1] == "98"
+    start = rendered.plain.index(stale)
+    assert any(s.start <= start < s.end and str(s.style) == "bold red" for s in rendered.spans)
+    late = Triage().render_frame(missed_polls(replayed(70), "ceph", 12))
+    assert "STALE: the cluster's figures are 12 s old" in late.plain
+    start = late.plain.index("unhealthy")
+    assert any(s.start <= start < s.end and "strike" in str(s.style) for s in late.spans)
