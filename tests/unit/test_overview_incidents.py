@@ -228,3 +228,16 @@ def test_triage_counts_the_stale_pgs_in_red_and_marks_a_late_source() -> None:
     assert "STALE: the cluster's figures are 12 s old" in late.plain
     start = late.plain.index("unhealthy")
     assert any(s.start <= start < s.end and "strike" in str(s.style) for s in late.spans)
+
+
+def test_every_bad_state_is_red_and_bold_where_it_serves_no_io() -> None:
+    frame = replayed(70)
+    states = {"active+clean": 200, "active+undersized+degraded": 60, "peering": 29}
+    c = replace(frame.snapshot.cluster, pg_states=states, num_pgs=289)
+    rendered = Overview().render_frame(replace(frame, snapshot=replace(frame.snapshot,
+                                                                       cluster=c)))
+    styles = {rendered.plain[span.start:span.end].strip(): str(span.style)
+              for span in rendered.spans}
+    assert styles["60 active+undersized+degraded"] == "red"
+    assert styles["29 peering"] == "bold red"
+    assert "active+clean\n" not in rendered.plain.split("not active+clean")[1]

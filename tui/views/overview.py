@@ -129,11 +129,12 @@ class Overview(FrameText):
                    and w not in pgstate.HARMLESS}
         for state, n in list(bad.items())[:NAMED]:
             serving = not (pgstate.parts(state) & pgstate.NOT_SERVING)
-            out.append_text(t(f"  {n:>6} {state}", "yellow" if serving else "bold red"))
+            # Every bad state red; bold where the PGs serve no IO (stale, peering, down...).
+            out.append_text(t(f"  {n:>6} {state}", "red" if serving else "bold red"))
             out.append("\n")
         if len(bad) > NAMED:
             out.append(f"  {sum(list(bad.values())[NAMED:]):>6} in {len(bad) - NAMED} other "
-                       "states\n", style="yellow")
+                       "states\n", style="red")
         if c.num_osds is not None:
             out.append(f"osds    {num(c.num_osds)}   up {num(c.num_up_osds)}   "
                        f"in {num(c.num_in_osds)}\n")
