@@ -241,3 +241,19 @@ def test_every_bad_state_is_red_and_bold_where_it_serves_no_io() -> None:
     assert styles["60 active+undersized+degraded"] == "red"
     assert styles["29 peering"] == "bold red"
     assert "active+clean\n" not in rendered.plain.split("not active+clean")[1]
+
+
+def test_cluster_text_in_the_incident_lines_is_inert() -> None:
+    from tests.unit.test_tui import EVIL
+
+    frame = replayed(70)
+    s = frame.snapshot
+    daemons = {**s.daemons, "osd.1": replace(s.daemons["osd.1"], host=EVIL)}
+    c = replace(s.cluster, pg_states={"active+clean": 191, EVIL: 98}, slow_ops=1,
+                slow_ops_daemons=("osd.1",))
+    rendered = Overview().render_frame(replace(frame, snapshot=replace(
+        s, daemons=daemons, cluster=c)))
+    # Shown as the characters they are: no markup parsed, control characters escaped.
+    assert "down  osd.1 on [bold red]x[/] \\x1b[31mred\\x1b[0m since" in rendered.plain
+    assert "98 [bold red]x[/]" in rendered.plain
+    assert "\x1b" not in rendered.plain
