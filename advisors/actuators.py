@@ -144,9 +144,14 @@ class Actuator:
         raise NotImplementedError
 
     def inverse(self, c: Change, before: str | None) -> Change:
-        """The change that puts `before` back, with its exact command."""
+        """The change that puts `before` back, with its exact command. The forward change's
+        note spoke of the way there (e.g. "PGs split"), not of the way back."""
         return replace(c, current=c.proposed, proposed=before or "unset",
-                       command=self.inverse_command(c, before))
+                       command=self.inverse_command(c, before),
+                       note=self.inverse_note(c, before))
+
+    def inverse_note(self, c: Change, before: str | None) -> str:
+        return f"undo: puts back {before if before is not None else 'unset'}"
 
     def phrase(self, c: Change) -> str | None:
         """What the operator must type for this change, when a generic phrase is too weak."""
@@ -386,6 +391,16 @@ class PoolSet(Actuator):
 
     def inverse_command(self, c: Change, before: str | None) -> str:
         return f"ceph osd pool set {c.target} {c.key} {before}"
+
+    def inverse_note(self, c: Change, before: str | None) -> str:
+        if c.key in self.CONVERGING and before is not None:
+            try:
+                fewer = float(before) < float(c.proposed)
+            except ValueError:
+                return super().inverse_note(c, before)
+            return (f"undo: moves data: PGs {'merge' if fewer else 'split'} back to {before} "
+                    "in the background, a step at a time")
+        return super().inverse_note(c, before)
 
     def phrase(self, c: Change) -> str | None:
         # An irreversible pool change is confirmed by typing the pool's name.

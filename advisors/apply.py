@@ -21,7 +21,7 @@ from typing import Any
 from stormdeck.advisors.actuators import Backends, actuator, same
 from stormdeck.advisors.ceph_admin import CephAdmin, Refused
 from stormdeck.advisors.journal import Entry, Journal, JournalError
-from stormdeck.advisors.lock import writer
+from stormdeck.advisors.lock import Busy, writer
 from stormdeck.advisors.model import Change
 from stormdeck.advisors.plan import Plan, validate_change
 from stormdeck.base.errors import UserError
@@ -209,6 +209,28 @@ class Executor:
             else:
                 return entry
         return self.journal.find(entry.id)
+
+    def refresh_open(self, entries: list[Entry] | None = None) -> int:
+        """Read again every open entry (unknown, incomplete, converging) of this cluster and
+        journal what is now known; how many were settled. Skipped (0) while another
+        stormdeck holds the lock: it is changing things and will end its own entries."""
+        ceph = self.backends.ceph
+        fsid = ceph.fsid() if ceph is not None else None
+        todo = [e for e in (entries if entries is not None else self.journal.entries(last=200))
+                if (e.made is None or e.status == "pending") and not e.undone_by
+                and (e.cluster is None or e.cluster == fsid)
+                and (ceph is not None or not actuator(e.change.kind).needs_ceph)]
+        if not todo:
+            return 0
+        try:
+            with self._lock("reading open journal entries again"):
+                settled = 0
+                for e in todo:
+                    now = self.refresh(self.journal.find(e.id))
+                    settled += now.status != e.status
+                return settled
+        except Busy:
+            return 0
 
     # -- undo --
 

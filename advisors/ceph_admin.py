@@ -38,10 +38,12 @@ class CephAdmin:
         return self._send("mgr", prefix, args)
 
     def _send(self, target: str, prefix: str, args: dict[str, Any]) -> Any:
-        from stormdeck.collectors.ceph import CommandError, NoAnswer
+        from stormdeck.collectors.ceph import CommandError, ConnectError, NoAnswer
 
         try:
             out = self.connection.command(target, {"prefix": prefix, **args})
+        except ConnectError as exc:  # never reached Ceph: it refused nothing
+            raise Unanswered(str(exc)) from None
         except NoAnswer as exc:
             raise Unanswered(f"Ceph did not answer `{prefix}`: {exc}") from None
         except CommandError as exc:

@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
+import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
+from stormdeck.advisors.lock import Busy, writer
 from stormdeck.advisors.model import Finding, Severity
 from stormdeck.base.errors import UserError
+from stormdeck.base.text import printable
 
 MAX_TTL = 30 * 86400.0
 WORSEN = 1.25  # badness this many times the muted value counts as worse
+# Clocks of hosts sharing a home directory (NFS) drift a little: a mute made a minute
+# "ahead" is theirs, not a forgery.
+SKEW = 300.0
+# What stormdeck itself writes: a file bigger than this was not.
+MAX_BYTES = 4 * 1024 * 1024
+# A mute is a moment's judgement: waiting longer than this for another writer (an apply
+# that follows a pg_num merge holds the lock for minutes) is refused with the reason.
+WAIT = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,34 +42,97 @@ class Mute:
 
 
 class MuteStore:
-    """Mutes in a JSON file, rewritten atomically; a TTL is required, as Ceph's mutes allow."""
+    """Mutes in a JSON file, rewritten atomically; a TTL is required, as Ceph's mutes allow.
 
-    def __init__(self, path: Path) -> None:
+    Every change is a read-modify-write under the state directory's writer lock, the file
+    read again under the lock: two `stormdeck mute` at once both land. The file is
+    checked whole as it is read: a mute stormdeck would never have written (an `until` of
+    1e300, NaN, a string, a mute made in the future) is refused, never obeyed.
+    """
+
+    def __init__(self, path: Path, wait: float = WAIT,
+                 clock: Callable[[], float] = time.time) -> None:
         self.path = path
+        self.wait = wait
+        self.clock = clock  # what "now" is when a file is checked (a replay's time in tests)
         self._mutes = self._load()
+
+    # -- reading --
 
     def _load(self) -> dict[tuple[str, str], Mute]:
         try:
-            raw = json.loads(self.path.read_text())
-            return {(m["rule"], m["target"]): Mute(**m) for m in raw["mutes"]}
+            with open(self.path, "rb") as f:
+                data = f.read(MAX_BYTES + 1)
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise UserError(f"{self.path} is not a mutes file stormdeck can read ({exc}); "
-                            "move it away to start afresh") from None
+        except OSError as exc:
+            raise UserError(f"cannot read the mutes file {self.path}: {exc.strerror}") from None
+        if len(data) > MAX_BYTES:
+            raise UserError(f"{self.path} is over {MAX_BYTES // 2**20} MiB: not a mutes file "
+                            "stormdeck wrote; move it away to start afresh")
+        try:
+            raw = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise UserError(f"{self.path} is not a mutes file stormdeck can read "
+                            f"({printable(str(exc), 120)}); move it away to start "
+                            "afresh") from None
+        if not isinstance(raw, dict) or not isinstance(raw.get("mutes"), list) or \
+                raw.get("version") != 1:
+            raise UserError(f"{self.path} is not a mutes file stormdeck can read (no "
+                            "version 1 and list of mutes); move it away to start afresh")
+        now = self.clock()
+        out = {}
+        for i, entry in enumerate(raw["mutes"]):
+            mute = _checked(entry, now, lambda why, i=i: UserError(
+                f"{self.path}: mute {i + 1} is refused: {why}; fix or delete that entry (or "
+                "move the file away): stormdeck never wrote it"))
+            out[(mute.rule, mute.target)] = mute
+        return out
 
-    def _save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump({"version": 1, "mutes": [asdict(m) for m in self._mutes.values()]}, f,
-                      indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+    # -- writing --
+
+    def _change(self, what: str, edit: Callable[[dict[tuple[str, str], Mute]], Any],
+                wait: float | None = None) -> Any:
+        """Under the lock: read the file again, edit, write it whole; edit's result."""
+        with writer(self.path.parent, what, self.wait if wait is None else wait):
+            mutes = self._load()
+            result = edit(mutes)
+            self._save(mutes)
+            self._mutes = mutes
+            return result
+
+    def _save(self, mutes: dict[tuple[str, str], Mute]) -> None:
+        """Atomically: a temp file of our own beside it (two writers never share one),
+        fsync'd, then renamed; a full disk leaves the old file as it was."""
+        text = json.dumps({"version": 1, "mutes": [asdict(m) for m in mutes.values()]},
+                          indent=1, allow_nan=False).encode()
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.",
+                                   suffix=".tmp")  # 0600, as every state file
+        try:
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(text)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, self.path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        except OSError as exc:
+            raise UserError(f"cannot save the mutes in {self.path} ({exc.strerror}); nothing "
+                            "was changed: the mutes file is as it was") from None
+        with contextlib.suppress(OSError):  # the rename made durable; a courtesy
+            dfd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+
+    # -- the store --
 
     def list(self, now: float | None = None) -> list[Mute]:
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
         return [m for m in self._mutes.values() if m.until > now]
 
     def add(self, finding: Finding, ttl: float, badness: float = 0.0, all_targets: bool = False,
@@ -62,19 +140,25 @@ class MuteStore:
         if not 0 < ttl <= MAX_TTL:
             raise UserError(f"a mute needs a time to live between 1 s and {MAX_TTL / 86400:g} "
                             f"days, not {ttl:g} s")
-        now = time.time() if now is None else now
+        if not math.isfinite(badness):
+            badness = 0.0  # a rule's badness of inf or NaN: any worsening lifts it
+        now = self.clock() if now is None else now
         mute = Mute(finding.rule, "*" if all_targets else finding.target, now + ttl, now,
                     int(finding.severity), badness, reason)
-        self._mutes = {k: m for k, m in self._mutes.items() if m.until > now}
-        self._mutes[(mute.rule, mute.target)] = mute
-        self._save()
-        return mute
+
+        def edit(mutes: dict[tuple[str, str], Mute]) -> Mute:
+            for key in [k for k, m in mutes.items() if m.until <= now]:
+                del mutes[key]
+            mutes[(mute.rule, mute.target)] = mute
+            return mute
+
+        return self._change(f"muting {mute.rule}", edit)
 
     def remove(self, rule: str, target: str) -> bool:
-        gone = self._mutes.pop((rule, target), None)
-        if gone is not None:
-            self._save()
-        return gone is not None
+        if (rule, target) not in self._load():
+            return False
+        return bool(self._change(f"unmuting {rule}",
+                                 lambda mutes: mutes.pop((rule, target), None) is not None))
 
     def judge(self, finding: Finding, badness: float,
               now: float) -> tuple[Mute | None, str | None]:
@@ -86,8 +170,57 @@ class MuteStore:
         worse = badness > mute.badness * WORSEN if mute.badness > 0 else badness > mute.badness
         if worse_sev or worse:
             self._mutes.pop((mute.rule, mute.target), None)
-            self._save()
+            key = (mute.rule, mute.target)
+            # Only the mute judged, and only if it is still the one judged: another
+            # process may have renewed it meanwhile. Busy or a full disk: the finding is
+            # shown unmuted here all the same, and the next judge lifts it from the file.
+            with contextlib.suppress(Busy, UserError):
+                self._change(f"lifting the mute of {mute.rule}",
+                             lambda mutes: mutes.pop(key, None) if mutes.get(key) == mute
+                             else None, wait=0.0)
             what = (f"severity rose to {Severity(int(finding.severity))}" if worse_sev
                     else f"it grew worse ({badness:g} against {mute.badness:g} when muted)")
             return None, f"unmuted: {what}"
         return mute, None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _checked(entry: Any, now: float, refuse: Callable[[str], UserError]) -> Mute:
+    """One mute as stormdeck would have written it, or the reason it could not be."""
+    if not isinstance(entry, dict):
+        raise refuse("it is not an object")
+    known = set(Mute.__dataclass_fields__)
+    unknown = sorted(set(entry) - known)
+    if unknown:
+        raise refuse(f"it has an unknown field {printable(unknown[0], 40)!r}")
+    for name in ("rule", "target"):
+        value = entry.get(name)
+        if not isinstance(value, str) or not value or len(value) > 200:
+            raise refuse(f"its {name} is not a name")
+    if not isinstance(entry.get("reason", ""), str):
+        raise refuse("its reason is not text")
+
+    def number(name: str) -> float:
+        value = entry.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not math.isfinite(value):
+            raise refuse(f"its {name} {printable(repr(value), 40)} is not a finite number")
+        return float(value)
+
+    created, until, badness = number("created"), number("until"), number("badness")
+    severity = entry.get("severity")
+    if isinstance(severity, bool) or severity not in {int(s) for s in Severity}:
+        raise refuse(f"its severity {printable(repr(severity), 40)} is not 1, 2 or 3")
+    if created <= 0 or created > now + SKEW:
+        when = "in the future" if created > now else "at or before 1970"
+        raise refuse(f"it was created at {created:.15g}, {when}")
+    if not created < until <= created + MAX_TTL + 1:
+        raise refuse(f"its until {until:.15g} is not within {MAX_TTL / 86400:g} days after "
+                     "it was made")
+    if badness < 0:
+        raise refuse(f"its badness {badness:g} is below 0")
+    return Mute(entry["rule"], entry["target"], until, created, int(severity), badness,
+                entry.get("reason", ""))

@@ -23,6 +23,7 @@ from typing import Any
 from stormdeck.advisors.actuators import ACTUATORS, RANK
 from stormdeck.advisors.model import Change, Finding
 from stormdeck.base.errors import UserError
+from stormdeck.base.files import read_bytes
 from stormdeck.base.text import printable
 
 PLAN_VERSION = 1
@@ -85,6 +86,8 @@ class Plan:
             phrase = act.phrase(c) if act else None
             if phrase:
                 return phrase
+        if self.id.startswith("undo-"):  # the console's review of an undo
+            return f"undo {self.id.removeprefix('undo-')}"
         return f"apply {self.rule}"
 
     def to_json(self) -> str:
@@ -103,18 +106,11 @@ class Plan:
 
     @classmethod
     def load(cls, path: Path) -> Plan:
-        try:
-            with open(path, "rb") as f:
-                # At most one byte past the limit: /dev/zero or a huge file is refused at
-                # once, without reading it whole.
-                data = f.read(MAX_BYTES + 1)
-        except FileNotFoundError:
-            raise UserError(f"no such plan file: {path}") from None
-        except OSError as exc:
-            raise UserError(f"cannot read the plan {path}: {exc.strerror}") from None
-        if len(data) > MAX_BYTES:
-            raise UserError(f"{path} is over {MAX_BYTES // 1024} KiB, far more than a plan: "
-                            "refused")
+        if not os.path.lexists(path):
+            raise UserError(f"no such plan file: {printable(str(path))}")
+        # A regular file only (a FIFO would hang the open, /dev/zero never end), read to at
+        # most one byte past the limit: a huge file is refused without reading it whole.
+        data = read_bytes(path, MAX_BYTES)
         try:
             raw = json.loads(data.decode("utf-8"))
         except (ValueError, RecursionError) as exc:

@@ -12,7 +12,7 @@ from typing import Any
 
 from stormdeck.advisors.lock import secure_dir
 from stormdeck.advisors.model import Finding, Severity
-from stormdeck.advisors.timeline import Event, flapping, pg_classes
+from stormdeck.advisors.timeline import Event, answered_at, flapping, pg_classes, source_out
 from stormdeck.base.secrets import write_private
 from stormdeck.base.text import printable
 from stormdeck.collectors.model import Snapshot
@@ -45,6 +45,10 @@ class Report:
     flapping: dict[str, int]
     findings: list[dict[str, Any]]
     changes: list[dict[str, Any]] = field(default_factory=list)
+    # Sources that stopped answering: {"source", "start", "end" (None: still out at the
+    # window's end), "seconds", "error"}. What the report shows of that time is stale.
+    outages: list[dict[str, Any]] = field(default_factory=list)
+    pg_data: bool = True  # did any snapshot carry PG states at all?
 
 
 def build(steps: Iterable[tuple[Snapshot, Sequence[Finding]]], events: Iterable[Event],
@@ -52,6 +56,9 @@ def build(steps: Iterable[tuple[Snapshot, Sequence[Finding]]], events: Iterable[
           start: float | None = None, end: float | None = None) -> Report:
     """`steps` in time order; only those between `start` and `end` (epoch seconds) count."""
     rows: list[tuple[float, dict[str, int]]] = []
+    gaps: list[tuple[str, ...]] = []  # per row: the sources out in that snapshot
+    outages: list[dict[str, Any]] = []
+    open_: dict[str, dict[str, Any]] = {}
     seen: dict[tuple[str, str], _Seen] = {}
     first: Snapshot | None = None
     last: Snapshot | None = None
@@ -63,6 +70,20 @@ def build(steps: Iterable[tuple[Snapshot, Sequence[Finding]]], events: Iterable[
         first = first or snap
         last = snap
         rows.append((snap.time, pg_classes(snap.cluster)))
+        out = tuple(sorted(n for n, h in snap.sources.items() if source_out(h)))
+        gaps.append(out)
+        for name, h in snap.sources.items():
+            o = open_.get(name)
+            if name in out and o is None:
+                o = open_[name] = {"source": name, "start": answered_at(h, snap.time),
+                                   "end": None, "seconds": None, "error": h.error}
+                outages.append(o)
+            elif name in out:
+                o["error"] = h.error or o["error"]
+            elif o is not None:
+                o["end"] = max(o["start"], answered_at(h, snap.time))
+                o["seconds"] = round(o["end"] - o["start"], 1)
+                del open_[name]
         c = snap.cluster
         if c is not None and c.pgs_not_clean is not None:
             if c.pgs_not_clean > 0:
@@ -80,8 +101,12 @@ def build(steps: Iterable[tuple[Snapshot, Sequence[Finding]]], events: Iterable[
     if first is None or last is None:
         raise ValueError("no snapshot in the window")
     lo, hi = first.time, last.time
-    evs = [e for e in events if lo - 1 <= e.time <= hi + 1 or
-           (e.kind == "config" and e.time < lo)]
+    for o in open_.values():  # still out when the window ends: it lasted at least this
+        o["seconds"] = round(hi - o["start"], 1)
+    # An outage's start is its source's last answer, earlier than the snapshot that
+    # showed it: the events are put back in time order.
+    evs = sorted((e for e in events if lo - 1 <= e.time <= hi + 1 or
+                  (e.kind in ("config", "source") and e.time < lo)), key=lambda e: e.time)
     peaks: dict[str, dict[str, float]] = {}
     for t, classes in rows:
         for name, n in classes.items():
@@ -92,18 +117,22 @@ def build(steps: Iterable[tuple[Snapshot, Sequence[Finding]]], events: Iterable[
         cluster=first.cluster.fsid if first.cluster else None,
         health_start=first.cluster.health if first.cluster else None,
         health_end=last.cluster.health if last.cluster else None,
-        timeline=_slices(rows), peaks=peaks, not_clean_from=not_clean_from,
+        timeline=_slices(rows, gaps), peaks=peaks, not_clean_from=not_clean_from,
         clean_again_at=clean_again, events=evs,
         flapping=flapping(evs, hi, window=hi - lo + 1),
         findings=[_finding(s) for s in sorted(seen.values(), key=lambda s: (
             -s.worst, s.first_firing or 0, s.finding.rule)) if s.first_firing is not None],
-        changes=[_change(e) for e in changes if lo - 1 <= e.started <= hi + 1])
+        changes=[_change(e) for e in changes if lo - 1 <= e.started <= hi + 1],
+        outages=outages, pg_data=any(classes for _, classes in rows))
 
 
-def _slices(rows: list[tuple[float, dict[str, int]]]) -> list[dict[str, Any]]:
-    """At most TIMELINE_ROWS rows, each the worst of its slice: a short peak is not lost."""
+def _slices(rows: list[tuple[float, dict[str, int]]],
+            gaps: list[tuple[str, ...]] | None = None) -> list[dict[str, Any]]:
+    """At most TIMELINE_ROWS rows, each the worst of its slice: a short peak is not lost,
+    and neither is a short outage ("no_data": the sources out in any of its snapshots)."""
     if not rows:
         return []
+    gaps = gaps or [()] * len(rows)
     per = max(1, -(-len(rows) // TIMELINE_ROWS))
     out = []
     for i in range(0, len(rows), per):
@@ -112,6 +141,9 @@ def _slices(rows: list[tuple[float, dict[str, int]]]) -> list[dict[str, Any]]:
         for _, classes in chunk:
             for k, v in classes.items():
                 merged[k] = max(merged.get(k, 0), v)
+        missing = sorted({n for g in gaps[i:i + per] for n in g})
+        if missing:
+            merged["no_data"] = missing
         out.append(merged)
     return out
 
@@ -147,11 +179,22 @@ def to_markdown(r: Report) -> str:
            f"- Source: {md_text(r.source)}, {r.snapshots} snapshots over {r.end - r.start:.0f} s",
            f"- Cluster: {md_text(r.cluster or 'unknown')}; health {md_text(r.health_start)} at the "
            f"start, {md_text(r.health_end)} at the end"]
-    if r.not_clean_from is not None:
+    for o in r.outages:
+        span = (f"{_hms(o['start'])} to {_hms(o['end'])}" if o["end"] is not None
+                else f"{_hms(o['start'])} to the end of the window, at least")
+        why = f"; it said: {md_text(o['error'], 120)}" if o.get("error") else ""
+        out.append(f"- **Data gap**: {md_text(o['source'])} did not answer from {span} "
+                   f"({o['seconds']:.0f} s): what this report shows of that time is its last "
+                   f"answer, not the cluster then{why}")
+    if not r.pg_data:
+        out.append("- No PG states in this window (no Ceph source answered)")
+    elif r.not_clean_from is not None:
         back = (f"active+clean again at {_hms(r.clean_again_at)} "
                 f"({r.clean_again_at - r.not_clean_from:.0f} s)" if r.clean_again_at
                 else "not clean at the end of the window")
         out.append(f"- PGs not active+clean from {_hms(r.not_clean_from)}; {back}")
+    elif r.outages:  # a gap hides whatever happened in it
+        out.append("- Every PG stayed active+clean in what was seen (not in the gap above)")
     else:
         out.append("- Every PG stayed active+clean")
     worst = {k: v for k, v in r.peaks.items() if v["count"] > 0}
@@ -165,12 +208,15 @@ def to_markdown(r: Report) -> str:
     out.append(f"- Changes made through stormdeck: {len(r.changes)}")
     out += ["", "## PG states", ""]
     if r.timeline:
-        cols = [k for k in r.timeline[0] if k != "time"]
-        out.append("| time | " + " | ".join(cols) + " |")
-        out.append("|---|" + "---:|" * len(cols))
+        cols = [k for k in r.timeline[0] if k not in ("time", "no_data")]
+        gap = any("no_data" in row for row in r.timeline)
+        out.append("| time | " + " | ".join(cols) + (" | no data from |" if gap else " |"))
+        out.append("|---|" + "---:|" * len(cols) + ("---|" if gap else ""))
         for row in r.timeline:
             out.append(f"| {_hms(row['time'])} | "
-                       + " | ".join(str(row.get(k, 0)) for k in cols) + " |")
+                       + " | ".join(str(row.get(k, 0)) for k in cols)
+                       + (f" | {md_text(', '.join(row.get('no_data', ())))} |" if gap
+                          else " |"))
     out += ["", "## What happened", ""]
     if not r.events:
         out.append("Nothing: no OSD, health, flag, pool, config or map change.")

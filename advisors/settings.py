@@ -13,8 +13,11 @@ from stormdeck.advisors.lock import secure_dir
 from stormdeck.advisors.model import RuleSettings
 from stormdeck.advisors.rules import BY_ID
 from stormdeck.base.errors import UserError
+from stormdeck.base.files import FileMissing, read_text
+from stormdeck.base.text import printable
 
 ENGINE_KEYS = ("enabled", "for_seconds", "warmup_samples")
+RULES_LIMIT = 1 << 20  # a rules file is a few KiB; more is not one
 
 
 def config_dir() -> Path:
@@ -50,14 +53,15 @@ def load_settings(user_file: Path | None = None) -> dict[str, RuleSettings]:
     tables = defaults()
     path = user_file or user_rules_file()
     if path is not None:
+        shown = printable(str(path), 200)
         try:
-            user = tomllib.loads(path.read_text())
-        except FileNotFoundError:
-            raise UserError(f"no such rules file: {path}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UserError(f"cannot read {path}: {exc}") from None
+            user = tomllib.loads(read_text(path, RULES_LIMIT))
+        except FileMissing:
+            raise UserError(f"no such rules file: {shown}") from None
         except tomllib.TOMLDecodeError as exc:
-            raise UserError(f"{path} is not valid TOML: {exc}") from None
+            raise UserError(f"{shown} is not valid TOML: {exc}") from None
+        except RecursionError:  # tomllib recurses once per nesting level
+            raise UserError(f"{shown} is not valid TOML: nested too deeply") from None
         _merge(tables, user, path)
     return {rule_id: _settings(tables.get(rule_id, {})) for rule_id in BY_ID}
 

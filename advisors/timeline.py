@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from stormdeck.collectors.model import Cluster, Snapshot, disk_key
+from stormdeck.collectors.model import Cluster, Snapshot, SourceHealth, disk_key
 
 # The PG states an incident is read by (K3.7: peering blocks IO, recovery does not).
 PG_CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -34,10 +34,31 @@ INFO, WARN, ERR = 0, 1, 2
 class Event:
     time: float
     # "osd" | "health" | "flag" | "config" | "map" | "pool" | "slow" | "chunkserver" | "disk"
+    # | "source" (a source stopped answering, or answered again)
     kind: str
     target: str
     text: str
     level: int = INFO  # INFO, WARN, ERR: for colour and for the report
+
+
+def source_out(h: SourceHealth) -> bool:
+    """Is what this source shows not from now? Stale (its last poll failed or hangs: the
+    values are its last answer's), or it never answered. A poll that answered with some
+    commands failing is current, so not out."""
+    return h.stale or (not h.ok and h.last_success is None)
+
+
+def answered_at(h: SourceHealth, seen_at: float) -> float:
+    """When a source last answered, as a snapshot taken at `seen_at` says: where an
+    outage starts (its last answer before it) and ends (the answer that ended it)."""
+    last = h.last_success
+    return last if last is not None and last <= seen_at else seen_at
+
+
+def _clock(t: float) -> str:
+    import time
+
+    return time.strftime("%H:%M:%S", time.localtime(t))
 
 
 def pg_classes(c: Cluster | None) -> dict[str, int]:
@@ -59,6 +80,7 @@ class Timeline:
         self._prev: Snapshot | None = None
         self._config_seen: set[tuple[int, str]] = set()
         self._began: float | None = None
+        self._out_since: dict[str, float] = {}  # source -> when its data stopped
 
     def add(self, snap: Snapshot) -> list[Event]:
         new = list(self._changes(self._prev, snap))
@@ -68,18 +90,21 @@ class Timeline:
         return new
 
     def checkpoint(self) -> tuple:
-        return (tuple(self.events), self._prev, frozenset(self._config_seen), self._began)
+        return (tuple(self.events), self._prev, frozenset(self._config_seen), self._began,
+                dict(self._out_since))
 
     def restore(self, state: tuple) -> None:
-        events, self._prev, seen, self._began = state
+        events, self._prev, seen, self._began, out = state
         self.events = deque(events, maxlen=self.events.maxlen)
         self._config_seen = set(seen)
+        self._out_since = dict(out)
 
     def since(self, start: float, end: float | None = None) -> list[Event]:
         return [e for e in self.events if e.time >= start and (end is None or e.time <= end)]
 
     def _changes(self, a: Snapshot | None, b: Snapshot) -> Iterator[Event]:
         yield from self._config(b)
+        yield from self._sources(b)
         if a is None:
             return
         t = b.time
@@ -123,6 +148,23 @@ class Timeline:
             yield Event(t, "slow", d, f"slow ops on {d}", WARN)
         for d in sorted(sa - sb):
             yield Event(t, "slow", d, f"no more slow ops on {d}", INFO)
+
+    def _sources(self, b: Snapshot) -> Iterator[Event]:
+        """A source that stopped answering is a gap in the story: its start, and its end
+        with how long no data came (the values shown meanwhile were its last answer's)."""
+        for name, h in b.sources.items():
+            since = self._out_since.get(name)
+            if source_out(h) and since is None:
+                start = answered_at(h, b.time)
+                self._out_since[name] = start
+                why = f" ({h.error})" if h.error else ""
+                yield Event(start, "source", name, f"{name} stopped answering{why}: no data "
+                            f"from it after {_clock(start)}", WARN)
+            elif not source_out(h) and since is not None:
+                del self._out_since[name]
+                end = max(since, answered_at(h, b.time))
+                yield Event(end, "source", name, f"{name} answering again: no data from it "
+                            f"{_clock(since)} to {_clock(end)} ({end - since:.0f} s)", INFO)
 
     def _config(self, b: Snapshot) -> Iterator[Event]:
         c = b.cluster

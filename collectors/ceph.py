@@ -9,10 +9,12 @@ dump, OSD metadata) less often, and keeps the last good result of each.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import math
+import os
 import re
 import time
 from collections import Counter
@@ -61,6 +63,7 @@ WATCHED_OPTIONS = (
 )
 
 ENOENT = 2
+EPERM, EACCES, ETIMEDOUT = 1, 13, 110  # Linux errno values librados passes through
 
 
 class CommandError(Exception):
@@ -577,6 +580,54 @@ def _digest(raw: bytes) -> bytes:
     return hashlib.blake2b(raw, digest_size=16).digest()
 
 
+class ConnectError(NoAnswer):
+    """No connection was made: nothing was sent to the cluster."""
+
+
+def _keyrings(setting: str) -> list[str]:
+    # Ceph splits the keyring search list on commas, semicolons and spaces.
+    return [p for p in re.split(r"[,;\s]+", setting or "") if p]
+
+
+def connect_failure(cluster: Any, errno: int | None, client_name: str | None,
+                    timeout: float) -> str | None:
+    """What librados' bare errno on connect meant, in Ceph's own terms; None: unknown.
+
+    librados answers ENOENT ("object not found") both for a client that must use
+    cephx but has no keyring (it logs "no keyring found at ..., disabling cephx",
+    then has no way to authenticate) and for a conf that names no monitor.
+    """
+    def get(key: str) -> str:
+        try:
+            return str(cluster.conf_get(key) or "")
+        except Exception:  # an option this release does not know
+            return ""
+
+    who = client_name or "client.admin"
+    mons = get("mon_host")
+    if errno == ENOENT:
+        # In librados' order: the monitor map is built before any authentication.
+        if not mons.strip():
+            return ("the ceph.conf names no monitor (mon_host), and DNS SRV "
+                    f"({get('mon_dns_srv_name') or 'ceph-mon'}) found none")
+        auth = get("auth_client_required")
+        if "cephx" in auth and not get("key") and not get("keyfile"):
+            paths = _keyrings(get("keyring"))
+            if not any(os.path.isfile(p) for p in paths):
+                return (f"no keyring at {', '.join(paths) or '(none set)'}, and {who} must "
+                        f"authenticate with cephx (auth_client_required = {auth}): give -k "
+                        "KEYRING or set keyring in ceph.conf")
+        return None
+    if errno in (EACCES, EPERM):
+        paths = [p for p in _keyrings(get("keyring")) if os.path.isfile(p)]
+        return (f"access denied: the monitors at {mons} did not accept {who}'s key"
+                + (f" from {paths[0]}" if paths else "")
+                + " (is it the key `ceph auth get` shows for it?)")
+    if errno == ETIMEDOUT:
+        return f"no monitor answered at {mons or '(no mon_host)'} within {timeout:g} s"
+    return None
+
+
 class CephConnection:
     """One librados connection to a cluster: opened at the first command, closed on
     failure (the next command opens it again) and by close(). The source that reads
@@ -613,9 +664,16 @@ class CephConnection:
             # CEPH_ARGS over the conf file, as `ceph` and librados' own tools read it
             # (--mon-host, --keyring, ...); the client options in it were taken earlier.
             cluster.conf_parse_env()
+        except rados.Error as exc:
+            raise ConnectError(f"cannot connect to the Ceph cluster: {exc}") from None
+        try:
             cluster.connect(timeout=int(self.timeout))
         except rados.Error as exc:
-            raise NoAnswer(f"cannot connect to the Ceph cluster: {exc}") from None
+            why = connect_failure(cluster, getattr(exc, "errno", None), self.client_name,
+                                  self.timeout)
+            with contextlib.suppress(Exception):
+                cluster.shutdown()
+            raise ConnectError(f"cannot connect to the Ceph cluster: {why or exc}") from None
         return cluster
 
     def close(self) -> None:

@@ -157,13 +157,10 @@ def _value(sample: Mapping[str, Any]) -> float | None:
 
 def _secret(path: str) -> str:
     """A token or password from its file, without the newline editors add."""
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError as exc:
-        from stormdeck.base.errors import UserError
+    from stormdeck.base.files import read_text
 
-        raise UserError(f"cannot read {path}: {exc.strerror}", exit_code=3) from None
+    # A regular file of at most 64 KiB: a FIFO or /dev/zero named here must not hang.
+    return read_text(path, 64 << 10).strip()
 
 
 def _short(host: str) -> str:

@@ -20,13 +20,16 @@ deflate stream runs from one keyframe to the next, so what repeats between
 polls costs almost nothing, and a reader can start at any keyframe. Every
 frame is flushed to the file as it is written, so a crash loses at most the
 frame being written; a reader stops at a torn or corrupt frame and keeps what
-came before it. Floats are kept to 4 significant digits (a console shows 3),
-and those of 1e8 and more (epoch times, byte counts) to the millisecond or byte.
+came before it. A write that fails (a full disk) cuts the frame it tore and
+ends the recording there, on a whole frame. Floats are kept to 4 significant
+digits (a console shows 3), and those of 1e8 and more (epoch times, byte
+counts) to the millisecond or byte.
 """
 
 from __future__ import annotations
 
 import collections.abc
+import contextlib
 import dataclasses
 import enum
 import functools
@@ -52,6 +55,7 @@ _HEAD = struct.Struct(">cdII")
 KEYFRAME, DELTA, FINDINGS, JOURNAL = b"K", b"S", b"F", b"J"
 _KINDS = {KEYFRAME, DELTA, FINDINGS, JOURNAL}
 _MAX_PAYLOAD = 256 << 20  # a length beyond this is a torn header, not a frame
+_MAX_TIME = 1 << 34  # epoch seconds (year 2514): beyond it, or NaN, a damaged header
 
 
 # ---- values <-> JSON ------------------------------------------------------------
@@ -269,6 +273,14 @@ def _object(value: Any) -> dict[str, Any]:
 # ---- writing -----------------------------------------------------------------------
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    """os.write until all of `data` is written: a write may be short (a disk filling up),
+    and the next one then says why (ENOSPC)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 class Recorder:
     """Appends to a new recording; past `max_bytes` it starts afresh, keeping one older file
     as FILE.1, so a recording never takes more than twice `max_bytes` of disk."""
@@ -293,8 +305,15 @@ class Recorder:
         except OSError as exc:
             raise UserError(f"cannot create {self.path}: {exc.strerror}") from None
         header = {"format": FORMAT, "created": time.time(), **self.meta}
-        os.write(fd, MAGIC + json.dumps(header, separators=(",", ":")).encode() + b"\n")
+        try:
+            _write_all(fd, MAGIC + json.dumps(header, separators=(",", ":")).encode() + b"\n")
+        except OSError as exc:  # a full disk: a header alone is no recording
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            raise UserError(f"cannot create {self.path}: {exc.strerror}") from None
         self._fd = fd
+        self.snapshots = 0  # in this file (not its older part)
         self.size = len(MAGIC) + 1
         self._last: dict[str, Any] | None = None
         self._since_key = 0
@@ -309,10 +328,34 @@ class Recorder:
         data = self._zip.compress(json.dumps(obj, separators=(",", ":")).encode())
         data += self._zip.flush(zlib.Z_SYNC_FLUSH)
         assert self._fd is not None
-        os.write(self._fd, _HEAD.pack(kind, at, len(data), zlib.crc32(data)) + data)
+        whole = os.fstat(self._fd).st_size  # where this frame starts
+        try:
+            _write_all(self._fd, _HEAD.pack(kind, at, len(data), zlib.crc32(data)) + data)
+            if kind == KEYFRAME:
+                os.fsync(self._fd)
+        except OSError as exc:
+            self._stop_at(whole, at, exc)
         self.size += _HEAD.size + len(data)
-        if kind == KEYFRAME:
+
+    def _stop_at(self, whole: int, at: float, exc: OSError) -> None:
+        """A write failed (a full disk, a quota): cut the frame it tore, so the file ends
+        on a whole frame and replays to there, close it, and say what is kept."""
+        assert self._fd is not None
+        with contextlib.suppress(OSError):  # truncating frees space: it works on a full disk
+            os.ftruncate(self._fd, whole)
             os.fsync(self._fd)
+        os.close(self._fd)
+        self._fd = None
+        when = time.strftime("%H:%M:%S", time.localtime(at)) if 0 <= at < _MAX_TIME else "?"
+        older = f" (and the older part in {self.path}.1)" if self.rotations else ""
+        if self.snapshots == 0:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            raise UserError(f"cannot record to {self.path}: {exc.strerror} at {when}; nothing "
+                            f"was recorded in it{older}") from None
+        raise UserError(f"recording stopped at {when}: {exc.strerror} writing {self.path}; "
+                        f"the {self.snapshots} snapshot(s) recorded before it are kept and "
+                        f"readable{older}: stormdeck replay {self.path}") from None
 
     def add_snapshot(self, snap: Snapshot) -> None:
         if self._fd is None:
@@ -322,11 +365,13 @@ class Recorder:
         state = self._encoder.snapshot(snap)
         if self._last is None or self._since_key >= self.keyframe_every:
             self._frame(KEYFRAME, snap.time, {"s": state})
+            self.snapshots += 1
             self._since_key = 0
             # The new stream must stand alone: findings are repeated after a keyframe.
             self._findings_sig = None
         else:
             self._frame(DELTA, snap.time, {"d": diff(self._last, state)})
+            self.snapshots += 1
             self._since_key += 1
         self._last = state
 
@@ -388,10 +433,13 @@ class Recording:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        from stormdeck.base.files import FileMissing, open_regular
+
+        # A regular file only: a FIFO would hang the open, /dev/zero the scan.
         try:
-            self._file = open(self.path, "rb")  # noqa: SIM115 - held for the reader's life
-        except OSError as exc:
-            raise UserError(f"cannot open {self.path}: {exc.strerror}") from None
+            self._file = os.fdopen(open_regular(self.path), "rb")
+        except FileMissing:
+            raise UserError(f"cannot open {self.path}: no such file") from None
         self.header = self._read_header()
         self.frames: list[FrameInfo] = []
         self.torn: str | None = None  # why reading stopped early, if it did
@@ -409,7 +457,7 @@ class Recording:
         try:
             header = json.loads(line)
             version = int(header["format"])
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, OverflowError):
             raise UserError(f"{self.path}: the recording's header is damaged") from None
         if version > FORMAT:
             raise UserError(f"{self.path} is a recording of format {version}; this stormdeck "
@@ -429,7 +477,7 @@ class Recording:
                 self.torn = f"torn frame at byte {at}"
                 return
             kind, t, length, crc = _HEAD.unpack(head)
-            if kind not in _KINDS or length > _MAX_PAYLOAD:
+            if kind not in _KINDS or length > _MAX_PAYLOAD or not 0 <= t < _MAX_TIME:
                 self.torn = f"damaged frame at byte {at}"
                 return
             if not self.frames and kind != KEYFRAME:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Callable, Sequence
 
 from stormdeck import __version__
 from stormdeck.base.errors import UserError
+from stormdeck.base.text import printable
 from stormdeck.parsing import USAGE_ERROR, Parser
 
 Handler = Callable[[argparse.Namespace], int]
@@ -74,16 +76,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("stormdeck: interrupted", file=sys.stderr)
         return 130
     except PermissionError as exc:
-        print(f"stormdeck: permission denied: {exc.filename or exc}", file=sys.stderr)
+        print(f"stormdeck: permission denied: {printable(exc.filename or exc, 200)}",
+              file=sys.stderr)
         return USAGE_ERROR
     except BrokenPipeError:  # the reader went away (| head): nothing left to say
         return USAGE_ERROR
+    except OSError as exc:
+        # A path the user named that is not what it must be (a file where a directory
+        # goes, a missing directory), or a full or read-only disk: the user's to fix,
+        # and exit 70 would call it our bug. Without a path or such an errno it is ours.
+        if exc.filename is None and exc.errno not in _ENVIRONMENT:
+            return _internal(exc)
+        where = f"{printable(exc.filename, 200)}: " if exc.filename is not None else ""
+        print(f"stormdeck: {where}{(exc.strerror or str(exc)).lower()}", file=sys.stderr)
+        return USAGE_ERROR
     except Exception as exc:  # a bug of ours: still one sentence, the details on request
-        if os.environ.get("STORMDECK_DEBUG"):
-            raise
-        print(f"stormdeck: internal error: {type(exc).__name__}: {exc} (run again with "
-              "STORMDECK_DEBUG=1 for the details, and please report it)", file=sys.stderr)
-        return 70
+        return _internal(exc)
+
+
+# Faults of the machine, not of stormdeck: no space, no quota, a read-only filesystem.
+_ENVIRONMENT = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)
+
+
+def _internal(exc: Exception) -> int:
+    """A bug of ours: still one sentence, the details on request (exit 70)."""
+    if os.environ.get("STORMDECK_DEBUG"):
+        raise exc
+    print(f"stormdeck: internal error: {type(exc).__name__}: {printable(exc, 300)} (run "
+          "again with STORMDECK_DEBUG=1 for the details, and please report it)",
+          file=sys.stderr)
+    return 70
 
 
 if __name__ == "__main__":

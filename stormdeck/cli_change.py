@@ -42,7 +42,11 @@ def register(sub: Any) -> None:
                                          "line of it is damaged (the rest is still shown).")
     journal.add_argument("--last", type=int, metavar="N",
                          help="only the newest N entries (read from the end of the journal)")
+    journal.add_argument("--refresh", action="store_true",
+                         help="first read again, on the cluster, every entry whose outcome is "
+                              "open (unknown, incomplete, pending) and journal what is known")
     add_format_options(journal, "the entries")
+    add_source_options(journal)
     journal.set_defaults(handler=cmd_journal)
 
     undo = sub.add_parser("undo", help="undo one journaled change (the latest by default)",
@@ -124,9 +128,11 @@ def executor(args: argparse.Namespace, needs_ceph: bool, curve: Any = None) -> A
     """The Executor, with the sources' identity; used in a `with`, which closes its
     connection."""
     from stormdeck.advisors.apply import Executor
+    from stormdeck.config import held_read_only
 
     ceph = ceph_admin(args) if needs_ceph else None
-    return Executor(journal(), ceph=ceph, read_only=read_only(args),
+    # Also a read_only cluster of the config file this connection reached (by fsid).
+    return Executor(journal(), ceph=ceph, read_only=held_read_only(args, ceph),
                     curve_tool=[args.curve_tool], verify_seconds=args.verify_seconds,
                     curve_follow=curve, converge_seconds=args.converge_seconds,
                     wait=args.wait)
@@ -191,12 +197,20 @@ def one_finding(findings: list, rule_id: str, target: str | None):
 def cmd_plan(args: argparse.Namespace) -> int:
     from stormdeck.advisors.plan import plan_from_finding
 
+    # Where the plan goes is said wrong before the cluster is read, not after.
+    if args.output is not None and not args.output.parent.is_dir():
+        raise UserError(f"cannot write the plan to {printable(args.output, 200)}: no "
+                        "such directory")
     # A plan is made from what holds now: the rule's for-window does not apply.
     _, findings, snap = findings_now(args, args.rule, args.duration)
     finding = one_finding(findings, args.rule, args.target)
     plan = plan_from_finding(finding, snap.cluster.fsid if snap and snap.cluster else None)
     out = args.output or Path(f"plan-{plan.id}.json")
-    plan.save(out)
+    try:
+        plan.save(out)
+    except OSError as exc:  # a directory named, a full disk, no permission
+        raise UserError(f"cannot write the plan to {printable(out, 200)}: "
+                        f"{(exc.strerror or str(exc)).lower()}") from None
     print(review(plan))
     print(f"saved to {out}; apply it with: stormdeck apply {out}")
     return 0
@@ -283,6 +297,12 @@ def cmd_journal(args: argparse.Namespace) -> int:
     j = journal()
     if args.last is not None and args.last < 1:
         raise UserError(f"--last takes a positive number of entries, not {args.last}")
+    if args.refresh:
+        from stormdeck.advisors.apply import Executor
+
+        with Executor(j, ceph=ceph_admin(args)) as ex:
+            settled = ex.refresh_open(j.entries(last=args.last) if args.last else None)
+        print(f"read open entries again: {settled} settled", file=sys.stderr)
     entries = j.entries(last=args.last)
     damaged = [d for d in j.damaged if "last line is torn" not in d]
     if is_json(args):

@@ -3,8 +3,9 @@
 Exit 0: nothing firing above info; 1: warnings; 2: critical; 3: could not
 run (a usage error, an unreadable conf, no cluster, nothing collected), as
 monitoring plugins expect: a fault of the input never reads as a finding.
-Muted findings are shown as muted and do not count. The JSON output follows
-docs/check.schema.json.
+Muted findings are shown as muted and do not count, but the output always says how many
+there are and the exit code had none held ("muted" in JSON): a run green only because of
+its mutes is never silently green. The JSON output follows docs/check.schema.json.
 """
 
 from __future__ import annotations
@@ -75,11 +76,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     cluster = [s for n, s in snap.sources.items() if n in CLUSTER_SOURCES]
     collected = bool(cluster) and any(s.last_success for s in cluster)
     code = worst(findings) if collected else 3
+    muted = muted_summary(findings, code)
     if is_json(args):
-        dump(report(snap, findings, engine.errors, time.monotonic() - started, code), args,
-             allow_nan=False)
+        dump(report(snap, findings, engine.errors, time.monotonic() - started, code, muted),
+             args, allow_nan=False)
     else:
-        print(render(findings, engine.errors, snap))
+        print(render(findings, engine.errors, snap, muted))
     if not collected:
         errors = "; ".join(f"{s.name}: {s.error}" for s in cluster)
         print(f"stormdeck: could not read the cluster ({printable(errors, 400)})",
@@ -87,8 +89,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     return code
 
 
+def muted_summary(findings: list, code: int) -> dict[str, int]:
+    """How many findings a mute silenced, and the exit code had none held: a run green only
+    because of its mutes says so (mutes are judgement, allowed in read-only mode too)."""
+    from dataclasses import replace
+
+    from stormdeck.advisors.engine import worst
+
+    muted = [f for f in findings if f.muted]
+    unmuted = worst([replace(f, muted=False) for f in findings]) if code != 3 else 3
+    return {"count": len(muted), "exit_without_mutes": unmuted}
+
+
 def report(snap: Any, findings: list, errors: dict[str, str], duration: float,
-           code: int) -> dict[str, Any]:
+           code: int, muted: dict[str, int] | None = None) -> dict[str, Any]:
     from stormdeck.collectors.model import plain
 
     return {
@@ -96,6 +110,7 @@ def report(snap: Any, findings: list, errors: dict[str, str], duration: float,
         "time": snap.time,
         "duration": round(duration, 3),
         "exit": code,
+        "muted": muted if muted is not None else muted_summary(findings, code),
         "sources": {n: plain(s) for n, s in snap.sources.items()},
         "findings": [finding_json(f) for f in findings],
         "rule_errors": dict(errors),
@@ -110,7 +125,8 @@ def finding_json(f: Any) -> dict[str, Any]:
     return out
 
 
-def render(findings: list, errors: dict[str, str], snap: Any) -> str:
+def render(findings: list, errors: dict[str, str], snap: Any,
+           muted: dict[str, int] | None = None) -> str:
     p = printable
     lines = []
     sources = ", ".join(f"{s.name} {'ok' if s.ok else 'stale' if s.stale else 'error'}"
@@ -140,7 +156,16 @@ def render(findings: list, errors: dict[str, str], snap: Any) -> str:
             lines.append(f"    note: {p(note, 300)}")
     for rule, err in errors.items():
         lines.append(f"rule {rule} could not judge: {p(err, 200)}")
+    lines.append(muted_line(muted if muted is not None else muted_summary(findings, 0)))
     return "\n".join(lines)
+
+
+def muted_line(muted: dict[str, int]) -> str:
+    n = muted["count"]
+    if not n:
+        return "muted: none"
+    return (f"muted: {n} finding{'s' if n != 1 else ''}; without the mutes check would exit "
+            f"{muted['exit_without_mutes']} (stormdeck mute --list)")
 
 
 def _fmt(v: Any) -> str:

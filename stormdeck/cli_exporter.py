@@ -91,10 +91,9 @@ def cmd_exporter(args: argparse.Namespace) -> int:
 
     addr, port = parse_listen(args.listen)
     if args.conf is not None:
-        try:
-            open(args.conf).close()
-        except OSError as exc:
-            raise UserError(f"cannot read {args.conf}: {exc.strerror}") from None
+        from stormdeck.base.files import check_regular
+
+        check_regular(args.conf)  # a FIFO would hang the open
     config = web_config(args)
     registry = CollectorRegistry(auto_describe=True)
     registry.register(HostCollector(ceph_conf=args.conf))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -138,8 +139,21 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def console_args(s: dict[str, Any]) -> list[str]:
+    """The `stormdeck` arguments that open the console on the lab: its conf, and its
+    Prometheus when it runs one (p99 and op latency come from there), read at the pace
+    Prometheus scrapes."""
+    args = ["watch", "-c", s["conf"]]
+    if s.get("prometheus"):
+        args += ["--prometheus", f"http://127.0.0.1:{s['ports']['prometheus']}",
+                 "--prometheus-scrape-interval", f"{SCRAPE_INTERVAL:g}"]
+    return args
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     status = Lab(args.dir).status()
+    if status.get("exists") and status.get("conf"):
+        status["console"] = console_args(status)
     if args.quiet:
         pass
     elif is_json(args):
@@ -178,12 +192,17 @@ def print_status(s: dict[str, Any]) -> None:
         print(f"  prometheus  http://127.0.0.1:{p['prometheus']}  "
               f"(node exporter 127.0.0.1:{p['node_exporter']}, stormdeck exporter "
               f"127.0.0.1:{p.get('exporter', '-')})")
-        print(f"              scrapes every {SCRAPE_INTERVAL} s: watch it with "
-              f"--prometheus-scrape-interval {SCRAPE_INTERVAL}")
+        print(f"              scrapes every {SCRAPE_INTERVAL} s")
     for d in s["daemons"]:
         alive = "up  " if d["alive"] else "DOWN"
         dev = f"  {d['device']}" if d.get("device") else ""
         print(f"  {alive} {d['name']:<18} pid {d['pid']}{dev}")
+    print(f"  console     stormdeck {' '.join(shlex.quote(a) for a in console_args(s))}")
+    if not s["prometheus"]:
+        print("              (no Prometheus here, so no p99 or op latency: `stormdeck lab "
+              "down`, then `stormdeck lab up --prometheus`)")
+    print("  to see something happen: `stormdeck lab load` (client IO), `stormdeck lab "
+          "storm` (a peering storm), `stormdeck lab storm --restart-osd 0` (an OSD restart)")
 
 
 def cmd_load(args: argparse.Namespace) -> int:

@@ -33,20 +33,32 @@ def register(sub: Any) -> None:
                       help="how long: 30m, 2h, 1d (at most 30 days)")
     mute.add_argument("--reason", default="", help="why, for whoever sees it muted")
     mute.add_argument("--list", action="store_true", help="list the mutes in force")
+    _wait_option(mute)
     add_source_options(mute)
     mute.set_defaults(handler=cmd_mute)
 
     unmute = sub.add_parser("unmute", help="lift a mute")
     unmute.add_argument("rule")
     unmute.add_argument("target", help="the muted target, or * for a rule-wide mute")
+    _wait_option(unmute)
     unmute.set_defaults(handler=cmd_unmute)
 
 
-def store():  # -> MuteStore
-    from stormdeck.advisors.mutes import MuteStore
+def _wait_option(p: argparse.ArgumentParser) -> None:
+    from stormdeck.advisors.mutes import WAIT
+
+    p.add_argument("--wait", type=float, default=WAIT, metavar="SECONDS",
+                   help="how long to wait for another stormdeck changing this state "
+                        f"directory (an apply, another mute; default {WAIT:g})")
+
+
+def store(wait: float | None = None):  # -> MuteStore
+    from stormdeck.advisors.mutes import WAIT, MuteStore
     from stormdeck.advisors.settings import state_dir
 
-    return MuteStore(state_dir() / "mutes.json")
+    if wait is not None and not 0 <= wait < float("inf"):
+        raise UserError("--wait takes a number of seconds, 0 or more")
+    return MuteStore(state_dir() / "mutes.json", wait=WAIT if wait is None else wait)
 
 
 def cmd_mute(args: argparse.Namespace) -> int:
@@ -68,7 +80,7 @@ def cmd_mute(args: argparse.Namespace) -> int:
     # A rule-wide mute takes its baseline (severity, badness) from the worst finding now.
     finding = (one_finding(findings[:1], args.rule, None) if args.all_targets
                else one_finding(findings, args.rule, args.target))
-    mute = store().add(finding, ttl, badness=engine.badness(finding),
+    mute = store(args.wait).add(finding, ttl, badness=engine.badness(finding),
                        all_targets=args.all_targets, reason=args.reason)
     until = time.strftime("%Y-%m-%d %H:%M", time.localtime(mute.until))
     print(f"muted {mute.rule} on {printable(mute.target)} until {until}; it lifts by itself "
@@ -77,7 +89,7 @@ def cmd_mute(args: argparse.Namespace) -> int:
 
 
 def cmd_unmute(args: argparse.Namespace) -> int:
-    if not store().remove(args.rule, args.target):
-        raise UserError(f"no mute of {args.rule} on {args.target}")
-    print(f"unmuted {args.rule} on {args.target}")
+    if not store(args.wait).remove(args.rule, args.target):
+        raise UserError(f"no mute of {printable(args.rule, 60)} on {printable(args.target, 60)}")
+    print(f"unmuted {printable(args.rule, 60)} on {printable(args.target, 60)}")
     return 0

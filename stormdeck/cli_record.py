@@ -70,6 +70,8 @@ def recorder(path: str, args: argparse.Namespace) -> Any:
     from stormdeck import __version__
     from stormdeck.collectors.recording import Recorder
 
+    if not 0 < args.max_size < (1 << 30):  # MiB; NaN fails it too
+        raise UserError("--max-size takes a number of MiB above 0")
     return Recorder(Path(path), max_bytes=int(args.max_size * (1 << 20)),
                     meta={"writer": f"stormdeck {__version__}", "host": platform.node(),
                           "interval": args.interval})
@@ -89,10 +91,11 @@ def cmd_record(args: argparse.Namespace) -> int:
     from stormdeck.advisors.journal import Journal
     from stormdeck.advisors.loop import Loop
 
-    if args.duration is not None and args.duration <= 0:
+    # Written so that NaN fails them too (every comparison with NaN is false).
+    if args.duration is not None and not args.duration > 0:
         raise UserError("--for takes a number of seconds above 0")
-    if args.interval < 0.1:
-        raise UserError("--interval takes at least 0.1 seconds")
+    if not 0.1 <= args.interval <= 86400:
+        raise UserError("--interval takes 0.1 to 86400 seconds")
     if Path(args.file).exists():  # before any connection: say it first
         raise UserError(f"{args.file} already exists: record to a new file, or remove it first")
     sources = build_sources(args)
@@ -128,6 +131,11 @@ def open_recording(path: str) -> Any:
     from stormdeck.collectors.recording import Recording
 
     rec = Recording(Path(path))
+    # Frames that pass their checksum may still hold no snapshot this version can read:
+    # say so here, not with an empty console or "nothing in that window".
+    if next(rec.snapshots(), None) is None:
+        rec.close()
+        raise UserError(f"{path} holds no readable snapshot ({rec.torn or 'none decodes'})")
     if rec.torn:
         print(f"stormdeck: {path}: {rec.torn}; replaying up to it", file=sys.stderr)
     return rec

@@ -41,6 +41,10 @@ def register(sub: Any) -> None:
     p.add_argument("--confirm", action="append", default=[], metavar="TEXT",
                    help="headless: what you would type when asked (a device name, "
                         "'sweep osd.N'); repeatable")
+    p.add_argument("--read-only", action="store_true",
+                   help="run only the steps that write nothing: host and settings checks "
+                        "(also $STORMDECK_READ_ONLY=1, or the config file's read_only for "
+                        "this cluster)")
     add_format_options(p, "headless: the report; plain is Markdown")
     add_client_options(p)
     p.set_defaults(handler=cmd_validate)
@@ -59,13 +63,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
         raise UserError(f"--scratch-dir {args.scratch_dir} is not a directory")
     if args.peering_pgs < 1:
         raise UserError("--peering-pgs takes a number of PGs above 0")
+    snapshot = runner.take_snapshot(conf, client_name=client.name, keyring=client.keyring,
+                                    cluster=client.cluster)
+    fsid = snapshot.cluster.fsid if snapshot.cluster else None
+    why = read_only_reason(args, fsid)
+    if why:
+        print(f"validate: {runner.read_only_note(why)}", file=sys.stderr)
     options = Options(conf=conf, quick=args.quick, scratch_dir=Path(args.scratch_dir),
                       confirmed_devices=tuple(args.confirm), peering_pgs=args.peering_pgs,
                       cpu_sweep=args.cpu_sweep, cpu_osd=args.cpu_osd,
                       state_dir=state_dir() / "validate",
-                      client_args=tuple(client.args(conf=False)))
-    snapshot = runner.take_snapshot(conf, client_name=client.name, keyring=client.keyring,
-                                    cluster=client.cluster)
+                      client_args=tuple(client.args(conf=False)), read_only=bool(why))
     admin = ceph_admin(args)
     try:
         if not args.headless:
@@ -77,6 +85,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
         return _headless(args, options, admin, snapshot)
     finally:
         admin.close()
+
+
+def read_only_reason(args: argparse.Namespace, fsid: str | None) -> str | None:
+    """Why this validation may write nothing, or None: the flag, the environment, or a
+    read_only cluster of the config file named by its conf or reached by its fsid."""
+    from stormdeck.config import forced_read_only, read_only_cluster
+
+    if forced_read_only(args):
+        return "--read-only or STORMDECK_READ_ONLY"
+    return read_only_cluster(args, fsid=fsid)
 
 
 def _headless(args: argparse.Namespace, options: Any, admin: Any, snapshot: Any) -> int:

@@ -50,6 +50,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 def build_app(args: argparse.Namespace) -> Any:
     """The console for the clusters the options (or the config file) name, not yet running."""
+    import math
     from pathlib import Path
 
     from stormdeck.advisors.apply import journal_path
@@ -59,6 +60,8 @@ def build_app(args: argparse.Namespace) -> Any:
     from stormdeck.config import load_clusters, names_sources
     from stormdeck.tui.app import StormdeckApp
 
+    if not (args.interval > 0 and math.isfinite(args.interval)):  # NaN fails it too
+        raise UserError("--interval takes a number of seconds above zero")
     settings = load_settings(Path(args.rules) if args.rules else None)
     journal = Journal(journal_path())
     forced = read_only(args)
@@ -92,6 +95,10 @@ def _tab(args: argparse.Namespace, name: str, sources_args: argparse.Namespace, 
     from stormdeck.tui.feed import Feed
 
     sources = build_sources(sources_args)
+    from stormdeck.config import read_only_cluster, read_only_reached
+
+    if not ro:  # a read_only cluster of the file named by its conf (-c) is read-only here too
+        ro = bool(read_only_cluster(sources_args, config=args.config))
     mutes = MuteStore(state_dir() / (f"mutes-{name}.json" if name else "mutes.json"))
     from stormdeck.advisors.evidence import store_in
 
@@ -102,5 +109,8 @@ def _tab(args: argparse.Namespace, name: str, sources_args: argparse.Namespace, 
                 recorder=tape, journal=journal)
     # The sources' own identity (client name, keyring, cluster), one connection per change.
     return ClusterTab(name=name, feed=feed,
-                      executor_factory=executor_factory(sources_args, journal, ro),
+                      executor_factory=executor_factory(
+                          sources_args, journal, ro,
+                          reached=lambda admin: bool(read_only_reached(sources_args, admin,
+                                                                       args.config))),
                       mutes=mutes, read_only=ro)

@@ -7,10 +7,15 @@
     prometheus_match = 'cluster="prod"'
     prometheus_ca = "/etc/ssl/prom-ca.pem"
     prometheus_token_file = "/etc/stormdeck/prom.token"   # file only: never on a command line
-    read_only = true                  # refuse every change in this cluster's tab
+    read_only = true                  # refuse every change to this cluster
+    fsid = "8f1c..."                  # optional: by default the fsid in its conf's [global]
 
     [clusters.lab]
     conf = "/var/tmp/stormdeck-lab/ceph.conf"
+
+A cluster's read_only holds whichever option names it: chosen by name (--only), or by
+its conf file given with -c (the same file, compared resolved), or by its fsid once a
+change connects (the `fsid` key, or the fsid its conf file records).
 """
 
 from __future__ import annotations
@@ -18,16 +23,22 @@ from __future__ import annotations
 import argparse
 import os
 import tomllib
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from stormdeck.base.errors import UserError
+from stormdeck.base.files import FileMissing, read_text
 from stormdeck.base.text import printable
 
 # Keys only the file may hold: secrets stay off command lines (and out of `ps`).
 FILE_ONLY = ("prometheus_token_file", "prometheus_user", "prometheus_password_file",
-             "read_only")
+             "read_only", "fsid")
+# Keys of the cluster itself, not of its sources.
+CLUSTER_KEYS = ("read_only", "fsid")
+# A config file is a few hundred bytes; more is not one (a log named by mistake, /dev/zero).
+CONFIG_LIMIT = 1 << 20
 # The file says `host = false` where the command line says --no-host.
 INVERTED = {"host": "no_host"}
 
@@ -50,7 +61,7 @@ def _file_keys() -> dict[str, argparse.Action]:
 
 def _defaults() -> dict[str, Any]:
     values = {a.dest: a.default for a in _file_keys().values()}
-    values.update({k: None for k in FILE_ONLY if k != "read_only"})
+    values.update({k: None for k in FILE_ONLY if k not in CLUSTER_KEYS})
     return values
 
 
@@ -59,6 +70,7 @@ class ClusterConfig:
     name: str
     sources: argparse.Namespace  # as build_sources takes them
     read_only: bool
+    fsid: str | None = None  # as the file gives it (lower case); None: not given
 
 
 def config_path() -> Path:
@@ -72,18 +84,22 @@ def config_path() -> Path:
 
 def load_clusters(path: Path | None = None) -> list[ClusterConfig]:
     """The clusters the file names, in its order; [] when there is no file."""
-    explicit = path is not None
+    # Named (--config, $STORMDECK_CONFIG), a missing file is an error; the default's
+    # absence only means there is no config file.
+    explicit = path is not None or bool(os.environ.get("STORMDECK_CONFIG"))
     path = path or config_path()
     try:
-        doc = tomllib.loads(path.read_text())
-    except FileNotFoundError:
+        # A FIFO or /dev/zero named as the config must end in a sentence, not a hang.
+        doc = tomllib.loads(read_text(path, CONFIG_LIMIT))
+    except FileMissing:
         if explicit:
-            raise UserError(f"no such config file: {path}") from None
+            raise UserError(f"no such config file: {printable(str(path), 200)}") from None
         return []
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{path} is not valid TOML: {exc}") from None
+        raise UserError(f"{printable(str(path), 200)} is not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per nesting level
+        raise UserError(f"{printable(str(path), 200)} is not valid TOML: nested too "
+                        "deeply") from None
     unknown = set(doc) - {"clusters"}
     if unknown:
         raise UserError(f"{path}: unknown table {sorted(unknown)[0]!r} (only [clusters.NAME])")
@@ -100,6 +116,7 @@ def _cluster(path: Path, name: str, table: Any) -> ClusterConfig:
     keys = _file_keys()
     values = _defaults()
     read_only = False
+    fsid = None
     for key, value in table.items():
         where = f"{path}: [clusters.{shown}] {printable(key, 60)}"
         if key not in keys and key not in FILE_ONLY:
@@ -111,6 +128,9 @@ def _cluster(path: Path, name: str, table: Any) -> ClusterConfig:
                                 "false")
             read_only = value
             continue
+        if key == "fsid":
+            fsid = _fsid(where, value)
+            continue
         if key in FILE_ONLY:
             values[key] = _file_only(where, key, value)
             continue
@@ -119,7 +139,17 @@ def _cluster(path: Path, name: str, table: Any) -> ClusterConfig:
     if values.get("prometheus_user") is not None and values.get("prometheus_token_file"):
         raise UserError(f"{path}: [clusters.{shown}] has both prometheus_token_file and "
                         "prometheus_user: give one way to authenticate")
-    return ClusterConfig(name, argparse.Namespace(**values), read_only)
+    return ClusterConfig(name, argparse.Namespace(**values), read_only, fsid)
+
+
+def _fsid(where: str, value: Any) -> str:
+    try:
+        if isinstance(value, str):
+            return str(uuid.UUID(value))
+    except ValueError:
+        pass
+    raise UserError(f"{where} = {_shown(value)} is not allowed: it takes a cluster's fsid, "
+                    "like 8f1c2a7e-3b5d-4e6f-9a0b-1c2d3e4f5a6b (ceph fsid)")
 
 
 def _shown(value: Any) -> str:
@@ -185,10 +215,16 @@ def choose_cluster(args: argparse.Namespace) -> None:
     """For a command of one cluster: the config file's, when no source option names one.
 
     The command line wins: a setting given there (other than its default) is kept.
-    A cluster's read_only carries over to apply and undo.
+    A cluster's read_only carries over to apply, undo and validate, also when the command
+    line names that cluster's conf itself (-c) rather than the cluster.
     """
-    if names_sources(args):
-        return
+    if not names_sources(args):
+        _choose(args)
+    if hasattr(args, "read_only") and not args.read_only and read_only_cluster(args):
+        args.read_only = True
+
+
+def _choose(args: argparse.Namespace) -> None:
     clusters = load_clusters(Path(args.config) if args.config else None)
     if not clusters:
         return  # as the ceph CLI: $CEPH_CONF, then /etc/ceph/ceph.conf
@@ -218,3 +254,132 @@ def names_sources(args: argparse.Namespace) -> bool:
     from stormdeck.sources import names_ceph
 
     return any(getattr(args, a, None) for a in SOURCE_ATTRS) or names_ceph(args)
+
+
+# ---- read-only wherever it is set ------------------------------------------------------
+
+
+def read_only_cluster(args: argparse.Namespace, fsid: str | None = None,
+                      config: str | Path | None = None) -> str | None:
+    """Which read_only cluster of the config file the options name, as the reason to show;
+    None when none does.
+
+    By conf: the file the command would connect with (-c, CEPH_ARGS, CEPH_CONF, the
+    default), against each read_only cluster's, as the same file (a symlink or another
+    spelling of the path is the same file). By fsid (`fsid`, once connected): the
+    cluster's fsid key, else the fsid its conf file records.
+    """
+    config = config if config is not None else getattr(args, "config", None)
+    clusters = [c for c in load_clusters(Path(config) if config else None) if c.read_only]
+    if not clusters:
+        return None
+    mine = _conf_of(args)
+    for c in clusters:
+        theirs = _conf_of(c.sources) if _uses_ceph(c.sources) else None
+        if mine and theirs and _same_file(mine, theirs):
+            return (f"the config file's cluster {printable(c.name, 60)!r} is read_only, and "
+                    f"{printable(mine, 200)} is its conf")
+        known = c.fsid or (_fsid_in_conf(theirs) if theirs else None)
+        if fsid and known and _uuid(fsid) == known:
+            return (f"the config file's cluster {printable(c.name, 60)!r} is read_only, and "
+                    f"{printable(fsid, 60)} is its fsid")
+    return None
+
+
+def forced_read_only(args: argparse.Namespace) -> bool:
+    """--read-only, or STORMDECK_READ_ONLY set (to anything but 0)."""
+    return bool(getattr(args, "read_only", False)
+                or os.environ.get("STORMDECK_READ_ONLY", "") not in ("", "0"))
+
+
+def held_read_only(args: argparse.Namespace, admin: Any = None) -> bool:
+    """Must a change through these options be refused? --read-only, STORMDECK_READ_ONLY, or
+    a read_only cluster of the config file: named by its conf, or (through `admin`, a
+    CephAdmin already made) reached by its fsid. `admin` is closed if this raises."""
+    if forced_read_only(args):
+        return True
+    try:
+        return bool(read_only_reached(args, admin))
+    except BaseException:
+        if admin is not None:
+            admin.close()
+        raise
+
+
+def read_only_reached(args: argparse.Namespace, admin: Any = None,
+                      config: str | Path | None = None) -> str | None:
+    """read_only_cluster, with the fsid of the cluster `admin` reached, asked only when a
+    read_only cluster's fsid is known (one round trip, not one per change otherwise)."""
+    config = config if config is not None else getattr(args, "config", None)
+    fsid = admin.fsid() if admin is not None and read_only_fsids(config) else None
+    return read_only_cluster(args, fsid=fsid, config=config)
+
+
+def read_only_fsids(config: str | Path | None = None) -> bool:
+    """Does any read_only cluster of the config file have a known fsid (so that checking the
+    connected cluster's is worth a round trip)?"""
+    for c in load_clusters(Path(config) if config else None):
+        if not c.read_only:
+            continue
+        theirs = _conf_of(c.sources) if _uses_ceph(c.sources) else None
+        if c.fsid or (theirs and _fsid_in_conf(theirs)):
+            return True
+    return False
+
+
+def _uses_ceph(ns: argparse.Namespace) -> bool:
+    """As build_sources decides: named, or the default when nothing else is named."""
+    from stormdeck.sources import names_ceph
+
+    curve = any(getattr(ns, a, None) for a in ("curve_mds", "curve_chunkserver",
+                                                 "curve_ops_tool", "curve_cli"))
+    return names_ceph(ns) or (getattr(ns, "prometheus", None) is None and not curve)
+
+
+def _conf_of(ns: argparse.Namespace) -> str | None:
+    """The conf file these options connect with (as `ceph` finds it), if any."""
+    from stormdeck.sources import ceph_client
+
+    try:
+        return ceph_client(ns).conf
+    except UserError:  # a conf or keyring that is not there: the path named, all the same
+        return getattr(ns, "conf", None)
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one is missing: the same path spelled otherwise still counts
+        return os.path.realpath(os.path.expanduser(a)) == \
+            os.path.realpath(os.path.expanduser(b))
+
+
+def _fsid_in_conf(path: str) -> str | None:
+    """The fsid a ceph.conf's [global] records, read as Ceph reads it: keys spelled with
+    spaces or _, indented or not (cephadm's minimal conf indents every line with a tab,
+    which configparser would read as one continued value), ; and # comments."""
+    if not os.path.isfile(path):  # a FIFO would hang the read
+        return None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read(1 << 20).splitlines()
+    except OSError:
+        return None
+    section = ""
+    for line in lines:
+        line = line.split("#", 1)[0].split(";", 1)[0].strip()
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1].strip().lower()
+            continue
+        key, eq, value = line.partition("=")
+        if eq and section == "global" and "_".join(key.split()).lower() == "fsid":
+            return _uuid(value)
+    return None
+
+
+def _uuid(text: str | None) -> str | None:
+    """A fsid in its canonical spelling (lower case, dashed), or None if it is not one."""
+    try:
+        return str(uuid.UUID(text.strip())) if text else None
+    except ValueError:
+        return None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from stormdeck.base.errors import UserError
+from stormdeck.base.text import printable
 from stormdeck.collectors.hub import Source
 from stormdeck.parsing import Parser
 
@@ -44,12 +45,13 @@ def http_url(text: Any) -> str:
 def readable_file(text: Any) -> str:
     if not isinstance(text, str) or not text:
         raise argparse.ArgumentTypeError("takes a file name")
+    from stormdeck.base.files import FileProblem, check_regular
+
     try:
-        with open(text, "rb"):
-            pass
-    except OSError as exc:
-        raise argparse.ArgumentTypeError(f"takes a readable file, and {text} is not "
-                                         f"({exc.strerror})") from None
+        check_regular(text)  # a FIFO would hang the open, and later the read
+    except FileProblem as exc:
+        raise argparse.ArgumentTypeError(f"takes a readable file, and {printable(text, 200)} "
+                                         f"is not ({exc.reason})") from None
     return text
 
 
@@ -236,10 +238,15 @@ def ceph_client(args: argparse.Namespace) -> CephClient:
     cid, cname = pick("client_id"), pick("client_name")
     name = cname or (f"client.{cid}" if cid else None)
     keyring = pick("keyring")
-    if conf and not Path(conf).is_file():
-        raise UserError(f"no such ceph.conf: {conf}")
-    if keyring and not Path(keyring).is_file():
-        raise UserError(f"no such keyring: {keyring}")
+    from stormdeck.base.files import FileMissing, check_regular
+
+    for path, what in ((conf, "ceph.conf"), (keyring, "keyring")):
+        if not path:
+            continue
+        try:
+            check_regular(path)  # librados would hang on a FIFO, or say "not found"
+        except FileMissing:
+            raise UserError(f"no such {what}: {printable(path, 200)}") from None
     return CephClient(conf=conf, name=name, keyring=keyring, cluster=cluster,
                       timeout=getattr(args, "timeout", 10.0))
 
@@ -314,8 +321,12 @@ def curve_source(args: argparse.Namespace) -> Source:
 
     mds = [a for a in (args.curve_mds or "").split(",") if a]
     chunkservers = [a for a in (args.curve_chunkserver or "").split(",") if a]
-    ops = shlex.split(args.curve_ops_tool) if args.curve_ops_tool else None
-    cli = shlex.split(args.curve_cli) if args.curve_cli else None
+    try:
+        ops = shlex.split(args.curve_ops_tool) if args.curve_ops_tool else None
+        cli = shlex.split(args.curve_cli) if args.curve_cli else None
+    except ValueError as exc:  # an unbalanced quote
+        raise UserError(f"--curve-ops-tool/--curve-cli: cannot split the command ({exc})"
+                        ) from None
     if not (mds or chunkservers or ops or cli):
         raise UserError("the Curve options name no address and no tool")
     return CurveSource(mds=mds, chunkservers=chunkservers, ops_tool=ops, curve_cli=cli,
@@ -336,16 +347,28 @@ def ceph_admin(args: argparse.Namespace) -> Any:
                      cluster=client.cluster, timeout=client.timeout)
 
 
-def executor_factory(args: argparse.Namespace, journal: Any, read_only: bool
-                     ) -> Callable[[], Any]:
+def executor_factory(args: argparse.Namespace, journal: Any, read_only: bool,
+                     reached: Callable[[Any], bool] | None = None) -> Callable[[], Any]:
     """What the console calls per change: a fresh connection with the sources' identity,
-    closed when the change is done (the console uses each Executor in a `with`)."""
+    closed when the change is done (the console uses each Executor in a `with`).
+
+    `read_only` is the tab's; `reached(admin)` says whether the cluster this change's own
+    connection reached is one the config file holds read-only (by fsid): asked per change,
+    as a conf file may be repointed while the console runs.
+    """
     from stormdeck.advisors.apply import Executor
 
     client = ceph_client(args)  # resolved now: a bad keyring is said at start, not mid-change
 
     def make() -> Executor:
         ceph = ceph_admin(args) if client.conf else None
-        return Executor(journal, ceph=ceph, read_only=read_only)
+        ro = read_only
+        if not ro and ceph is not None and reached is not None:
+            try:
+                ro = reached(ceph)
+            except BaseException:
+                ceph.close()
+                raise
+        return Executor(journal, ceph=ceph, read_only=ro)
 
     return make

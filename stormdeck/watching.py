@@ -13,9 +13,17 @@ def watch(sources: Sequence[Any], engine: Any, duration: float, interval: float 
     Returns the last findings and the last Snapshot. `first_polls` polls of every
     source come first (2 when rates must be real from the start).
     """
+    import math
     import time
 
     from stormdeck.advisors.loop import Loop
+    from stormdeck.base.errors import UserError
+
+    # NaN passes every `< 0` test and then never ends a wait: refuse it by name.
+    if not (duration >= 0 and math.isfinite(duration)):
+        raise UserError("--for takes a number of seconds, zero or more")
+    if not (interval > 0 and math.isfinite(interval)):
+        raise UserError("--interval takes a number of seconds above zero")
 
     started = time.monotonic()
     loop = Loop(sources, engine, interval=interval, timeout=timeout)

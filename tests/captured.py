@@ -92,9 +92,10 @@ def history(n: int, step: float = 10.0, edit: Callable[[Snapshot, int], Snapshot
     snap = base or lab_snapshot()
     out = []
     for i in range(n):
-        # Each source answered every poll, as live: its last answer moves with the time.
-        sources = {k: replace(h, last_success=h.last_success + i * step)
-                   if h.last_success is not None else h for k, h in snap.sources.items()}
+        # Every source answered each poll: its last success moves with the snapshot's time
+        # (else the console rightly calls it stale).
+        sources = {k: replace(v, last_success=v.last_success + i * step)
+                   if v.last_success is not None else v for k, v in snap.sources.items()}
         s = replace(snap, time=snap.time + i * step, sources=sources)
         out.append(edit(s, i) if edit else s)
     return out

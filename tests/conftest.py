@@ -102,6 +102,14 @@ class LabCluster:
     def cli(self, *args: str, timeout: float = 600) -> Result:
         return run_cli(*args, "--dir", str(self.dir), timeout=timeout)
 
+    def command(self, prefix: str, target: str = "mon", **args: object) -> object:
+        """One command on a connection of its own, JSON in and out."""
+        cluster = self.rados()
+        try:
+            return ceph_json(cluster, prefix, target, **args)
+        finally:
+            cluster.shutdown()
+
     def rados(self):  # -> rados.Rados; imported lazily so unit tests need no librados
         import rados
 

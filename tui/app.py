@@ -16,6 +16,8 @@ from stormdeck.base.when import parse_when
 from stormdeck.tui.commands import StormdeckCommands
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import t
+from stormdeck.tui.keybar import KeyBar
+from stormdeck.tui.keys import help_sections, in_scope
 from stormdeck.tui.screens import Help, PlanReview
 from stormdeck.tui.table import VirtualTable
 from stormdeck.tui.views import (
@@ -34,8 +36,9 @@ from stormdeck.tui.views import (
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import ContentSwitcher, Footer, Input, Static, Tab, Tabs
+from textual.widgets import ContentSwitcher, Input, Static, Tab, Tabs
 
 # The journal view's rows: the newest changes (a journal of years is read from its end).
 JOURNAL_ROWS = 1000
@@ -54,6 +57,7 @@ class ClusterTab:
     read_only: bool = False
     frame: Frame | None = None
     config_seen: dict[tuple[str, str], str] = field(default_factory=dict)
+    arrived: float = 0.0  # when its frame came (monotonic): a live frame ages on screen
 
 
 class FrameArrived(Message):
@@ -65,35 +69,32 @@ class FrameArrived(Message):
         self.frame = frame
 
 
+def source_state(s: Any, now: float, interval: float) -> tuple[str, str]:
+    """A source's word in the header and its style. A source whose last answer is older
+    than its poll should take is STALE at once: the hub calls a poll hung only after its
+    timeout (10 s), and a mon that went away keeps a poll waiting that long."""
+    age = now - s.last_success if s.last_success is not None else None
+    due = (interval + (s.poll_seconds or 0.0)) * 1.5 + 0.5
+    if s.stale or (age is not None and age > due):
+        return "bold reverse red", f"STALE {max(0.0, age or 0.0):.0f}s"
+    if s.last_success is None:
+        return "bold red", "ERROR" if s.error else "waiting"
+    if not s.ok:
+        return "bold red", "error"
+    return "green", "ok"
+
+
+PRIORITY_ACTIONS = frozenset(k.action for k in in_scope("console") if k.priority)
+
+
 class StormdeckApp(App[None]):
     # Absolute: Textual reads a relative path beside the module of a subclass.
     CSS_PATH = Path(__file__).with_name("stormdeck.tcss")
     COMMANDS = App.COMMANDS | {StormdeckCommands}
+    # Made from the key registry, as help, the key bar, the palette and the man page are.
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("1", "view('overview')", "Overview"),
-        Binding("2", "view('daemons')", "Daemons"),
-        Binding("3", "view('leaders')", "Leaders"),
-        Binding("4", "view('latency')", "Latency"),
-        Binding("5", "view('disks')", "Disks"),
-        Binding("6", "view('findings')", "Findings"),
-        Binding("7", "view('journal')", "Journal"),
-        Binding("8", "view('triage')", "Triage"),
-        Binding("p", "pause", "Pause"),
-        Binding("left_square_bracket", "step(-1)", "Back one frame (collection goes on)",
-                show=False),
-        Binding("right_square_bracket", "step(1)", "Forward one frame", show=False),
-        Binding("left_curly_bracket", "jump(-60)", "Back 60 s", show=False),
-        Binding("right_curly_bracket", "jump(60)", "Forward 60 s", show=False),
-        Binding("end", "follow", "Back to now (the newest frame)", show=False),
-        Binding("g", "goto", "Go to a time (HH:MM:SS)", show=False),
-        Binding("R", "report", "Write an incident report of the session", show=False),
-        Binding("less_than_sign", "cluster(-1)", "The previous cluster's tab", show=False),
-        Binding("greater_than_sign", "cluster(1)", "The next cluster's tab", show=False),
-        Binding("plus,equals_sign", "faster", "Faster", show=False),
-        Binding("minus", "slower", "Slower", show=False),
-        Binding("slash", "filter", "Filter"),
-        Binding("question_mark", "help", "Help"),
-        Binding("q", "quit", "Quit"),
+        Binding(k.keys, k.action, k.description, show=bool(k.bar), priority=k.priority)
+        for k in in_scope("console")
     ]
 
     def __init__(self, feed: Any, executor_factory: Callable[[], Any] | None = None,
@@ -119,19 +120,23 @@ class StormdeckApp(App[None]):
         self._config_seen = tab.config_seen
 
     def compose(self) -> ComposeResult:
-        if len(self.tabs) > 1:
-            yield Tabs(*(Tab(t.name, id=f"cluster-{i}") for i, t in enumerate(self.tabs)),
-                       id="clusters")
-        yield Static(id="status")
-        yield Input(placeholder="filter rows (Esc to clear)", id="filter")
-        yield Input(placeholder="go to a time: HH:MM:SS, or -90 (seconds back); Esc to cancel",
-                    id="goto")
+        # Docked: the header never scrolls away, whatever the body or a box below it does.
+        with Vertical(id="top"):
+            if len(self.tabs) > 1:
+                yield Tabs(*(Tab(t.name, id=f"cluster-{i}") for i, t in enumerate(self.tabs)),
+                           id="clusters")
+            yield Static(id="status")
+            # "/" again goes on editing the filter in force (as htop's), not over it.
+            yield Input(placeholder="filter rows (Enter keeps it, Esc clears it)", id="filter",
+                        select_on_focus=False)
+            yield Input(placeholder="go to a time: HH:MM:SS, or -90 (seconds back); Esc to "
+                                    "cancel", id="goto")
         with ContentSwitcher(initial="overview"):
             for view in (Overview, DaemonTable, Leaders, LatencyTable, DisksView, FindingsView):
                 yield view(id=view.view_id)
             yield JournalTable(id="journal")
             yield Triage(id=Triage.view_id)
-        yield Footer()
+        yield KeyBar(id="keybar")
 
     def on_mount(self) -> None:
         engine = getattr(self.feed, "engine", None)
@@ -151,6 +156,8 @@ class StormdeckApp(App[None]):
         for tab in self.tabs:
             tab.feed.start(partial(self._from_feed, tab))
         self.refresh_journal()
+        self.set_interval(1.0, self.refresh_status)
+        self.query_one(KeyBar).light("view('overview')")
 
     def _from_feed(self, tab: ClusterTab, frame: Frame) -> None:
         """Called on the feed's thread: post_message is safe from any thread."""
@@ -158,6 +165,7 @@ class StormdeckApp(App[None]):
 
     def on_frame_arrived(self, message: FrameArrived) -> None:
         message.tab.frame = message.frame
+        message.tab.arrived = time.monotonic()
         if message.tab is self.tabs[self.active]:
             self.show(message.frame)
 
@@ -213,6 +221,12 @@ class StormdeckApp(App[None]):
         if isinstance(view, View):  # the journal follows the journal file, not frames
             view.show(frame)
 
+    def refresh_status(self) -> None:
+        """Once a second: a source that misses its poll is named at once, even while no
+        new frame arrives."""
+        if self.frame is not None:
+            self._status(self.status_line(self.frame))
+
     def _status(self, line: Text) -> None:
         """Repaint the header only when it says something new: over SSH every byte counts."""
         if line != getattr(self, "_last_status", None):
@@ -220,28 +234,34 @@ class StormdeckApp(App[None]):
             self.query_one("#status", Static).update(line)
 
     def status_line(self, frame: Frame) -> Text:
+        """Where in time the screen is, paused or not, the filter, each source's state."""
         line = Text(" stormdeck ", style="bold")
         c = frame.snapshot.cluster
         name = self.cluster_name or (c.fsid[:8] if c and c.fsid else "")
-        line.append_text(t(name))
+        line.append_text(t(name, "bold"))
         if self.read_only:
             line.append(" [RO]", style="bold yellow")
-        now = time.time()
+        line.append("  ")
+        if frame.position:
+            line.append(frame.position, style="bold reverse magenta")
+        else:
+            line.append("LIVE", style="bold green")
+            line.append(f" every {self.feed.interval:g}s")
+        if self.feed.paused:
+            line.append("  ")
+            line.append("PAUSED", style="bold reverse yellow")
+        needle = self.query_one("#filter", Input).value if self.is_mounted else ""
+        if needle:
+            line.append("  filter ")
+            line.append_text(t(repr(needle), "bold cyan", 30))
+        live = hasattr(self.feed, "loop") and not frame.position and not self.feed.paused
+        # A live frame ages while it is on screen; a past or replayed one is judged at
+        # its own time (a replay's sources are not stale today).
+        now = frame.snapshot.time + (time.monotonic() - self.tab.arrived if live else 0.0)
         for s in frame.snapshot.sources.values():
-            if s.ok:
-                style, word = "green", "ok"
-            elif s.stale and s.last_success:
-                style, word = "yellow", f"stale {now - s.last_success:.0f}s"
-            else:
-                style, word = "bold red", "error"
+            style, word = source_state(s, now, self.feed.interval)
             line.append(f"  {s.name} ")
             line.append(word, style=style)
-        if frame.position:
-            line.append(f"   {frame.position}", style="bold magenta")
-        if not frame.position.startswith("REPLAY"):
-            line.append(f"   every {self.feed.interval:g}s")
-        if self.feed.paused:
-            line.append("  PAUSED", style="bold yellow")
         return line
 
     def watch_config(self, frame: Frame) -> None:
@@ -274,6 +294,7 @@ class StormdeckApp(App[None]):
 
     def action_view(self, name: str) -> None:
         self.query_one(ContentSwitcher).current = name
+        self.query_one(KeyBar).light(f"view('{name}')")
         self.focus_view()
         if name == "journal":
             self.refresh_journal()
@@ -306,6 +327,20 @@ class StormdeckApp(App[None]):
             self.notify(f"replaying at x{self.feed.speed:g}")
         else:
             self.notify(f"polling every {interval:g} s")
+
+    def _typing(self) -> bool:
+        """A box or a dialog has the keys: the console's keys are then its text."""
+        return isinstance(self.focused, Input) or len(self.screen_stack) > 1
+
+    async def run_action(self, action: Any, default_namespace: Any = None) -> bool:
+        """The console's keys are priority bindings, run as each key arrives: over a slow
+        SSH link (or a paste, or tmux) keys come in one burst, and "2/osd" must switch the
+        view, then open the filter, then type into it, in that order; without priority
+        the whole burst is handed to the view before "2" or "/" has run. While a box or a
+        dialog has the keys, the binding steps aside and the key is theirs."""
+        if isinstance(action, str) and action in PRIORITY_ACTIONS and self._typing():
+            return False
+        return await super().run_action(action, default_namespace)
 
     def action_goto(self) -> None:
         self._reveal(self.query_one("#goto", Input))
@@ -357,7 +392,9 @@ class StormdeckApp(App[None]):
     def _reveal(self, box: Input) -> None:
         box.disabled = False
         box.add_class("shown")
-        box.focus()
+        # At once, not later (focus() waits for the queue): keys typed in one burst after
+        # "/" (a fast typist, a paste, tmux send-keys) are the filter's, not the view's.
+        self.screen.set_focus(box)
 
     @on(Input.Changed, "#filter")
     def filter_changed(self, event: Input.Changed) -> None:
@@ -366,26 +403,25 @@ class StormdeckApp(App[None]):
         if self.frame is not None:
             self.show(self.frame)
 
-    def key_escape(self) -> None:
+    def action_clear(self) -> None:
+        """Esc: the filter cleared and the time box closed, whichever is open."""
         for box in self.query("#filter, #goto").results(Input):
-            if box.has_class("shown"):
+            if box.has_class("shown") or box.value:
                 self._hide(box)
 
     @on(Input.Submitted, "#filter")
     def filter_done(self) -> None:
-        self.focus_view()  # keep the filter, give the keys back to the view
+        # The filter stays (the header shows it; / edits it, Esc clears it); the box goes,
+        # and the keys go back to the view.
+        box = self.query_one("#filter", Input)
+        box.remove_class("shown")
+        box.disabled = True
+        self.focus_view()
 
     def action_help(self) -> None:
-        # Keys as Textual itself shows them (the footer's way): "<", not less_than_sign;
-        # a binding of several keys ("plus,equals_sign") shows each of them. The app's
-        # keys first, then those each view adds while it has the focus.
-        views = (DaemonTable, FindingsView, JournalTable)
-        keys = [(" or ".join(self.get_key_display(k) for k in Binding.make_bindings([b])),
-                 b.description)
-                for b in [*self.BINDINGS, *(b for v in views for b in v.__dict__["BINDINGS"])]
-                if isinstance(b, Binding) and b.description]
-        self.push_screen(Help([*keys, ("s", "in a table: sort by the next column, largest first"),
-                               ("Esc", "clear the filter; close a dialog")]))
+        # From the registry the bindings are made from: every key, mouse action and
+        # palette command, never a list kept by hand beside them.
+        self.push_screen(Help(help_sections()))
 
     def _keep_theme(self) -> None:
         """The theme an operator chose (palette: Change theme) is the one they get next time."""

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
 from stormdeck.base.text import printable
+from stormdeck.tui.keys import KEYS, keys_display
+from textual.actions import parse as parse_action
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 
@@ -18,21 +19,18 @@ class StormdeckCommands(Provider):
     def commands(self) -> Iterator[tuple[str, Callable[[], Any], str]]:
         """(text, what to run, help) for each command, derived from the app as it is now."""
         app: Any = self.app
-        for binding in app.BINDINGS:
-            m = re.fullmatch(r"view\('(\w+)'\)", getattr(binding, "action", ""))
-            if m:
-                yield (f"View: {binding.description}", partial(app.action_view, m.group(1)),
-                       f"key {binding.key}")
+        # The registry's commands, as its keys run them: one list for keys, help and palette.
+        for k in KEYS:
+            if not k.palette:
+                continue
+            _, name, params = parse_action(k.action)
+            method = getattr(app, f"action_{name}", None)
+            if method is not None:
+                yield (k.palette, partial(method, *params), f"key {keys_display(k.keys)}")
         for i, tab in enumerate(app.tabs):
             if len(app.tabs) > 1:
                 yield (f"Cluster: {printable(tab.name, 60)}", partial(app.activate_tab, i),
                        "switch to this cluster's tab")
-        yield ("Go to a time (HH:MM:SS, or -90 for 90 s back)", app.action_goto, "key g")
-        yield ("Back to now", app.action_follow, "key End")
-        yield ("Pause or resume the view", app.action_pause, "key p")
-        yield ("Write an incident report of the session", app.action_report, "key R")
-        yield ("Filter the rows", app.action_filter, "key /")
-        yield ("Help: every key", app.action_help, "key ?")
         frame = app.tab.frame
         for f in (frame.findings if frame is not None else ()):
             if f.state != "firing":

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, NamedTuple
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from stormdeck.tui.keys import in_scope
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.geometry import Region, Size
@@ -38,12 +39,9 @@ Cells = tuple[Text, ...]
 class VirtualTable(ScrollView, can_focus=True):
     COLUMNS: ClassVar[tuple[Column, ...]] = ()
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "move(-1)", show=False), Binding("down", "move(1)", show=False),
-        Binding("pageup", "page(-1)", show=False), Binding("pagedown", "page(1)", show=False),
-        Binding("home", "jump(0)", show=False), Binding("end", "jump(-1)", show=False),
-        Binding("enter", "select", show=False),
-        Binding("s", "sort", "Sort", show=False),
-    ]
+        Binding(k.keys, k.action, k.description, show=False) for k in in_scope("table")]
+    # What an empty table says: what would fill it, or how to make something happen.
+    EMPTY: ClassVar[str] = "no rows yet"
     DEFAULT_CSS = """
     VirtualTable { height: 1fr; }
     """
@@ -223,14 +221,38 @@ class VirtualTable(ScrollView, can_focus=True):
         else:
             index = scroll_y + y - 1
             if index >= len(self._keys):
+                if index == 0 and y == 1:
+                    return self._empty_line(width)
                 return Strip.blank(width, self.rich_style)
             strip = self._row(self._keys[index], index, cols)
         return strip.crop(scroll_x, scroll_x + width).extend_cell_length(width, self.rich_style)
 
     def _header(self, cols: tuple[Column, ...]) -> Strip:
+        """Column names; the sorted one lit, with an arrow (k9s) pointing the way it runs:
+        down, largest first; up, smallest first."""
         style = self.rich_style + Style(bold=True, underline=True)
-        segs = [Segment(self._fit(c.name, c) + " ", style) for c in cols]
+        sorted_name = self.COLUMNS[self.sort_column].name if self.sort_column is not None \
+            else None
+        segs = []
+        for c in cols:
+            if c.name != sorted_name:
+                segs.append(Segment(self._fit(c.name, c) + " ", style))
+                continue
+            ascii_only = getattr(self.app, "low_bandwidth", False)
+            arrow = ("^" if ascii_only else "▲") if self.sort_ascending else \
+                ("v" if ascii_only else "▼")
+            name = c.name if len(c.name) < c.width else c.name[: c.width - 2] + "…"
+            segs.append(Segment(self._fit(name + arrow, c), style + Style(reverse=True)))
+            segs.append(Segment(" ", style))
         return Strip(segs)
+
+    def sort_marker(self) -> str:
+        """The sorted column's header as drawn ("IOPS▼"), or "" when unsorted."""
+        strip = self._header(self.layout())
+        for seg in strip:
+            if seg.style is not None and seg.style.reverse:
+                return seg.text.strip()
+        return ""
 
     def _row(self, key: str, index: int, cols: tuple[Column, ...]) -> Strip:
         record = self._records[key]
@@ -257,6 +279,16 @@ class VirtualTable(ScrollView, can_focus=True):
             self._lines.clear()
         self._lines[slot] = (record, strip)
         return strip
+
+    def empty_text(self) -> str:
+        if self.filter and self._records:
+            return f"no row matches the filter {self.filter!r}: Esc clears it"
+        return self.EMPTY
+
+    def _empty_line(self, width: int) -> Strip:
+        text = Text(self.empty_text(), style=self.rich_style + Style(italic=True, dim=True))
+        lines = text.wrap(self.app.console, max(1, width))
+        return Strip(lines[0].render(self.app.console) if lines else [])
 
     @staticmethod
     def _fit(text: str, col: Column) -> str:
@@ -296,9 +328,34 @@ class VirtualTable(ScrollView, can_focus=True):
         column = 1 if self.sort_column is None else self.sort_column + 1
         self.sort_by(column if column < n else None, ascending=False)
 
+    def action_reverse(self) -> None:
+        """htop's I: the same column the other way (unsorted: the first column, largest
+        first, which reverses the source's order of names)."""
+        if self.sort_column is None:
+            self.sort_by(0, ascending=False)
+        else:
+            self.sort_by(self.sort_column, ascending=not self.sort_ascending)
+
+    def action_sort_menu(self) -> None:
+        from stormdeck.tui.screens import ColumnMenu
+
+        names = [c.name for c in self.COLUMNS]
+        shown = {c.name for c in self.layout()}
+        menu = ColumnMenu(names, self.sort_column, self.sort_ascending,
+                          frozenset(n for n in names if n not in shown))
+
+        def chosen(column: int | None) -> None:
+            if column is None:
+                return
+            again = column == self.sort_column
+            self.sort_by(column, ascending=again and not self.sort_ascending)
+
+        self.app.push_screen(menu, chosen)
+
     def sort_by(self, column: int | None, ascending: bool) -> None:
         self.sort_column, self.sort_ascending = column, ascending
         self.set_records(list(self._records.items()), self._format)
+        self.refresh()  # the header's arrow moves even when the order did not
         name = self.COLUMNS[column].name if column is not None else "none"
         way = ", smallest first" if ascending and column is not None else ""
         self.notify(f"sorted by {name}{way}", timeout=2)

@@ -89,9 +89,15 @@ class ValidateApp(App[None]):
     def compose(self) -> ComposeResult:
         yield Static(Text("stormdeck validate: tick the steps, then Start (s). Each step "
                           "removes what it creates, also when cancelled (c).", style="bold"))
+        held = bool(getattr(self.options, "read_only", False))
+        if held:
+            yield Static(Text("read-only mode: the steps that write (a pool, rados bench, an "
+                              "OSD's cores, fio) are not run", style="bold yellow"))
         for step, title in STEPS:
             with Horizontal(classes="step"):
-                yield Checkbox(title, value=step not in self.skip, id=f"use-{step}")
+                writes = held and step in runner.WRITES
+                yield Checkbox(title, value=step not in self.skip and not writes,
+                               disabled=writes, id=f"use-{step}")
                 yield ProgressBar(total=1.0, show_eta=False, id=f"bar-{step}")
                 yield Static("", id=f"verdict-{step}")
         with Horizontal(id="buttons"):

@@ -28,6 +28,20 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("cpu", "CPU scaling sweep: one OSD's cores limited step by step (test clusters)"),
 )
 STEP_IDS = tuple(s for s, _ in STEPS)
+# The steps that write to the cluster or limit a daemon, and why: none runs in read-only
+# mode (`--read-only`, STORMDECK_READ_ONLY=1, a read_only cluster of the config file).
+WRITES: dict[str, str] = {
+    "curve": "it creates a pool, writes to it with rados bench and deletes it",
+    "peering": "it creates a pool of new PGs and deletes it",
+    "cpu": "it limits an OSD's cores and creates a pool",
+}
+
+
+def read_only_note(reason: str) -> str:
+    """One sentence for the operator: what read-only mode leaves out of this run."""
+    steps = ", ".join(WRITES)
+    return (f"read-only mode ({reason}): the steps that write ({steps}) and the fio write-cache "
+            "check are skipped; the host and settings checks run")
 
 
 @dataclass
@@ -108,6 +122,12 @@ class Validation:
         cancelled = False
         try:
             for rep in self.reports:
+                if self.options.read_only and rep.id in WRITES:
+                    rep.status = "skipped"
+                    rep.verdicts = [Verdict(rep.title.split(":")[0], judge.SKIP,
+                                            f"read-only mode: not run, as {WRITES[rep.id]}",
+                                            "")]
+                    continue
                 if rep.id in self.skip:
                     rep.status = "skipped"
                     continue

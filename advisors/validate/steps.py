@@ -48,6 +48,8 @@ class Options:
     # The client options the rados tool is run with beyond -c (--name, --keyring,
     # --cluster): the same identity the connection uses.
     client_args: tuple[str, ...] = ()
+    # Nothing that writes runs: no pool, no bench, no affinity, no fio scratch file.
+    read_only: bool = False
 
 
 def _stop(procs: Sequence[subprocess.Popen[str]]) -> None:
@@ -181,6 +183,8 @@ class Ctx:
 @contextmanager
 def scratch_pool(ctx: Ctx, name: str, pgs: int) -> Iterator[str]:
     """A pool of our own for the step, gone when the step ends, is cancelled, or fails."""
+    if ctx.options.read_only:  # the runner skips such steps; this is the last word
+        raise UserError("read-only mode: validate creates no pool")
     pool = POOL_PREFIX + name
     ctx.cleanup.push(f"pool {pool}", lambda: delete_pool(ctx.admin, pool))
     ctx.admin.cmd("osd pool create", pool=pool, pg_num=pgs, pgp_num=pgs)
@@ -323,6 +327,11 @@ def write_cache_check(ctx: Ctx) -> Verdict:
     from stormdeck.collectors.host import parse_diskstats, whole_disk
 
     directory = ctx.options.scratch_dir
+    if ctx.options.read_only:
+        # fio's fdatasync'd writes load the disk (perhaps an OSD's): the kind of thing
+        # read-only mode exists to keep off a production cluster.
+        return Verdict(f"write cache under {directory}", judge.SKIP, "read-only mode: not "
+                       "measured, as fio writes a scratch file with fdatasync", "K2.5")
     dev = device_of(directory)
     if dev is None:
         return Verdict(f"write cache under {directory}", judge.SKIP,

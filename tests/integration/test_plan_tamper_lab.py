@@ -12,7 +12,7 @@ import pytest
 from stormdeck.advisors.actuators import change as make
 from stormdeck.advisors.journal import Journal
 
-from tests.conftest import LabCluster, ceph_json, eventually, run_cli
+from tests.conftest import LabCluster, eventually, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -20,11 +20,7 @@ POOL = "tamperpool"
 
 
 def ceph(lab: LabCluster, prefix: str, **args: Any) -> Any:
-    cluster = lab.rados()
-    try:
-        return ceph_json(cluster, prefix, **args)
-    finally:
-        cluster.shutdown()
+    return lab.command(prefix, **args)
 
 
 def stored(lab: LabCluster, section: str, key: str) -> str | None:

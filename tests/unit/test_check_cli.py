@@ -56,6 +56,7 @@ def test_check_json_follows_the_schema_and_pending_does_not_count(tmp_path: Path
     assert res.rc == 0, res.err
     out = json.loads(res.out)
     conforms(out, SCHEMA)
+    assert out["muted"] == {"count": 0, "exit_without_mutes": 0}
     (f,) = [f for f in out["findings"] if f["rule"] == "curve.leaders.spread"]
     assert f["state"] == "pending", "it needs 20 s to fire"
 
@@ -67,6 +68,7 @@ def test_check_exits_1_on_a_firing_warning(tmp_path: Path) -> None:
         res = check(wire, tmp_path, "--for", "0", "--rules", str(rules))
     assert res.rc == 1, res.err
     assert "WARNING  firing" in res.out and "leadernum range 12" in res.out
+    assert res.out.rstrip().endswith("muted: none")
     assert "change: curve_ops_tool rapid-leader-schedule" in res.out
 
 
@@ -113,6 +115,13 @@ def test_mute_then_check_shows_it_muted_and_exits_0(tmp_path: Path) -> None:
         assert "all-pools" in listed.out and "known" in listed.out
         res = run_cli("check", *addr, "--for", "0", env=env)
         assert res.rc == 0 and "firing muted" in res.out
+        # Green only because of the mute: check says so, in text and in JSON.
+        assert "muted: 1 finding; without the mutes check would exit 1" in res.out
+        res = run_cli("check", *addr, "--for", "0", "--json", env=env)
+        assert res.rc == 0, res.err
+        out = json.loads(res.out)
+        conforms(out, SCHEMA)
+        assert out["muted"] == {"count": 1, "exit_without_mutes": 1}
         # Worse than when muted: the mute lifts and the warning counts again.
         wire.set_leaders([30, 18, 16, 16, 14, 6])
         res = run_cli("check", *addr, "--for", "0", env=env)

@@ -226,3 +226,117 @@ def test_install_into_an_unwritable_place_is_one_sentence(tmp_path: Path) -> Non
     blocker.write_text("a file where a directory should be")
     with pytest.raises(UserError, match="cannot write"):
         install([str(blocker)], build_parser())
+
+
+def bash_complete_in(script: Path, cwd: Path, *words: str) -> list[str]:
+    """As bash_complete, in the directory `cwd` (for file names)."""
+    proc = subprocess.run(["bash", "--norc", "--noprofile", "-c", BASH_DRIVER, "bash",
+                           str(script), "stormdeck", *words],
+                          capture_output=True, text=True, timeout=30, check=True, cwd=cwd)
+    return [w for w in proc.stdout.splitlines() if w]
+
+
+def test_bash_offers_rule_ids_where_a_rule_is_named(bash_script: Path) -> None:
+    from stormdeck.advisors.rules import ALL
+
+    ids = sorted(r.id for r in ALL)
+    assert sorted(bash_complete(bash_script, "plan", "")) == ids
+    cores = sorted(i for i in ids if i.startswith("ceph.osd.co"))
+    assert cores and sorted(bash_complete(bash_script, "plan", "ceph.osd.co")) == cores
+    assert sorted(bash_complete(bash_script, "mute", "ceph.osd.co")) == cores
+    assert sorted(bash_complete(bash_script, "unmute", "ceph.osd.co")) == cores
+
+
+def test_bash_offers_plan_files_after_apply_and_conf_files_after_c(
+        bash_script: Path, tmp_path: Path) -> None:
+    for name in ("plan-1a2b.json", "ceph.conf", "notes.txt", "rules.toml", "s.sdrec"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "plans").mkdir()
+    assert set(bash_complete_in(bash_script, tmp_path, "apply", "")) == {"plan-1a2b.json",
+                                                                         "plans"}
+    assert set(bash_complete_in(bash_script, tmp_path, "watch", "-c", "")) == {"ceph.conf",
+                                                                               "plans"}
+    assert set(bash_complete_in(bash_script, tmp_path, "check", "--conf", "c")) == \
+        {"ceph.conf"}
+    assert set(bash_complete_in(bash_script, tmp_path, "check", "--rules", "")) == \
+        {"rules.toml", "plans"}
+    assert set(bash_complete_in(bash_script, tmp_path, "replay", "")) == {"s.sdrec", "plans"}
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed (./dev setup)")
+def test_fish_offers_rule_ids_after_plan(tmp_path: Path) -> None:
+    res = run_cli("completion", "fish")
+    script = tmp_path / "stormdeck.fish"
+    script.write_text(res.out)
+    proc = subprocess.run(["fish", "--no-config", "-c",
+                           f"source {script}; complete -C 'stormdeck plan ceph.osd.co'"],
+                          capture_output=True, text=True, timeout=30, check=True)
+    offered = {row.split("\t")[0] for row in proc.stdout.splitlines()}
+    assert "ceph.osd.cores_beyond_knee" in offered
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed (./dev setup)")
+def test_zsh_script_names_the_rule_ids() -> None:
+    res = run_cli("completion", "zsh")
+    assert "ceph.osd.cores_beyond_knee" in res.out and "_files -g '(*.conf)'" in res.out
+
+
+def man_sections(text: str) -> dict[str, str]:
+    """The rendered page's text under each top-level heading."""
+    out: dict[str, str] = {}
+    current = ""
+    for line in text.splitlines():
+        if line and not line.startswith(" ") and line.strip().isupper():
+            current = line.strip()
+            out[current] = ""
+        elif current:
+            out[current] += line + "\n"
+    return out
+
+
+def test_the_man_page_has_keys_views_files_environment_and_exit_status(man_text: str) -> None:
+    from stormdeck.tui.keys import VIEWS, help_sections
+
+    sections = man_sections(plain(man_text))
+    for name in ("KEYS", "VIEWS", "FILES", "ENVIRONMENT", "EXIT STATUS"):
+        assert name in sections, name
+    keys = " ".join(sections["KEYS"].split())
+    for title, rows in help_sections():
+        assert title in keys, title
+        for key, what in rows:
+            assert " ".join(f"{key} {what}".split()) in keys or (key in keys and what in keys), \
+                (key, what)
+    views = " ".join(sections["VIEWS"].split())
+    for v in VIEWS:
+        assert f"{v.key} {v.name}" in views
+    assert "ctrl+p" in keys.lower() and "PgDn" in keys and "click a column header" in keys
+
+
+def test_exit_status_is_the_table_every_help_ends_with(man_text: str) -> None:
+    import re
+
+    from stormdeck.parsing import EXIT_CODES
+
+    status = " ".join(man_sections(plain(man_text))["EXIT STATUS"].split())
+    codes = re.findall(r"^\s{2}(\d+)\s", EXIT_CODES, flags=re.M)
+    assert codes == ["0", "1", "2", "3", "70", "130"]
+    for code in codes:
+        assert re.search(rf"(^| ){code} ", status), code
+    assert "internal error (a bug: please report it)" in status
+    assert "a change refused or cancelled (nothing was changed)" in status
+    assert "COMMENTS" not in plain(man_text)  # the table moved, not copied
+
+
+def test_environment_names_every_variable_the_program_reads(man_text: str) -> None:
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    read = set()
+    for folder in ("stormdeck", "base", "advisors", "collectors", "tui", "lab"):
+        for path in (root / folder).rglob("*.py"):
+            read |= set(re.findall(r"os\.(?:environ\.get|getenv)\(\s*\"([A-Z_]+)\"",
+                                   path.read_text()))
+    assert {"CEPH_CONF", "STORMDECK_LAB_DIR", "XDG_STATE_HOME"} <= read
+    env = man_sections(plain(man_text))["ENVIRONMENT"]
+    missing = sorted(name for name in read if name not in env)
+    assert not missing, missing

@@ -137,7 +137,9 @@ def test_a_broken_rule_is_reported_and_the_others_still_judge() -> None:
 
 def test_mutes_need_a_ttl_stay_visible_persist_and_lift_when_worse(tmp_path: Path) -> None:
     path = tmp_path / "mutes.json"
-    store = MuteStore(path)
+    # The snapshots' time is the recorded lab's: "now" for the mutes file is the same.
+    clock = lambda: lab_snapshot().time  # noqa: E731
+    store = MuteStore(path, clock=clock)
     settings = load_settings()
     quick = {**settings, "ceph.osd.cores_starved": replace(
         settings["ceph.osd.cores_starved"], for_seconds=0, warmup_samples=1,
@@ -151,14 +153,14 @@ def test_mutes_need_a_ttl_stay_visible_persist_and_lift_when_worse(tmp_path: Pat
     assert muted.muted and muted.muted_until == pytest.approx(f.last_seen + 600)
     assert worst([muted]) == 0, "a muted finding does not set the exit code"
     # Another process, the same mutes.
-    assert [m.target for m in MuteStore(path).list(now=f.last_seen)] == ["osd.0"]
+    assert [m.target for m in MuteStore(path, clock=clock).list(now=f.last_seen)] == ["osd.0"]
     (worse,) = engine.evaluate([busy(1.20)(lab_snapshot(), 0)])
     assert not worse.muted and "unmuted: it grew worse" in worse.notes[-1]
-    assert MuteStore(path).list(now=f.last_seen) == []
+    assert MuteStore(path, clock=clock).list(now=f.last_seen) == []
 
 
 def test_expired_mutes_do_not_hold(tmp_path: Path) -> None:
-    store = MuteStore(tmp_path / "mutes.json")
+    store = MuteStore(tmp_path / "mutes.json", clock=lambda: lab_snapshot().time)
     engine = Engine(mutes=store, rules=[PeeringStorm])
     snap = storm(lab_snapshot(), 0)
     (f,) = [x for x in engine.evaluate([snap]) if x.rule == "ceph.peering.storm"]

@@ -166,3 +166,16 @@ def test_no_room_for_the_reserve_refuses_the_intent(tmp_path: Path) -> None:
     with pytest.raises(JournalError, match="nothing was sent"):
         j.intent(CHANGE, "0")
     assert not j.path.exists() or j.path.stat().st_size == 0
+
+
+def test_an_undo_of_a_split_says_merge_and_asks_for_undo() -> None:
+    from stormdeck.advisors.actuators import actuator, change
+    from stormdeck.advisors.plan import Plan
+
+    split = change("pool_set", "rbd", "pg_num", "100", "128")
+    back = actuator("pool_set").inverse(split, "100")
+    assert "merge back to 100" in back.note and "split" not in back.note
+    assert back.command == "ceph osd pool set rbd pg_num 100"
+    plan = Plan(id="undo-0123456789", created=0.0, rule="ceph.pool.pg_not_power_of_two",
+                target="rbd", summary="undo", source="journal", fsid=None, changes=(back,))
+    assert plan.phrase == "undo 0123456789"

@@ -50,9 +50,14 @@ def test_argv_environment_and_zombies_of_real_processes(tmp_path: Path) -> None:
     marker = f"{tmp_path}/"
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", marker],
                              env={**os.environ, "STORMDECK_LAB": marker})
+    want = [sys.executable, "-c", "import time; time.sleep(30)", marker]
     try:
-        assert procs.cmdline(child.pid) == [sys.executable, "-c", "import time; time.sleep(30)",
-                                            marker]
+        # Until the child has exec'd, /proc shows the forked parent's argv (or none): on a
+        # loaded machine that takes a while.
+        deadline = time.monotonic() + 10
+        while procs.cmdline(child.pid) != want and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert procs.cmdline(child.pid) == want
         assert procs.environ_has(child.pid, f"STORMDECK_LAB={marker}")
         assert not procs.environ_has(child.pid, "STORMDECK_LAB=/elsewhere/")
         assert procs.is_ours(child.pid, marker)

@@ -241,8 +241,6 @@ def test_recordings_and_reports_are_0600(tmp_path: Path, monkeypatch: pytest.Mon
         os.umask(old)
 
 
-@pytest.mark.xfail(strict=True, reason="advisors/mutes.py writes mutes.json 0600 on its own "
-                   "branch of issue 27; drop this mark when that is merged")
 def test_a_mute_in_the_state_directory_is_0600(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     from stormdeck.advisors.model import Finding, Severity

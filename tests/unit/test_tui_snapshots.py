@@ -50,3 +50,9 @@ def recorded() -> list[Frame]:
 def test_view_snapshot(snap_compare, view: str, size: tuple[int, int]) -> None:
     app = StormdeckApp(StaticFeed(recorded()), cluster_name="lab")
     assert snap_compare(app, press=[VIEWS[view]], terminal_size=size)
+
+
+def test_help_snapshot_at_80x24(snap_compare) -> None:
+    """Help at the SSH size: a scrolling dialog, its first keys and how to scroll it."""
+    app = StormdeckApp(StaticFeed(recorded()), cluster_name="lab")
+    assert snap_compare(app, press=["question_mark"], terminal_size=(80, 24))

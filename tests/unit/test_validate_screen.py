@@ -58,3 +58,26 @@ async def test_going_on_needs_the_phrase_typed() -> None:
         await pilot.click("#yes")
         await pilot.pause()
     assert answers == [True]
+
+
+@pytest.mark.asyncio
+async def test_read_only_unticks_and_locks_the_steps_that_write(tmp_path: Path) -> None:
+    # admin=None: a step that reached the cluster to write would fail the run.
+    options = Options(conf=None, quick=True, state_dir=tmp_path, read_only=True,
+                      cpu_sweep=True)
+    app = ValidateApp(options, admin=None, snapshot=lab_snapshot())
+    async with app.run_test(size=(160, 40)) as pilot:
+        for step in ("curve", "peering", "cpu"):
+            box = app.query_one(f"#use-{step}", Checkbox)
+            assert not box.value and box.disabled, step
+        assert app.query_one("#use-settings", Checkbox).value
+        app.query_one("#use-hosts", Checkbox).value = False
+        await pilot.press("s")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.report is not None
+        steps = {s.id: s for s in app.report.steps}
+        assert steps["settings"].status == "done"
+        for step in ("curve", "peering", "cpu"):
+            assert steps[step].status == "skipped" and "read-only" in \
+                steps[step].verdicts[0].summary, step

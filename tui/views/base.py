@@ -62,8 +62,13 @@ def change_in_worker(widget: Any, done: str, action: Callable[[Any], str]) -> No
         with factory() as executor:
             text = action(executor)
     except UserError as exc:
+        if exc.exit_code == 0:  # e.g. nothing to undo: the cluster is as wanted
+            say(widget.notify, printable(str(exc), 400), title=done, markup=False)
+            widget.post_message(JournalChanged())
+            return
         say(widget.notify, printable(str(exc), 400), title="refused", severity="error",
             markup=False)
+        widget.post_message(JournalChanged())  # a refusal may still have been journaled
         return
     say(widget.notify, printable(text, 400), title=done, markup=False)
     widget.post_message(JournalChanged())

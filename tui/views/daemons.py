@@ -9,6 +9,7 @@ from rich.text import Text
 from stormdeck.collectors.model import Daemon, Snapshot, disk_key
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import bar, ms, num, pct, t
+from stormdeck.tui.keys import in_scope
 from stormdeck.tui.stale import note, show_note, stale_parts, struck, wrapped
 from stormdeck.tui.table import Column, VirtualTable
 from stormdeck.tui.views.base import View
@@ -18,12 +19,14 @@ from textual.binding import Binding, BindingType
 class DaemonTable(View, VirtualTable):
     view_id = "daemons"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "select", "On a daemon: its detail (figures, disks, findings)",
-                show=False),
-    ]
-    COLUMNS = (Column("daemon", 14), Column("host", 12, 4), Column("cores used/allowed", 20),
+        Binding(k.keys, k.action, k.description, show=False) for k in in_scope("daemons")]
+    EMPTY = ("no daemons yet: they come with the first poll of Ceph (-c CONF) or Curve "
+             "(--curve-mds); the header says whether each source answers")
+    # At 80 columns the host stays (which host a slow or down OSD is on) and the
+    # primaries, IOPS per core and device go first.
+    COLUMNS = (Column("daemon", 14), Column("host", 12, 3), Column("cores used/allowed", 20),
                Column("IOPS", 7, 1, True), Column("IOPS/core", 9, 5, True),
-               Column("latency", 15, 2), Column("prim|lead", 9, 3, True),
+               Column("latency", 15, 2), Column("prim|lead", 9, 4, True),
                Column("device", 10, 6), Column("util", 5, 2, True))
 
     # The records last built, and the daemons and disks mappings they were built from.

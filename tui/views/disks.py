@@ -20,11 +20,15 @@ NO_UDEV = "udev not running here: disk names from sysfs, no model/serial"
 
 
 class DiskTable(VirtualTable):
-    COLUMNS = (Column("disk", 22), Column("util", 5, 0, True), Column("r/s", 7, 2, True),
+    EMPTY = ("no disks seen: this host's come from /proc/diskstats, other hosts' from "
+             "`stormdeck exporter` through Prometheus (--prometheus URL)")
+    # Dropped when narrow from the highest priority: at 80 columns the disk, its
+    # utilisation, writes, cache and the daemons on it stay (which OSD a busy disk hurts).
+    COLUMNS = (Column("disk", 22), Column("util", 5, 0, True), Column("r/s", 7, 3, True),
                Column("w/s", 7, 1, True), Column("r_await", 8, 4, True),
                Column("w_await", 8, 3, True), Column("queue", 6, 5, True),
-               Column("cache kernel/device", 26, 1), Column("transport", 15, 6),
-               Column("daemons", 14, 3))
+               Column("cache kernel/device", 20, 2), Column("transport", 15, 6),
+               Column("daemons", 14, 1))
 
     def show(self, frame: Frame) -> None:
         # Disks come from the host source: a late one's rows are struck whole.

@@ -16,9 +16,11 @@ from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import SEVERITY_STYLE, t
+from stormdeck.tui.keys import in_scope
 from stormdeck.tui.screens import PlanReview
 from stormdeck.tui.table import Column, VirtualTable
 from stormdeck.tui.views.base import View, change_in_worker
+from stormdeck.tui.views.overview import LAB_HINT
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -27,6 +29,7 @@ from textual.widgets import Static
 
 
 class FindingTable(VirtualTable):
+    EMPTY = f"no findings: every rule is quiet. Idle? {LAB_HINT}"
     COLUMNS = (Column("severity", 8), Column("state", 13, 2), Column("rule", 30, 1),
                Column("target", 20), Column("summary", 80, 3))
 
@@ -81,9 +84,7 @@ class FindingsView(View, Vertical):
 
     view_id = "findings"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "review", "On a finding: review its change", show=False),
-        Binding("m", "mute", "On a finding: mute it for an hour", show=False),
-    ]
+        Binding(k.keys, k.action, k.description, show=False) for k in in_scope("findings")]
 
     def compose(self) -> ComposeResult:
         yield FindingTable(id="finding-table")
@@ -144,6 +145,11 @@ class FindingsView(View, Vertical):
             return
         engine = getattr(tab.feed, "engine", None)
         badness = engine.badness(finding) if engine is not None else 0.0
-        tab.mutes.add(finding, ttl=3600, badness=badness)
+        try:
+            tab.mutes.add(finding, ttl=3600, badness=badness)
+        except UserError as exc:  # another writer, a full disk: said, not a crash
+            self.notify(printable(str(exc), 300), title="not muted", severity="error",
+                        markup=False)
+            return
         self.notify(printable(f"muted {finding.rule} on {finding.target} for 1 h", 200),
                     markup=False)

@@ -11,9 +11,10 @@ from stormdeck.advisors.plan import Plan, review, runtime_from_options
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 from stormdeck.tui.format import t
+from stormdeck.tui.keys import in_scope
 from stormdeck.tui.screens import PlanReview
 from stormdeck.tui.table import Column, VirtualTable
-from stormdeck.tui.views.base import change_in_worker
+from stormdeck.tui.views.base import JournalChanged, change_in_worker
 from textual import work
 from textual.binding import Binding, BindingType
 
@@ -23,19 +24,29 @@ def _status(status: str) -> Any:
         # The daemons run something else, whatever is stored: the reason goes beside
         # the values, where there is room for it.
         return t("overridden", "yellow")
-    return t(status, "bold red" if status in ("INCOMPLETE", "failed") else "")
+    if status in ("pending", "pending restart"):
+        return t(status, "yellow")
+    return t(status, "bold red" if status in ("INCOMPLETE", "failed", "unknown") else "")
+
+
+# An entry whose outcome is still open: read again on the cluster while the view shows it.
+OPEN = ("INCOMPLETE", "unknown", "pending")
+REREAD_EVERY = 10.0
 
 
 class JournalTable(VirtualTable):
+    EMPTY = ("no changes yet: a finding's change, reviewed (6, then Enter) and applied, is "
+             "journaled here, and u undoes it")
     COLUMNS = (Column("id", 10), Column("when", 14, 3), Column("status", 15),
                Column("change", 50, 1), Column("before -> after", 24, 2),
                Column("undo", 20, 4))
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("u", "undo", "On a journal entry: undo it", show=False),
-    ]
+        Binding(k.keys, k.action, k.description, show=False) for k in in_scope("journal")]
 
     def show_entries(self, entries: Sequence[Any], clock: Callable[[float], str]) -> None:
         self.entries = {e.id: e for e in entries}
+        if any(e.status in OPEN and not e.undone_by for e in entries):
+            self.reread_open()
         self.sync((e.id, (t(e.id), t(clock(e.started)), _status(e.status),
                           t(e.change.command, limit=80),
                           t(f"{e.before if e.before is not None else 'unset'} -> {e.after}"
@@ -69,6 +80,26 @@ class JournalTable(VirtualTable):
         config = frame.snapshot.cluster.config if frame and frame.snapshot.cluster else None
         self.app.push_screen(PlanReview(plan, review(plan), runtime_from_options(config)),
                              lambda ok: self.undo_entry(entry) if ok else None)
+
+    def reread_open(self) -> None:
+        """Converging changes followed to their end, unknown outcomes read again: so the
+        journal shows what Ceph did (pg_num reached), not the last step seen."""
+        factory = getattr(self.app.tab, "executor_factory", None)
+        now = time.monotonic()
+        if factory is None or now - getattr(self, "_reread_at", -REREAD_EVERY) < REREAD_EVERY:
+            return
+        self._reread_at = now
+        self._reread(factory)
+
+    @work(thread=True, exclusive=True, group="reread")
+    def _reread(self, factory: Callable[[], Any]) -> None:
+        try:
+            with factory() as executor:
+                settled = executor.refresh_open()
+        except UserError:
+            return  # the cluster does not answer now: the next look tries again
+        if settled:
+            self.post_message(JournalChanged())
 
     @work(thread=True, exclusive=True)
     def undo_entry(self, entry: Any) -> None:

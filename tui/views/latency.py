@@ -17,6 +17,8 @@ SPARK = 24  # the history column's width: the newest values it shows
 
 class LatencyTable(View, VirtualTable):
     view_id = "latency"
+    EMPTY = ("no daemons yet: they come with the first poll of Ceph or Curve; p99 and op "
+             "r/w come from Prometheus (watch --prometheus URL)")
     COLUMNS = (Column("daemon", 14), Column("kind", 11, 4), Column("commit|append", 13),
                Column("apply|send", 11, 1), Column("p99", 9, 2), Column("op r/w", 17, 3),
                Column("history", 24, 5))

@@ -69,7 +69,8 @@ class Leaders(FrameText):
                     out.append_text(pool_primaries(pool, deviation, self.ascii_only))
                     out.append("\n")
         if not out.plain:
-            out.append("no leader or primary counts yet")
+            out.append("no leader or primary counts yet: Curve's come with --curve-mds, "
+                       "Ceph's primaries with the first PG dump")
         return out
 
 

@@ -20,6 +20,10 @@ from stormdeck.tui.feed import (
 from stormdeck.tui.format import finding_line, ms, newest, num, pct, rate, spark, t
 from stormdeck.tui.views.base import FrameText
 
+# What an idle cluster's screen says (views' empty states): how to make something happen.
+LAB_HINT = ("on the lab, `stormdeck lab load` makes client IO and `stormdeck lab storm` "
+            "a peering storm")
+
 SPARK = 20  # a sparkline's width: the newest values it shows
 NAMED = 5  # down OSDs, bad PG states, slow OSDs named before "and N more"
 RATE_WINDOW = 60.0  # seconds of History a recovery rate (and a stall's "before") is read from
@@ -99,6 +103,9 @@ class Overview(FrameText):
         for f in live:
             out.append_text(finding_line(f))
             out.append("\n")
+        if c is not None and c.client_write_iops is not None and \
+                not (c.client_read_iops or c.client_write_iops):
+            out.append(f"\nidle: {LAB_HINT}\n", style="dim")
         return out
 
     def _cluster(self, out: Text, frame: Frame, osds: list[Daemon], sp: Any) -> None:

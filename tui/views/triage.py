@@ -8,6 +8,7 @@ from stormdeck.base import pgstate
 from stormdeck.tui.feed import Frame, age_text, clock, stale_part
 from stormdeck.tui.format import finding_line, num, rate, spark, t
 from stormdeck.tui.views.base import FrameText
+from stormdeck.tui.views.overview import LAB_HINT
 
 TRIAGE_RULES = frozenset(r.id for r in TRIAGE)
 EVENT_STYLE = {0: "", 1: "yellow", 2: "bold red"}
@@ -69,7 +70,8 @@ class Triage(FrameText):
         out.append("  (OSDs, health, flags, config log, osdmap; newest last)\n")
         events = frame.events[-14:]
         if not events:
-            out.append("  nothing yet\n", style="green")
+            out.append(f"  nothing yet ({LAB_HINT}, `stormdeck lab storm --restart-osd 0` "
+                       "an OSD restart)\n", style="green")
         for e in events:
             out.append(f"  {clock(e.time)}  ")
             out.append_text(t(e.text, EVENT_STYLE.get(e.level, ""), 150))
