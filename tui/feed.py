@@ -21,7 +21,7 @@ from typing import Any
 from stormdeck.advisors.loop import REPLAY_RUNUP
 from stormdeck.advisors.model import Finding
 from stormdeck.advisors.timeline import Event
-from stormdeck.collectors.model import Snapshot
+from stormdeck.collectors.model import Snapshot, SourceHealth
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +49,7 @@ PART_SOURCES: dict[str, tuple[str, ...]] = {
     "disks": ("host", "prometheus"),
     "hosts": ("host",),
 }
-# Slack for a poll that takes a little longer than the last one did.
+# Seconds of slack for a poll that takes a little longer than the last one did.
 LATE_SLACK = 0.5
 
 
@@ -63,10 +63,9 @@ def poll_interval(frame: Frame) -> float:
 def stale_sources(frame: Frame) -> dict[str, float]:
     """Sources whose figures in this frame are not current: name -> their age in seconds.
 
-    A source is stale once it has missed a poll: its last good answer is older than one
-    interval (or its own last poll's duration, if longer) plus one more interval. That
-    is sooner than the hub's verdict (a failed poll, or one hung past the timeout), which
-    counts too. In a replay the recorded times say the same.
+    A source is stale once it has missed a poll (is_late, the header's test too): sooner
+    than the hub's own verdict (a failed poll, or one hung past the timeout), which
+    counts as well. In a replay the recorded times say the same.
     """
     s = frame.snapshot
     if not s.sources:
@@ -76,11 +75,18 @@ def stale_sources(frame: Frame) -> dict[str, float]:
     for name, h in s.sources.items():
         if h.last_success is None:
             continue  # nothing from it is shown: there is nothing to mark
-        age = max(0.0, s.time - h.last_success)
-        due = interval + max(interval, h.poll_seconds or 0.0) + LATE_SLACK
-        if h.stale or age > due:
-            out[name] = age
+        if is_late(h, s.time, interval):
+            out[name] = max(0.0, s.time - h.last_success)
     return out
+
+
+def is_late(h: SourceHealth, now: float, interval: float) -> bool:
+    """The one test of a source's currency, for the header and the body alike: the hub
+    says it failed or hung, or its last answer is older than a poll (the interval and
+    the poll's own time) should make it, with room for one poll a little slower."""
+    age = now - h.last_success if h.last_success is not None else None
+    due = (interval + (h.poll_seconds or 0.0)) * 1.5 + LATE_SLACK
+    return h.stale or (age is not None and age > due)
 
 
 def stale_part(frame: Frame, part: str, stale: dict[str, float] | None = None) -> float | None:

@@ -110,9 +110,9 @@ def missed_polls(frame: Frame, source: str, seconds: float) -> Frame:
 def test_a_source_that_missed_one_poll_is_stale_at_once() -> None:
     frame = replayed(70)
     assert stale_sources(frame) == {}
-    late = missed_polls(frame, "ceph", 2.6)
+    late = missed_polls(frame, "ceph", 4.0)
     assert set(stale_sources(late)) == {"ceph"}
-    assert stale_part(late, "cluster") == pytest.approx(2.6)
+    assert stale_part(late, "cluster") == pytest.approx(4.0)
     assert stale_part(late, "disks") is None
     # The hub's verdict counts too, however young the last answer.
     sources = {**frame.snapshot.sources,
@@ -257,3 +257,15 @@ def test_cluster_text_in_the_incident_lines_is_inert() -> None:
     assert "down  osd.1 on [bold red]x[/] \\x1b[31mred\\x1b[0m since" in rendered.plain
     assert "98 [bold red]x[/]" in rendered.plain
     assert "\x1b" not in rendered.plain
+
+
+def test_the_header_and_the_body_call_a_source_stale_at_the_same_moment() -> None:
+    from stormdeck.tui.app import source_state
+    from stormdeck.tui.feed import poll_interval
+
+    frame = replayed(70)
+    for tenths in range(0, 80):
+        late = missed_polls(frame, "ceph", tenths / 10)
+        header = source_state(late.snapshot.sources["ceph"], late.snapshot.time,
+                              poll_interval(late))[1]
+        assert header.startswith("STALE") == ("ceph" in stale_sources(late)), tenths
