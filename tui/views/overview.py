@@ -103,8 +103,9 @@ class Overview(FrameText):
         for f in live:
             out.append_text(finding_line(f))
             out.append("\n")
+        # No client IO is idle only if none was flowing the minute before: else a stall.
         if c is not None and c.client_write_iops is not None and \
-                not (c.client_read_iops or c.client_write_iops):
+                not (c.client_read_iops or c.client_write_iops) and io_stall(hist) is None:
             out.append(f"\nidle: {LAB_HINT}\n", style="dim")
         return out
 
@@ -156,11 +157,13 @@ class Overview(FrameText):
         out.append(f"client  {num(c.client_read_iops)} rd/s {num(c.client_write_iops)} wr/s   "
                    f"{writes}")
         stall = io_stall(hist)
+        out.append("\n")
         if stall is not None:
             since, was = stall
-            out.append(f"   STALLED since {clock(since)} ({s.time - since:.0f} s; was "
-                       f"{was:.0f} op/s)", style="bold white on red")
-        out.append("\n")
+            # A line of its own: it fits 80 columns whole.
+            out.append(f"  STALLED since {clock(since)} ({s.time - since:.0f} s): client IO "
+                       f"fell to 0 from {was:.0f} op/s", style="bold white on red")
+            out.append("\n")
         rec = recovery(hist)
         if rec is not None:
             remaining, per_sec, eta = rec
