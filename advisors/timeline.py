@@ -65,8 +65,8 @@ def pg_classes(c: Cluster | None) -> dict[str, int]:
     """PG counts by incident class, with "inactive" (not active) first."""
     if c is None or c.num_pgs is None:
         return {}
-    out = {"inactive": c.num_pgs - c.pgs_in("active") if c.pg_states
-           else c.num_pgs - c.pg_flags.get("active", c.num_pgs)}
+    # Judged by base/pgstate.py: a stale PG is not active, whatever else its state says.
+    out = {"inactive": c.pgs_inactive or 0}
     for name, words in PG_CLASSES:
         out[name] = c.pgs_in(*words)
     return out

@@ -164,12 +164,22 @@ def _opt_str(value: Any) -> str | None:
 _SLOW_COUNT = re.compile(r"(\d+) slow ops")
 _SLOW_DAEMONS = re.compile(r"daemons \[([^\]]*)\]")
 _SLOW_ONE = re.compile(r"\b(osd\.\d+|mon\.\S+) has slow ops")
+_SLOW_OLDEST = re.compile(r"oldest one blocked for (\d+(?:\.\d+)?) sec")
 
 
 def parse_health(d: Mapping[str, Any]) -> tuple[tuple[HealthCheck, ...], int, tuple[str, ...]]:
     """`health detail`: the checks, the slow-op count and the daemons that have them."""
+    checks, slow, slow_daemons, _ = parse_health_slow(d)
+    return checks, slow, slow_daemons
+
+
+def parse_health_slow(d: Mapping[str, Any]) -> tuple[tuple[HealthCheck, ...], int,
+                                                      tuple[str, ...], float | None]:
+    """`health detail` as parse_health reads it, and how long the oldest slow op has
+    been blocked ("N slow ops, oldest one blocked for 35 sec, daemons [...] have slow
+    ops."); Ceph names the daemons but not the PGs of their slow ops."""
     checks = []
-    slow, slow_daemons = 0, []
+    slow, slow_daemons, oldest = 0, [], None
     for code, c in sorted(d.get("checks", {}).items()):
         summary = c.get("summary", {})
         message = summary.get("message", "") if isinstance(summary, dict) else str(summary)
@@ -185,7 +195,9 @@ def parse_health(d: Mapping[str, Any]) -> tuple[tuple[HealthCheck, ...], int, tu
                 slow_daemons += [x.strip() for x in m.group(1).split(",") if x.strip()]
             for line in (message, *detail):
                 slow_daemons += _SLOW_ONE.findall(line)
-    return tuple(checks), slow, tuple(dict.fromkeys(slow_daemons))
+            m = _SLOW_OLDEST.search(message)
+            oldest = float(m.group(1)) if m else None
+    return tuple(checks), slow, tuple(dict.fromkeys(slow_daemons)), oldest
 
 
 def parse_osd_perf(d: Mapping[str, Any]) -> dict[int, tuple[float | None, float | None]]:
@@ -415,13 +427,17 @@ def parse_osd_dump(d: Mapping[str, Any]) -> dict[str, Any]:
     flags = d.get("flags", "")
     flag_list = [f for f in (flags.split(",") if isinstance(flags, str) else flags) if f]
     osds = {int(o["osd"]): (bool(o.get("up")), bool(o.get("in"))) for o in d.get("osds", [])}
+    # When each OSD now down was marked down (a stamp stays after it comes back up).
+    down_since = {int(x["osd"]): stamp for x in d.get("osd_xinfo", []) or []
+                  if "osd" in x and not osds.get(int(x["osd"]), (True,))[0]
+                  and (stamp := parse_stamp(x.get("down_stamp"))) is not None}
     # Only affinities other than 1 (the default): the read balancer weighs primaries by them.
     affinity = {f"osd.{o['osd']}": a for o in d.get("osds", [])
                 if (a := _float(o.get("primary_affinity"))) is not None and a != 1.0}
     return {"epoch": _int(d.get("epoch")), "flags": tuple(flag_list), "osds": osds,
             "ec_profiles": d.get("erasure_code_profiles", {}),
             "require_min_compat_client": d.get("require_min_compat_client") or None,
-            "primary_affinity": affinity}
+            "primary_affinity": affinity, "down_since": down_since}
 
 
 # Flags every modern cluster has set; the ones an operator sets (noout,
@@ -816,7 +832,7 @@ class CephSource:
         self._cache["status"] = _Cached(status, now)
         r = self._run
         health = r("health", self.FAST, now, lambda: mon("health", detail="detail"), errors,
-                   parse=lambda raw: parse_health(json.loads(raw)))
+                   parse=lambda raw: parse_health_slow(json.loads(raw)))
         stats = self._stats_period()
         perf = r("osd perf", stats, now, lambda: mgr("osd perf"), errors,
                  parse=lambda raw: parse_osd_perf(json.loads(raw)))
@@ -878,9 +894,10 @@ class CephSource:
     def _assemble(self, status: dict[str, Any], health: Any, perf: Any, io: Any, df: Any,
                   dump: Any, primaries: Any, pools_raw: Any, config: Any, meta: Any,
                   versions: Any, helps: Any, errors: list[str]) -> Partial:
-        checks, slow, slow_daemons = health or ((), None, ())
+        checks, slow, slow_daemons, slow_oldest = health or ((), None, (), None)
         release, version, mixed = versions or (None, None, False)
-        dump = dump or {"epoch": None, "flags": (), "osds": {}, "ec_profiles": {}}
+        dump = dump or {"epoch": None, "flags": (), "osds": {}, "ec_profiles": {},
+                        "down_since": {}}
         # Pools and options are rebuilt only when what they come from was fetched anew.
         pools_key = (pools_raw, dump["ec_profiles"], primaries)
         if self._pools is not None and _same_objects(self._pools[0], pools_key):
@@ -918,6 +935,7 @@ class CephSource:
             self._options = (options_key, options)
         cluster = Cluster(
             **status, checks=checks, slow_ops=slow, slow_ops_daemons=slow_daemons,
+            slow_ops_oldest=slow_oldest,
             osd_flags=tuple(f for f in dump["flags"] if f not in ROUTINE_FLAGS),
             require_min_compat_client=dump.get("require_min_compat_client"),
             primary_affinity=dump.get("primary_affinity") or {}, pools=pools,
@@ -937,6 +955,7 @@ class CephSource:
         last = self._daemons
         meta, df, perf, io = meta or {}, df or {}, perf or {}, io or {}
         osds = dump["osds"]
+        down_since = dump.get("down_since") or {}
         names = self._names
         no_perf = (None, None)
         # A rebuild runs once per mgr stats period over every OSD (10,000 at scale), so
@@ -950,7 +969,7 @@ class CephSource:
             updown = osds.get(i)
             key = (m, u, perf.get(i, no_perf), o, updown,
                    prim_counts.get(i, 0) if prim_counts is not None else None,
-                   None if health is None else name in slow_set)
+                   None if health is None else name in slow_set, down_since.get(i))
             old = last.get(i)
             if old is not None and old[0] == key:
                 d = old[1]
@@ -968,7 +987,8 @@ class CephSource:
                     read_bps=o.read_bps if o else None, write_bps=o.write_bps if o else None,
                     commit_latency=p[0], apply_latency=p[1],
                     pgs=u.pgs if u else None, primary_pgs=key[5],
-                    utilization=u.utilization if u else None, has_slow_ops=key[6])
+                    utilization=u.utilization if u else None, has_slow_ops=key[6],
+                    down_since=key[7] if up is False else None)
             built[i] = (key, d)
             daemons[name] = d
         self._daemons = built
@@ -992,7 +1012,8 @@ def _osd_builder() -> Callable[..., Daemon]:
     names = [f.name for f in fields]
     given = ("id", "host", "devices", "up", "in_", "objectstore", "device_class",
              "read_iops", "write_iops", "read_bps", "write_bps", "commit_latency",
-             "apply_latency", "pgs", "primary_pgs", "utilization", "has_slow_ops")
+             "apply_latency", "pgs", "primary_pgs", "utilization", "has_slow_ops",
+             "down_since")
     env: dict[str, Any] = {"_new": object.__new__, "_Daemon": Daemon,
                            "_KIND": "osd"}
     lines = [f"def make({', '.join(given)}):", "    self = _new(_Daemon)"]

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from stormdeck.base import pgstate
+
 T = TypeVar("T")
 
 # ---- per daemon -------------------------------------------------------------
@@ -62,6 +64,9 @@ class Daemon:
     copysets: int | None = None
     utilization: float | None = None  # of its capacity, 0..1
     has_slow_ops: bool | None = None  # Ceph names the daemons, but counts only cluster-wide
+    # When the monitors last marked it down (`osd dump` osd_xinfo down_stamp), while it is
+    # down; None while up, or when unknown (recordings made before this field).
+    down_since: float | None = None
     # Curve chunkservers: leaders as the MDS's topology and heartbeats see them,
     # raft and write latency tails, bthread saturation, signs of elections.
     curve_id: int | None = None
@@ -252,6 +257,7 @@ class Cluster:
     pg_flags: Mapping[str, int] = field(default_factory=dict)
     slow_ops: int | None = None
     slow_ops_daemons: tuple[str, ...] = ()
+    slow_ops_oldest: float | None = None  # seconds the oldest slow op has been blocked
     osd_flags: tuple[str, ...] = ()
     osdmap_epoch: int | None = None
     require_min_compat_client: str | None = None  # "luminous", "reef", ...
@@ -279,24 +285,35 @@ class Cluster:
     def pgs_in(self, *words: str) -> int:
         """PGs whose state contains any of `words` ("peering", "degraded", ...)."""
         if self.pg_states:
-            return sum(n for state, n in self.pg_states.items()
-                       if any(w in state.split("+") for w in words))
+            return pgstate.count_with(self.pg_states, *words)
         # Per-word counts overlap, so with several words this is a lower bound.
         return max((self.pg_flags.get(w, 0) for w in words), default=0)
 
     @property
     def pgs_not_clean(self) -> int | None:
+        """PGs not healthy as base/pgstate.py judges them (not exactly active+clean, give
+        or take scrubbing and snap trimming): stale+active+clean counts here."""
         if self.num_pgs is None:
             return None
         if self.pg_states:
-            # active+clean+scrubbing (or +snaptrim, +laggy...) is clean, as Ceph counts it:
-            # a long-lived cluster always has some PGs scrubbing.
-            clean = sum(n for state, n in self.pg_states.items()
-                        if {"active", "clean"} <= set(state.split("+")))
-            return self.num_pgs - clean
-        if "clean" in self.pg_flags:
-            return self.num_pgs - self.pg_flags["clean"]
-        return None
+            return pgstate.count_unhealthy(self.pg_states)
+        return pgstate.unhealthy_from_flags(self.num_pgs, self.pg_flags)
+
+    @property
+    def pgs_inactive(self) -> int | None:
+        """PGs not known to be active now (a stale PG's "active" is old news)."""
+        if self.num_pgs is None:
+            return None
+        if self.pg_states:
+            return sum(n for state, n in self.pg_states.items() if not pgstate.is_active(state))
+        if "active" not in self.pg_flags:
+            return None
+        return max(self.num_pgs - self.pg_flags["active"], self.pg_flags.get("stale", 0))
+
+    def pgs_by_problem(self) -> dict[str, int]:
+        """Unhealthy PGs by state, worst-first order kept by count: {"stale+active+clean": 53}."""
+        return {state: n for state, n in sorted(self.pg_states.items(), key=lambda kv: -kv[1])
+                if n and not pgstate.is_healthy(state)}
 
 
 def pg_flags_from_states(states: Mapping[str, int]) -> dict[str, int]:

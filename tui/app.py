@@ -14,7 +14,7 @@ from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 from stormdeck.base.when import parse_when
 from stormdeck.tui.commands import StormdeckCommands
-from stormdeck.tui.feed import Frame
+from stormdeck.tui.feed import Frame, is_late
 from stormdeck.tui.format import t
 from stormdeck.tui.keybar import KeyBar
 from stormdeck.tui.keys import help_sections, in_scope
@@ -74,8 +74,7 @@ def source_state(s: Any, now: float, interval: float) -> tuple[str, str]:
     than its poll should take is STALE at once: the hub calls a poll hung only after its
     timeout (10 s), and a mon that went away keeps a poll waiting that long."""
     age = now - s.last_success if s.last_success is not None else None
-    due = (interval + (s.poll_seconds or 0.0)) * 1.5 + 0.5
-    if s.stale or (age is not None and age > due):
+    if is_late(s, now, interval):  # the body's figures are struck by the same test
         return "bold reverse red", f"STALE {max(0.0, age or 0.0):.0f}s"
     if s.last_success is None:
         return "bold red", "ERROR" if s.error else "waiting"

@@ -10,6 +10,7 @@ with the same keys.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import deque
@@ -20,7 +21,7 @@ from typing import Any
 from stormdeck.advisors.loop import REPLAY_RUNUP
 from stormdeck.advisors.model import Finding
 from stormdeck.advisors.timeline import Event
-from stormdeck.collectors.model import Snapshot
+from stormdeck.collectors.model import Snapshot, SourceHealth
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,74 @@ class Frame:
 
 def clock(t: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+# Which sources each part of a Snapshot comes from, by the names the sources give
+# themselves (collectors/*.py `name`); merged, the first that has a value wins, so a stale
+# one's old value can stand in a part another source keeps fresh.
+PART_SOURCES: dict[str, tuple[str, ...]] = {
+    "cluster": ("ceph", "prometheus"),
+    "osd": ("ceph", "prometheus"),  # up/in, latency, IOPS, PGs
+    "cores": ("host", "prometheus"),  # daemons' CPU, from this host or the exporters
+    "chunkserver": ("curve", "host"),
+    "curve": ("curve",),
+    "disks": ("host", "prometheus"),
+    "hosts": ("host",),
+}
+# Seconds of slack for a poll that takes a little longer than the last one did.
+LATE_SLACK = 0.5
+
+
+def poll_interval(frame: Frame) -> float:
+    """The time between snapshots, as the frame's history shows it (live or replayed)."""
+    times = [x.time for x in frame.history[-6:]]
+    gaps = sorted(b - a for a, b in itertools.pairwise(times) if b > a)
+    return gaps[len(gaps) // 2] if gaps else 1.0
+
+
+def stale_sources(frame: Frame) -> dict[str, float]:
+    """Sources whose figures in this frame are not current: name -> their age in seconds.
+
+    A source is stale once it has missed a poll (is_late, the header's test too): sooner
+    than the hub's own verdict (a failed poll, or one hung past the timeout), which
+    counts as well. In a replay the recorded times say the same.
+    """
+    s = frame.snapshot
+    if not s.sources:
+        return {}
+    interval = poll_interval(frame)
+    out = {}
+    for name, h in s.sources.items():
+        if h.last_success is None:
+            continue  # nothing from it is shown: there is nothing to mark
+        if is_late(h, s.time, interval):
+            out[name] = max(0.0, s.time - h.last_success)
+    return out
+
+
+def is_late(h: SourceHealth, now: float, interval: float) -> bool:
+    """The one test of a source's currency, for the header and the body alike: the hub
+    says it failed or hung, or its last answer is older than a poll (the interval and
+    the poll's own time) should make it, with room for one poll a little slower."""
+    age = now - h.last_success if h.last_success is not None else None
+    due = (interval + (h.poll_seconds or 0.0)) * 1.5 + LATE_SLACK
+    return h.stale or (age is not None and age > due)
+
+
+def stale_part(frame: Frame, part: str, stale: dict[str, float] | None = None) -> float | None:
+    """How old the figures of `part` ("cluster", "osd", "disks", ...) may be when a source
+    that feeds it is stale; None when every source feeding it is current."""
+    stale = stale_sources(frame) if stale is None else stale
+    ages = [stale[n] for n in PART_SOURCES.get(part, ()) if n in stale]
+    return max(ages) if ages else None
+
+
+def age_text(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 class Scrollback:

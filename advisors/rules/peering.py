@@ -12,10 +12,11 @@ from stormdeck.advisors.rules.base import NUMBER, Context, Proposes, Rule, confi
 
 def _inactive(s) -> float | None:  # Snapshot -> PGs not active
     c = s.cluster
-    if c is None or c.num_pgs is None:
+    if c is None:
         return None
-    active = c.pg_flags.get("active")
-    return None if active is None and not c.pg_states else c.num_pgs - (active or 0)
+    # Judged by base/pgstate.py: stale+active+clean is not known to be active.
+    n = c.pgs_inactive
+    return None if n is None else float(n)
 
 
 def mgr_blind(c) -> bool:
@@ -85,7 +86,8 @@ class PeeringStorm(Rule):
             severity=Severity.CRITICAL if critical else Severity.WARNING,
             summary=f"{now:.0f} of {c.num_pgs} PGs not active "
                     f"({c.pgs_in('peering'):.0f} peering, {c.pgs_in('activating'):.0f} "
-                    f"activating)" + (f"; flapping: {', '.join(flapping)}" if flapping else ""),
+                    f"activating, {c.pgs_in('stale'):.0f} stale)"
+                    + (f"; flapping: {', '.join(flapping)}" if flapping else ""),
             evidence=(ctx.evidence("PGs not active", series, "PGs"),),
             changes=tuple(changes), procedure=tuple(procedure), badness=now)
 

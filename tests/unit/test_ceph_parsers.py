@@ -307,7 +307,7 @@ def test_the_fast_osd_maker_makes_the_daemon_init_would() -> None:
     kw = dict(id="osd.7", host="stor-1", devices=("nvme0n1",), up=True, in_=False,
               objectstore="bluestore", device_class="ssd", read_iops=1.5, write_iops=None,
               read_bps=3.0, write_bps=4.0, commit_latency=0.002, apply_latency=None, pgs=101,
-              primary_pgs=33, utilization=0.5, has_slow_ops=None)
+              primary_pgs=33, utilization=0.5, has_slow_ops=None, down_since=None)
     made, init = _make_osd(**kw), Daemon(kind="osd", **kw)
     assert type(made) is Daemon and made == init and hash(made) == hash(init)
     assert [getattr(made, f.name) for f in dataclasses.fields(Daemon)] == \
@@ -346,3 +346,35 @@ def test_a_new_osdmap_epoch_with_nothing_moved_keeps_the_same_pools() -> None:
     src.clock = lambda: 3000.0
     third = src.poll().cluster
     assert third is not None and third.pools is not first.pools
+
+
+def test_an_osd_down_carries_when_the_monitors_marked_it_down() -> None:
+    """osd dump's osd_xinfo down_stamp, for the OSDs down now: the overview's 'since'."""
+    from tests.captured import CannedCeph, lab_outputs
+
+    dump = load("osd_dump.json")
+    assert parse_osd_dump(dump)["down_since"] == {}  # all up; "0.000000" is never down
+    for o in dump["osds"]:
+        if o["osd"] == 2:
+            o["up"] = 0
+    for x in dump["osd_xinfo"]:
+        x["down_stamp"] = "2026-11-22T05:36:52.009888+0000"  # osd.0 and 1: an old one
+    assert parse_osd_dump(dump)["down_since"] == {2: parse_stamp(
+        "2026-11-22T05:36:52.009888+0000")}
+    outputs = lab_outputs()
+    outputs["osd dump"] = json.dumps(dump).encode()
+    d = CannedCeph(outputs).poll().daemons
+    assert d["osd.2"].up is False and d["osd.2"].down_since == parse_stamp(
+        "2026-11-22T05:36:52.009888+0000")
+    assert d["osd.0"].up is True and d["osd.0"].down_since is None
+
+
+def test_the_oldest_slow_op_is_read_from_the_summary() -> None:
+    from stormdeck.collectors.ceph import parse_health_slow
+
+    d = {"checks": {"SLOW_OPS": {"severity": "HEALTH_WARN", "summary": {
+        "message": "3 slow ops, oldest one blocked for 35 sec, daemons [osd.0,osd.2] have "
+                   "slow ops.", "count": 3}}}}
+    _, slow, daemons, oldest = parse_health_slow(d)
+    assert slow == 3 and daemons == ("osd.0", "osd.2") and oldest == 35.0
+    assert parse_health_slow(load("health_detail.json"))[3] is None

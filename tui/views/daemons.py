@@ -10,6 +10,7 @@ from stormdeck.collectors.model import Daemon, Snapshot, disk_key
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import bar, ms, num, pct, t
 from stormdeck.tui.keys import in_scope
+from stormdeck.tui.stale import note, show_note, stale_parts, struck, wrapped
 from stormdeck.tui.table import Column, VirtualTable
 from stormdeck.tui.views.base import View
 from textual.binding import Binding, BindingType
@@ -43,8 +44,29 @@ class DaemonTable(View, VirtualTable):
             same_disks = last is not None and (disks is last or disks == last)
             rows = self._rows = self._records_of(daemons, disks, rows or {}, same_disks)
             self._rows_from = (daemons, disks)
-        # The same mapping while no record changed: the table has nothing to do.
-        self.set_records(rows, lambda r: self.cells(r[0], s))
+        marks = stale_parts(frame, ("osd", "chunkserver", "cores"))
+        show_note(self, note(frame, marks))
+        if not marks:
+            # The same mapping while no record changed: the table has nothing to do.
+            self.set_records(rows, lambda r: self.cells(r[0], s))
+            return
+        key = tuple(sorted((p, int(a)) for p, a in marks.items()))
+        self.set_records(wrapped(rows, key),
+                         lambda r: self.marked(self.cells(r[0][0], s), r[0][0], marks))
+
+    # Which cells come from the cluster's source (up, host, IOPS, latency, share, device)
+    # and which from the host's (cores, utilisation); IOPS per core from both.
+    FROM_CLUSTER = (0, 1, 3, 4, 5, 6, 7)
+    FROM_HOST = (2, 4, 8)
+
+    def marked(self, cells: tuple[Text, ...], d: Daemon,
+               marks: Mapping[str, float]) -> tuple[Text, ...]:
+        cols: set[int] = set()
+        if d.kind in marks:
+            cols.update(self.FROM_CLUSTER)
+        if "cores" in marks:
+            cols.update(self.FROM_HOST)
+        return struck(cells, cols)
 
     @staticmethod
     def _records_of(daemons: Mapping[str, Daemon], disks: Mapping[str, Any],

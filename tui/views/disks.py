@@ -7,6 +7,8 @@ from rich.text import Text
 from stormdeck.collectors.model import Disk
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import ms, num, pct, spark, t
+from stormdeck.tui.stale import note as stale_note
+from stormdeck.tui.stale import stale_parts, struck
 from stormdeck.tui.table import Column, VirtualTable
 from stormdeck.tui.views.base import View
 from textual import on
@@ -29,7 +31,11 @@ class DiskTable(VirtualTable):
                Column("daemons", 14, 1))
 
     def show(self, frame: Frame) -> None:
-        self.set_records(((k.key, k) for k in frame.snapshot.disks.values()), self.cells)
+        # Disks come from the host source: a late one's rows are struck whole.
+        late = "disks" in stale_parts(frame, ("disks",))
+        self.set_records(((k.key, (k, late)) for k in frame.snapshot.disks.values()),
+                         lambda r: struck(self.cells(r[0]), range(10)) if r[1]
+                         else self.cells(r[0]))
 
     @staticmethod
     def cells(k: Disk) -> tuple[Text, ...]:
@@ -100,6 +106,9 @@ class DisksView(View, Vertical):
     def show(self, frame: Frame) -> None:
         self.frame = frame
         note = udev_note(frame)
+        late = stale_note(frame, ("disks",))
+        if late:
+            note = Text(late, style="bold reverse") + (Text("\n") + note if note.plain else Text())
         box = self.query_one("#disks-note", Static)
         box.display = bool(note.plain)
         box.update(note)

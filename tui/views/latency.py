@@ -8,6 +8,7 @@ from stormdeck.collectors.model import Daemon, Snapshot
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import ms, spark, t
 from stormdeck.tui.format import newest as last_values
+from stormdeck.tui.stale import note, show_note, stale_parts, struck
 from stormdeck.tui.table import Cells, Column, VirtualTable
 from stormdeck.tui.views.base import View
 
@@ -26,8 +27,14 @@ class LatencyTable(View, VirtualTable):
         # A row is its Daemon and the frame's time: only rows on screen are formatted
         # (reading the history for their sparklines), not every daemon every frame.
         when, history = frame.snapshot.time, frame.history
-        self.set_records(((d.id, (d, when)) for d in frame.snapshot.daemons.values()),
-                         lambda r: self.cells(r[0], history))
+        marks = stale_parts(frame, ("osd", "chunkserver"))
+        show_note(self, note(frame, marks))
+        # Latencies come from the cluster's sources: a late one's rows are struck whole
+        # (the record carries the marking, so the row is drawn again when it changes).
+        self.set_records(((d.id, (d, when, d.kind in marks))
+                          for d in frame.snapshot.daemons.values()),
+                         lambda r: struck(self.cells(r[0], history), range(7)) if r[2]
+                         else self.cells(r[0], history))
 
     def cells(self, d: Daemon, history: Sequence[Snapshot]) -> Cells:
         if d.kind == "osd":

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from rich.text import Text
 from stormdeck.advisors.rules import TRIAGE
-from stormdeck.tui.feed import Frame, clock
+from stormdeck.base import pgstate
+from stormdeck.tui.feed import Frame, age_text, clock, stale_part
 from stormdeck.tui.format import finding_line, num, rate, spark, t
 from stormdeck.tui.views.base import FrameText
 from stormdeck.tui.views.overview import LAB_HINT
 
 TRIAGE_RULES = frozenset(r.id for r in TRIAGE)
 EVENT_STYLE = {0: "", 1: "yellow", 2: "bold red"}
+# Incident classes (advisors/timeline.py) of PGs that serve no IO: red.
+SERVES_NO_IO = frozenset({"inactive"}) | pgstate.NOT_SERVING
 
 
 class Triage(FrameText):
@@ -31,13 +34,25 @@ class Triage(FrameText):
                        f"OSDs {num(c.num_up_osds)} up / {num(c.num_osds)}\n")
         else:
             out.append("\n")
+        old = stale_part(frame, "cluster")
+        if old is not None:
+            out.append(f"  STALE: the cluster's figures are {age_text(old)} old "
+                       f"({clock(s.time - old)}); not current\n", style="bold reverse")
+        begin = len(out)
+        if c is not None and c.num_pgs is not None:
+            # Judged by base/pgstate.py, as the overview's headline and the report are.
+            bad = c.pgs_not_clean or 0
+            vals = [float(x.cluster.pgs_not_clean or 0) for x in hist if x.cluster]
+            out.append(f"  {'unhealthy':<12}{bad:>7}  peak {max(vals, default=0.0):>6.0f}  ",
+                       style="bold red" if bad else "")
+            out.append(spark(vals, width=60, ascii_only=self.ascii_only) if any(vals) else "")
+            out.append("\n")
         series = [pg_classes(x.cluster) for x in hist]
         now = pg_classes(c)
         for name in now:
             vals = [float(p.get(name, 0)) for p in series]
             peak = max(vals, default=0.0)
-            style = "bold red" if now[name] and name in ("inactive", "peering", "activating",
-                                                         "stale") else \
+            style = "bold red" if now[name] and name in SERVES_NO_IO else \
                 "yellow" if now[name] else ""
             out.append(f"  {name:<12}{now[name]:>7}  peak {peak:>6.0f}  ", style=style)
             out.append(spark(vals, width=60, ascii_only=self.ascii_only) if peak else "")
@@ -49,6 +64,8 @@ class Triage(FrameText):
                        f"{num(c.degraded_objects)}  misplaced {num(c.misplaced_objects)}  ")
             out.append(spark(rec, width=40, ascii_only=self.ascii_only) if any(rec) else "")
             out.append("\n")
+        if old is not None:
+            out.stylize("dim strike", begin, len(out))
         out.append("\nWhat happened", style="bold")
         out.append("  (OSDs, health, flags, config log, osdmap; newest last)\n")
         events = frame.events[-14:]
