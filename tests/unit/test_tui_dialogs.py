@@ -174,3 +174,33 @@ async def test_the_finding_table_keeps_m_for_its_own_mute(tmp_path: Path) -> Non
         await pilot.press("m")
         await pilot.pause()
     assert len(MuteStore(tmp_path / "mutes.json").list()) == 1
+
+
+@pytest.mark.asyncio
+async def test_the_undo_of_a_pg_num_increase_says_merge_and_asks_for_undo(
+        tmp_path: Path) -> None:
+    from stormdeck.advisors.actuators import change
+    from stormdeck.advisors.apply import Executor
+    from stormdeck.tui.views import JournalTable
+
+    journal = Journal(tmp_path / "j.jsonl")
+    split = change("pool_set", "rbd", "pg_num", "100", "128",
+                   note="moves data: PGs split in the background")
+    entry = journal.intent(split, "100", rule="ceph.pool.pg_not_power_of_two")
+    journal.end(entry, "applied", after="128")
+    executor = Executor(journal)  # the review needs no cluster; nothing is confirmed
+    app = StormdeckApp(StaticFeed(frames()), executor_factory=lambda: executor,
+                       journal=journal)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("7")
+        await pilot.pause()
+        assert app.query_one(JournalTable).keys == [entry]
+        await pilot.press("u")
+        await pilot.pause()
+        undo = app.screen
+        assert isinstance(undo, PlanReview)
+        assert "ceph osd pool set rbd pg_num 100" in undo.review
+        assert "merge back to 100" in undo.review and "split" not in undo.review
+        assert undo.plan.phrase == f"undo {entry}"
+        await pilot.press("escape")
+    assert journal.entries()[0].undone_by == []
