@@ -79,7 +79,8 @@ def with_pgs(healthy_after: LabCluster) -> Iterator[LabCluster]:
     try:
         yield lab
     finally:
-        mon_command(lab, "config set", who="mon", name="mon_allow_pool_delete", value="true")
+        # The lab's ceph.conf allows it; the config database stays as it was (the tamper
+        # test proves a plan cannot set mon_allow_pool_delete there).
         mon_command(lab, "osd pool rm", pool="truth", pool2="truth",
                     yes_i_really_really_mean_it=True)
 

@@ -119,7 +119,7 @@ def test_exporter_bad_input_gets_one_sentence() -> None:
         held.listen()
         for args, words in ((("--listen", "nowhere"), "give ADDRESS:PORT"),
                             (("--listen", f"127.0.0.1:{port}"), "cannot listen"),
-                            (("-c", "/nonexistent.conf"), "cannot read")):
+                            (("-c", "/nonexistent.conf"), "no such file: /nonexistent.conf")):
             res = run_cli("exporter", *args, timeout=30)
             assert res.rc == 3 and words in res.err, (args, res)
             assert len(res.err.strip().splitlines()) == 1

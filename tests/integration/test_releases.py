@@ -17,7 +17,7 @@ from stormdeck.collectors.exporter import HostCollector
 from stormdeck.collectors.host import HostSource, fsid_from_conf
 from stormdeck.lab import roots
 
-from tests.conftest import LabCluster, eventually, free_ports, lab_home, run_cli
+from tests.conftest import LabCluster, eventually, free_ports, lab_home, lab_port_args, run_cli
 
 pytestmark = pytest.mark.integration
 ROOT_VENV = "/opt/stormdeck-venv"
@@ -161,8 +161,10 @@ def test_a_root_that_cannot_be_built_says_why_in_one_sentence() -> None:
     with lab_home() as home:
         env = {**os.environ, "STORMDECK_ROOTS_DIR": str(home / "roots"),
                "STORMDECK_DEBIAN_MIRROR": f"http://127.0.0.1:{port}/debian"}
+        # Ports of its own: the default mgr port (9283) may be held by any lab's mgr, and
+        # this test is about the root, not the ports.
         res = run_cli("lab", "up", "--release", "reef", "--dir", str(home / "lab"),
-                      "--memstore", env=env, timeout=300)
+                      "--memstore", *lab_port_args(free_ports(5)), env=env, timeout=300)
         assert res.rc == 3, res  # could not run (the exit-code table)
         assert "debootstrap of Debian trixie failed" in res.err, res.err
         assert len(res.err.strip().splitlines()) <= 2, res.err  # progress line + the reason
