@@ -94,7 +94,7 @@ class Finding:
     target: str
     summary: str
     explanation: str
-    source: str  # KNOWLEDGE.md section(s), e.g. "K1.2-K1.5"
+    source: str  # docs/knowledge.md section ids, e.g. "osd-cpu-cluster-knee, osd-op-threads"
     state: str  # "pending" | "firing"
     first_seen: float
     last_seen: float

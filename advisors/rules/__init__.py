@@ -1,4 +1,4 @@
-"""The rules, one module per family; each cites the KNOWLEDGE.md section it rests on."""
+"""The rules, one module per family; each cites the docs/knowledge.md sections it rests on."""
 
 from stormdeck.advisors.rules import (
     capacity,

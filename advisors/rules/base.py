@@ -452,7 +452,7 @@ class Rule:
 
     id: ClassVar[str]
     title: ClassVar[str]
-    source: ClassVar[str]  # the KNOWLEDGE.md section(s) it rests on
+    source: ClassVar[str]  # the docs/knowledge.md section ids it rests on, comma-separated
     explanation: ClassVar[str]
     # Every change `check` can propose; none: the rule only advises.
     proposes: ClassVar[tuple[Proposes, ...]] = ()

@@ -12,7 +12,7 @@ from stormdeck.advisors.rules.base import Context, Rule, mean
 class LoadBeyondValidated(Rule):
     id = "ceph.cluster.load_vs_validated"
     title = "Client load beyond 70% of the validated capacity"
-    source = "K5.5"
+    source = "response-curve-headroom"
     explanation = (
         "A response curve (IOPS against latency at rising concurrency) bends like a hockey "
         "stick: past its knee latency climbs and IOPS do not. Keep production below ~70% "

@@ -50,7 +50,8 @@ def limit_how(d: Daemon, cores: float) -> str:
 class CoresBeyondKnee(Rule):
     id = "ceph.osd.cores_beyond_knee"
     title = "OSD allowed more cores than it can use"
-    source = "K1.2-K1.5"
+    source = ("osd-cpu-single-osd-scaling, osd-cpu-used-vs-allocated, osd-cpu-cluster-knee, "
+              "osd-cpu-recommendation")
     explanation = (
         "Measured on NVMe OSDs, the knee of an OSD's CPU scaling is about 8-10 cores for "
         "small reads and 12 for writes (K1.4); past it each added core buys little. IOPS per "
@@ -95,7 +96,7 @@ class CoresBeyondKnee(Rule):
 class CpuThrottled(Rule):
     id = "ceph.osd.cpu_throttled"
     title = "OSD held back by its CPU quota"
-    source = "K1.3, K1.5"
+    source = "osd-cpu-used-vs-allocated, osd-cpu-recommendation"
     explanation = (
         "An OSD's CPU use comes in bursts: one that averages 6-8 cores does best when it "
         "can burst above 16 for short moments (K1.3). A CPU quota (a container's --cpus, "
@@ -143,7 +144,7 @@ class CpuThrottled(Rule):
 class CoresStarved(Rule):
     id = "ceph.osd.cores_starved"
     title = "OSD short of cores under small IO"
-    source = "K1.2, K1.5"
+    source = "osd-cpu-single-osd-scaling, osd-cpu-recommendation"
     explanation = (
         "For small random IO an OSD scales almost linearly from 2 to 4 cores (K1.2), and "
         "2-4 cores per OSD is the measured recommendation (K1.5). This OSD is busy at its "
@@ -196,7 +197,7 @@ def replicas(pools: Iterable[Pool]) -> float | None:
 class IopsPerCore(Rule):
     id = "ceph.osd.iops_per_core"
     title = "Small-IO load per core beyond what was measured"
-    source = "K1.1, K1.4"
+    source = "osd-cpu-sizing-guidance, osd-cpu-cluster-knee"
     explanation = (
         "The 60-OSD measurements (3 replicas) found 2400-8500 small random read IOPS and "
         "1600-3900 write IOPS per allocated core (K1.4); upstream sizing asks for 1 core "
@@ -262,7 +263,7 @@ densest configuration measured to work: the default 16 op threads (8 shards x 2,
 class OpThreadsVsCores(Rule):
     id = "ceph.osd.op_threads_vs_cores"
     title = "Op threads far beyond the cores the OSD may use"
-    source = "K1.2, K1.5, K1.6"
+    source = "osd-cpu-single-osd-scaling, osd-cpu-recommendation, osd-op-threads"
     explanation = (
         "An OSD's op work queue runs shards x threads-per-shard worker threads (8 x 2 = 16 "
         "on SSD by default, K1.6) besides its messenger, BlueStore and RocksDB threads. "

@@ -52,7 +52,8 @@ class WriteCacheOn(Rule):
     id = "disk.write_cache_on"
     proposes = (Proposes("device_cache", ("volatile write cache",), DISK, "off"),)
     title = "Volatile write cache on under a storage daemon"
-    source = "K2.5, K6.1-K6.4"
+    source = ("write-cache-raid-ssd-verify, write-cache-kernel-view, write-cache-device-commands, "
+              "write-cache-cern, write-cache-check")
     explanation = (
         "With the disk's volatile write cache on, every fsync the OSD or chunkserver issues "
         "becomes a cache flush to the disk, and performance can drop (K2.5); at CERN turning "
@@ -117,7 +118,7 @@ class WriteCacheOn(Rule):
 class AtHardwareLimit(Rule):
     id = "disk.at_hardware_limit"
     title = "Disk at its hardware limit"
-    source = "K2.4"
+    source = "disk-at-hardware-limit"
     explanation = (
         "The ideal is disks at full load: a disk at its limit together with CPU idle near 0 "
         "means the hardware limit is reached, and no tuning will help (K2.4): more or "

@@ -58,7 +58,7 @@ class FastEcOff(Rule):
     id = "ceph.ec.fast_ec_off"
     proposes = (Proposes("fast_ec", ("allow_ec_optimizations",), ANY, "true"),)
     title = "Erasure-coded pool without fast EC"
-    source = "K5.1, K5.3, K7.3, K8.6"
+    source = "fast-ec-irreversible, fast-ec-results, fast-ec-tentacle-release, fast-ec-requirements"
     explanation = (
         "Tentacle's fast EC (allow_ec_optimizations) brings partial reads and writes and "
         "parity-delta writes: small reads 2-3x, small writes at least 2x at equal latency "
@@ -116,7 +116,7 @@ class FastEcDefault(Rule):
     proposes = (Proposes("ceph_config", ("osd_pool_default_flag_ec_optimizations",), "mon",
                          "true"),)
     title = "New EC pools will be created without fast EC"
-    source = "K5.2, K8.6"
+    source = "fast-ec-stripe-unit, fast-ec-requirements"
     explanation = (
         "On Tentacle osd_pool_default_flag_ec_optimizations gives every new EC pool fast EC "
         "from the start (K8.6); it is off by default. A cluster that uses EC pools and runs "
@@ -151,7 +151,7 @@ class FastEcDefault(Rule):
 class StripeUnitSmall(Rule):
     id = "ceph.ec.stripe_unit_small"
     title = "EC stripe unit smaller than fast EC wants"
-    source = "K5.2, K8.6"
+    source = "fast-ec-stripe-unit, fast-ec-requirements, ec-stripe-unit-zero-auto"
     explanation = (
         "For new fast-EC pools a 16K stripe_unit is recommended (up to 256K for read-heavy "
         "pools); the default is still 4K, and an existing pool's stripe unit cannot change "
@@ -219,7 +219,7 @@ class StripeUnitSmall(Rule):
 class EcOneParity(Rule):
     id = "ceph.ec.single_parity"
     title = "Erasure-coded pool with one parity chunk (m < 2)"
-    source = "K5.3"
+    source = "fast-ec-results"
     explanation = (
         "An EC pool with m=1 survives one failure, like 2 replicas: while one OSD is down "
         "or recovering, a second failure loses data. m=2 gives the protection of 3 "

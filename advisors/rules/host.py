@@ -15,7 +15,7 @@ class TunedProfile(Rule):
     id = "host.tuned_profile"
     proposes = (Proposes("tuned_profile", ("profile",), ANY),)
     title = "Storage host without a latency tuned profile"
-    source = "K1.9"
+    source = "host-tuned-latency-profile"
     explanation = (
         "CPU C-state and P-state changes cause latency spikes, most on Intel; the tuned "
         "profiles latency-performance and network-latency avoid them (K1.9).")
@@ -52,7 +52,7 @@ MODES = (("ms_cluster_mode", ("osd", "mon")), ("ms_service_mode", ("osd", "mon")
 class SecureMode(Rule):
     id = "ceph.msgr.secure_mode"
     title = "Messenger prefers on-wire encryption"
-    source = "K1.9"
+    source = "msgr-secure-mode-cost"
     explanation = (
         "msgr v2 with cephx performs like v1, but its secure mode (on-wire encryption) "
         "cost 30-40% of performance at equal or higher CPU use (K1.9). Each mode is judged "

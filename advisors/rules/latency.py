@@ -13,7 +13,7 @@ from stormdeck.collectors.model import disk_key
 class SlowestOsd(Rule):
     id = "ceph.osd.slowest"
     title = "One OSD far slower than the rest"
-    source = "K1.7"
+    source = "slowest-osd-bounds-cluster"
     explanation = (
         "Hot data is spread pseudo-randomly over the OSDs, so the cluster is only as fast "
         "as its slowest OSD (K1.7). This OSD's commit latency stands far above the "
@@ -52,7 +52,7 @@ class SlowestOsd(Rule):
 class RaftAppendLatency(Rule):
     id = "curve.raft.append_latency"
     title = "Raft log writes slower than the disk class allows"
-    source = "K2.4"
+    source = "curve-raft-latency"
     explanation = (
         "raft_storage_append_entries_latency is the disk write of the raft log: hundreds "
         "of microseconds to a few milliseconds on SSD, tens of milliseconds on HDD (K2.4). "
@@ -81,7 +81,7 @@ class RaftAppendLatency(Rule):
 class RaftNetwork(Rule):
     id = "curve.raft.network"
     title = "Raft replication slow in the network or RPC path"
-    source = "K2.4"
+    source = "curve-raft-latency"
     explanation = (
         "raft_send_entries_latency is one disk write plus one RPC (K2.4). When it exceeds "
         "the append (disk) latency by more than a few milliseconds, the time goes to the "

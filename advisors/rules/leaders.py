@@ -42,7 +42,7 @@ def desired_primaries(pool, affinity) -> dict[str, float]:
 class PrimarySpread(Rule):
     id = "ceph.primary.spread"
     title = "Primary PGs unevenly spread over a pool's OSDs"
-    source = "K7.2, K8.5"
+    source = "primary-balance, read-balancer-compat"
     explanation = (
         "Reads go to a PG's primary, so primaries are to Ceph what raft leaders are to "
         "Curve (K7.2). Judged per replicated pool as Ceph's read balancer does "
@@ -214,7 +214,7 @@ class CurveLeaderSpread(Rule):
     proposes = (Proposes("curve_leader_schedule", ("rapid-leader-schedule",), ANY,
                          r"range <= [0-9.e+]+"),)
     title = "Curve leaders unevenly spread over chunkservers"
-    source = "K2.1, K2.2, K8.8"
+    source = "curve-leader-balance, curve-rapid-leader-schedule, curve-scheduler-terms"
     explanation = (
         "Every Curve read and write goes to its copyset's leader, so leaders must be "
         "balanced across chunkservers; leadernum_range (largest minus smallest leader "
@@ -316,7 +316,7 @@ class CurveLeaderSpread(Rule):
 class CurveLeaderFlapping(Rule):
     id = "curve.leaders.flapping"
     title = "Curve leaders keep changing: elections under load"
-    source = "K2.3, K8.8"
+    source = "curve-elections-under-load, curve-scheduler-terms"
     explanation = (
         "Copyset heartbeats share bthreads with user-data replication; under heavy load "
         "heartbeats time out and leaders keep changing (K2.3). Elections, not transfers: "
@@ -368,7 +368,7 @@ class CurveLeaderFlapping(Rule):
 class BthreadSaturated(Rule):
     id = "curve.bthread.saturated"
     title = "Chunkserver bthread workers saturated"
-    source = "K2.3"
+    source = "curve-elections-under-load"
     explanation = (
         "Heartbeats and user-data replication share a chunkserver's bthread workers "
         "(K2.3): when busy workers near the worker count, heartbeats wait, elections "

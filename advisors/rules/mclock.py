@@ -32,7 +32,7 @@ class MclockBackgroundVsClients(Rule):
     id = "ceph.mclock.background_vs_clients"
     proposes = (Proposes("ceph_config", ("osd_mclock_profile",), "osd", "high_client_ops"),)
     title = "Recovery, backfill or scrub slowing clients under mClock"
-    source = "K8.1-K8.2, K3.7"
+    source = "mclock-forces-sleeps-zero, mclock-recovery-limits-profiles, peering-blocks-io"
     explanation = (
         "Backfill and recovery do not block client IO as peering does, but they compete "
         "with it for disks and network (K3.7); scrubs do the same. Under mclock_scheduler "

@@ -29,7 +29,7 @@ class PeeringStorm(Rule):
     id = "ceph.peering.storm"
     proposes = (Proposes("osd_flag", ("noscrub", "nodeep-scrub"), "cluster", "set"),)
     title = "Peering storm: PGs not active"
-    source = "K3.7, K3.3-K3.5"
+    source = "peering-blocks-io, peering-tuning-measurements"
     explanation = (
         "A PG that is peering (or activating, creating, unknown) serves no IO: peering "
         "blocks clients, while backfill and recovery only compete with them (K3.7). OSD "
@@ -95,7 +95,7 @@ class PeeringStorm(Rule):
 class MgrWithoutPgStats(Rule):
     id = "ceph.mgr.no_pg_stats"
     title = "The active mgr has no PG stats from any OSD"
-    source = "K3.7, K7.5"
+    source = "peering-blocks-io, ceph-mixin-alerts"
     explanation = (
         "Every PG unknown means the active mgr has heard from no OSD: its PG map comes "
         "from the osdmap alone. After a mgr failover that lasts until the OSDs report, and "
@@ -134,7 +134,7 @@ class ScrubDuringLoad(Rule):
     proposes = (Proposes("ceph_config", ("osd_scrub_sleep",), "osd", NUMBER),
                 Proposes("ceph_config", ("osd_mclock_profile",), "osd", "high_client_ops"),)
     title = "Scrubs that crowd out client IO"
-    source = "K3.6, K8.1, K8.4"
+    source = "scrub-load-and-sleep, mclock-forces-sleeps-zero, scrub-load-threshold-per-cpu"
     explanation = (
         "Under the wpq scheduler (Pacific's default) a running scrub with osd_scrub_sleep 0 "
         "takes the disk from client IO; 0.1 s between chunks lets client IO through "
@@ -223,7 +223,7 @@ MAP_CACHES = (
 class OsdmapCache(Rule):
     id = "ceph.osdmap.cache"
     title = "OSD map caches: what to lower if memory is short, and a cache too small"
-    source = "K3.1, K3.3"
+    source = "osdmap-cache-sizes, peering-tuning-measurements"
     explanation = (
         "Every daemon caches OSD maps; with very many OSDs each map is large. The report "
         "lowered mon_osd_cache_size 500 -> 300, osd_map_cache_size 50 -> 30 and four epoch "

@@ -18,7 +18,7 @@ class PgNotPowerOfTwo(Rule):
     id = "ceph.pool.pg_not_power_of_two"
     proposes = (Proposes("pool_set", ("pg_num",), ANY, r"\d+"),)
     title = "Pool pg_num not a power of two"
-    source = "K4.2"
+    source = "pg-num-power-of-two"
     explanation = (
         "PGs split in halves, so data spreads evenly over a pool's PGs only when pg_num is "
         "a power of two; otherwise some PGs hold twice the data of others, most visibly at "

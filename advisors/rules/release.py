@@ -34,7 +34,7 @@ def end_of_life(release: str | None) -> str | None:
 class ReleaseAdvisory(Rule):
     id = "ceph.release.advisory"
     title = "Ceph release past its end of life, or with a known fast-EC crash"
-    source = "K7.3, K8.1, K8.5"
+    source = "fast-ec-tentacle-release, mclock-forces-sleeps-zero, read-balancer-compat"
     explanation = (
         "An archived release gets no backports or security fixes (docs.ceph.com releases "
         "index): Pacific's ended 2024-03-04, Quincy's 2025-01-13, Reef's 2026-03-20. What "

@@ -20,7 +20,7 @@ class OsdFlapping(Rule):
     id = "ceph.osd.flapping"
     proposes = (Proposes("osd_flag", ("noup",), OSD, "set"),)
     title = "OSD flapping: down and up again, more than once"
-    source = "K7.5, K3.7"
+    source = "ceph-mixin-alerts, peering-blocks-io, osd-down-out-and-markdown"
     explanation = (
         "Every time an OSD is marked down or up, the PGs on it peer again, and peering "
         "blocks client IO (K3.7). An OSD that goes down more than once in minutes is "
@@ -62,7 +62,7 @@ class OsdFlapping(Rule):
 class SlowOps(Rule):
     id = "ceph.slow_ops"
     title = "Slow ops that last"
-    source = "K7.5, K3.7"
+    source = "ceph-mixin-alerts, peering-blocks-io"
     explanation = (
         "Requests older than osd_op_complaint_time (30 s) mean a client waits. Slow ops for "
         "30 s and more are ceph-mixin's alert (K7.5). During a peering storm they are the "

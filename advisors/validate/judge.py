@@ -13,6 +13,31 @@ from stormdeck.advisors.rules.cpu import OP_THREADS_PER_CORE
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 ORDER = {PASS: 0, SKIP: 0, WARN: 1, FAIL: 2}
+
+# The docs/knowledge.md sections each verdict cites (`stormdeck explain SECTION` shows one).
+CORES = "osd-cpu-single-osd-scaling, osd-cpu-recommendation"
+BURSTS = "osd-cpu-used-vs-allocated"
+BURSTS_KNEE = "osd-cpu-used-vs-allocated, osd-cpu-cluster-knee"
+THREADS = "osd-op-threads"
+CORES_THREADS = "osd-cpu-recommendation, osd-op-threads"
+TUNED = "host-tuned-latency-profile"
+SECURE = "msgr-secure-mode-cost"
+WCACHE = "write-cache-raid-ssd-verify"
+WCACHE_FIO = "write-cache-raid-ssd-verify, write-cache-check"
+PG_POW2 = "pg-num-power-of-two"
+FASTEC_OFF = "fast-ec-irreversible, fast-ec-tentacle-release"
+FASTEC_ALL = "fast-ec-stripe-unit, fast-ec-results, fast-ec-tentacle-release"
+STRIPE = "fast-ec-stripe-unit"
+FASTEC_ON = "fast-ec-irreversible, fast-ec-stripe-unit"
+SCRUB_SLEEP = "scrub-load-and-sleep"
+MCLOCK = "mclock-recovery-limits-profiles"
+SCRUB_LOAD = "scrub-load-threshold-per-cpu"
+MCLOCK_OVERRIDES = "mclock-forces-sleeps-zero, mclock-recovery-limits-profiles"
+RESPONSE = "response-curve-headroom"
+PEERING = "peering-tuning-measurements"
+CITES = (CORES, BURSTS, BURSTS_KNEE, THREADS, CORES_THREADS, TUNED, SECURE, WCACHE, WCACHE_FIO,
+         PG_POW2, FASTEC_OFF, FASTEC_ALL, STRIPE, FASTEC_ON, SCRUB_SLEEP, MCLOCK, SCRUB_LOAD,
+         MCLOCK_OVERRIDES, RESPONSE, PEERING)
 GOOD_PROFILES = ("latency-performance", "network-latency")
 
 
@@ -21,7 +46,7 @@ class Verdict:
     check: str  # "tuned profile on vm", "pool rbd pg_num"
     verdict: str  # PASS | WARN | FAIL | SKIP
     summary: str
-    source: str  # KNOWLEDGE.md section(s)
+    source: str  # docs/knowledge.md section id(s), comma-separated
     evidence: tuple[str, ...] = ()
     data: Mapping[str, Any] = field(default_factory=dict)
 
@@ -39,12 +64,12 @@ def worst(verdicts: Iterable[Verdict]) -> str:
 
 def tuned(host: str, profile: str | None) -> Verdict:
     if profile is None:
-        return Verdict(f"tuned profile on {host}", SKIP, "not readable from here", "K1.9")
+        return Verdict(f"tuned profile on {host}", SKIP, "not readable from here", TUNED)
     if profile in GOOD_PROFILES:
-        return Verdict(f"tuned profile on {host}", PASS, f"{profile}", "K1.9")
+        return Verdict(f"tuned profile on {host}", PASS, f"{profile}", TUNED)
     return Verdict(f"tuned profile on {host}", WARN,
                    f"{profile or 'none'}: use latency-performance or network-latency to avoid "
-                   "latency spikes from CPU power-state changes", "K1.9",
+                   "latency spikes from CPU power-state changes", TUNED,
                    (f"/etc/tuned/active_profile: {profile or '(none)'}",))
 
 
@@ -55,17 +80,17 @@ def cores(daemon: str, allowed: float | None, used: float | None,
     its host's CPUs, and may burst above 16 as it does best (K1.3)."""
     name = f"cores allowed to {daemon}"
     if allowed is None:
-        return Verdict(name, SKIP, "not measurable from here (not on this host)", "K1.2-K1.5")
+        return Verdict(name, SKIP, "not measurable from here (not on this host)", CORES)
     ev = (f"allowed {allowed:g} cores (affinity and cgroup quota)",
           f"used {used:.2f} cores" if used is not None else "used: unknown")
     if allowed < 2:
         return Verdict(name, FAIL, f"{allowed:g} core(s): below the 2-4 an OSD needs for small "
-                       "random IO", "K1.2-K1.5", ev, {"allowed": allowed})
+                       "random IO", CORES, ev, {"allowed": allowed})
     if allowed > 16 and explicit is not False:
         return Verdict(name, WARN, f"{allowed:g} cores: beyond the knee (~8-12): an OSD rarely "
                        "uses more than 16 (K1.3); fewer per OSD leaves cores for others",
-                       "K1.3-K1.4", ev, {"allowed": allowed})
-    return Verdict(name, PASS, f"{allowed:g} cores", "K1.2-K1.5", ev, {"allowed": allowed})
+                       BURSTS_KNEE, ev, {"allowed": allowed})
+    return Verdict(name, PASS, f"{allowed:g} cores", CORES, ev, {"allowed": allowed})
 
 
 def op_threads(daemon: str, threads: int | None, allowed: float | None,
@@ -74,15 +99,15 @@ def op_threads(daemon: str, threads: int | None, allowed: float | None,
     same threshold as the ceph.osd.op_threads_vs_cores rule (K1.2, K1.5, K1.6)."""
     name = f"op threads of {daemon}"
     if threads is None or allowed is None:
-        return Verdict(name, SKIP, "shards, threads or cores unknown", "K1.6")
+        return Verdict(name, SKIP, "shards, threads or cores unknown", THREADS)
     ev = (f"{threads} op worker threads", f"{allowed:g} cores allowed",
           f"measured to work: up to {per_core:g} per core (16 on 2 cores, K1.2, K1.5)")
     if threads > per_core * allowed:
         return Verdict(name, WARN, f"{threads} op threads on {allowed:g} cores: they contend; "
                        f"give the OSD at least {math.ceil(threads / per_core)} cores (do not "
-                       "cut the threads: the op scheduler sizes them)", "K1.2, K1.5, K1.6", ev)
+                       "cut the threads: the op scheduler sizes them)", CORES_THREADS, ev)
     return Verdict(name, PASS, f"{threads} op threads on {allowed:g} cores",
-                   "K1.2, K1.5, K1.6", ev)
+                   CORES_THREADS, ev)
 
 
 def write_cache(device: str, fio_iops: float | None, device_wps: float | None,
@@ -95,7 +120,7 @@ def write_cache(device: str, fio_iops: float | None, device_wps: float | None,
     device's requests are its writes plus its flushes."""
     name = f"write cache of {device}"
     if fio_iops is None or not device_wps:
-        return Verdict(name, SKIP, "no fio measurement", "K2.5, K6.4")
+        return Verdict(name, SKIP, "no fio measurement", WCACHE_FIO)
     requests = device_wps + (flushes_ps or 0.0)
     ratio = fio_iops / requests
     per_write = flushes_ps / fio_iops if flushes_ps is not None and fio_iops else None
@@ -115,10 +140,10 @@ def write_cache(device: str, fio_iops: float | None, device_wps: float | None,
                if per_write is not None and per_write >= 0.3 else
                f"fio does {ratio:.0%} of the device's requests")
         return Verdict(name, FAIL, f"{why}: the volatile write cache is on (or the host was "
-                       "not rebooted since it was turned off)", "K2.5, K6.4", tuple(ev), data)
+                       "not rebooted since it was turned off)", WCACHE_FIO, tuple(ev), data)
     return Verdict(name, PASS, f"fio IOPS matches the device's requests ({ratio:.0%})"
                    + ("; no flushes reach it" if per_write is not None and per_write < 0.3
-                      else ""), "K2.5, K6.4", tuple(ev), data)
+                      else ""), WCACHE_FIO, tuple(ev), data)
 
 
 # ---- cluster settings ------------------------------------------------------------------
@@ -129,7 +154,7 @@ def pg_num(pool: str, pgs: int) -> Verdict:
     return Verdict(f"pool {pool} pg_num", PASS if ok else WARN,
                    f"{pgs}" if ok else f"{pgs} is not a power of two: PGs split unevenly, "
                    f"so data spreads unevenly; use {1 << round(math.log2(max(1, pgs)))}",
-                   "K4.2", (f"pg_num {pgs}",))
+                   PG_POW2, (f"pg_num {pgs}",))
 
 
 def ec_pool(pool: str, k: int | None, m: int | None, release: str | None,
@@ -139,15 +164,15 @@ def ec_pool(pool: str, k: int | None, m: int | None, release: str | None,
     fast = release in ("tentacle", "umbrella") or (release or "") > "tentacle"
     if not fast:
         return Verdict(name, PASS, f"{k}+{m}; fast EC needs Tentacle (20.2) or later",
-                       "K5.1, K7.3", ev)
+                       FASTEC_OFF, ev)
     if "ec_optimizations" not in flags:
         return Verdict(name, WARN, "fast EC is off: small reads 2-3x and writes 2x slower "
                        "than they could be (allow_ec_optimizations; it cannot be undone)",
-                       "K5.1-K5.3, K7.3", ev)
+                       FASTEC_ALL, ev)
     if stripe_unit is not None and stripe_unit < 16384:
         return Verdict(name, WARN, f"fast EC on, stripe_unit {stripe_unit}: new pools "
-                       "should use 16K", "K5.2", ev)
-    return Verdict(name, PASS, "fast EC on", "K5.1-K5.2", ev)
+                       "should use 16K", STRIPE, ev)
+    return Verdict(name, PASS, "fast EC on", FASTEC_ON, ev)
 
 
 def scrub(values: Mapping[str, str | None], scheduler: str | None = None) -> list[Verdict]:
@@ -166,7 +191,7 @@ def scrub(values: Mapping[str, str | None], scheduler: str | None = None) -> lis
         out.append(Verdict("osd_scrub_sleep", PASS,
                            f"{sleep:g} s between scrub chunks under {scheduler or 'wpq'}" +
                            ("" if sleep > 0 else " (Ceph's default): if scrubs crowd out "
-                            "clients under load, 0.1 s leaves them gaps"), "K3.6",
+                            "clients under load, 0.1 s leaves them gaps"), SCRUB_SLEEP,
                            (f"osd_scrub_sleep = {values.get('osd_scrub_sleep')}",)))
     profile = (values.get("osd_mclock_profile") or "").strip().lower()
     if mclock and profile:
@@ -175,7 +200,7 @@ def scrub(values: Mapping[str, str | None], scheduler: str | None = None) -> lis
             ": background work gets the larger share and clients wait; it is meant for a "
             "recovery, set balanced or high_client_ops after" if recovery else
             ": reservations as you set them" if profile == "custom" else
-            " (scrub and recovery share with clients as the profile says)"), "K8.2",
+            " (scrub and recovery share with clients as the profile says)"), MCLOCK,
             (f"osd_op_queue = {scheduler}", f"osd_mclock_profile = {profile}")))
     load = _num(values.get("osd_scrub_load_threshold"))
     if load is not None:
@@ -183,7 +208,7 @@ def scrub(values: Mapping[str, str | None], scheduler: str | None = None) -> lis
                            f"{load:g} (load per CPU)" + ("" if load >= 0.5 else
                                                          ": below Ceph's own default, "
                                                          "periodic scrubs wait and may fall "
-                                                         "behind"), "K8.4"))
+                                                         "behind"), SCRUB_LOAD))
     for opt, floor in (("osd_scrub_min_interval", 86400.0),
                        ("osd_deep_scrub_interval", 604800.0)):
         v = _num(values.get(opt))
@@ -191,7 +216,7 @@ def scrub(values: Mapping[str, str | None], scheduler: str | None = None) -> lis
             out.append(Verdict(opt, PASS if v >= floor else WARN,
                                f"{v / 86400:g} days" + ("" if v >= floor else
                                                         ": more often than the defaults"),
-                               "K3.6"))
+                               SCRUB_SLEEP))
     return out
 
 
@@ -200,7 +225,7 @@ def overridden_settings(set_values: Mapping[str, tuple[str, str]]) -> list[Verdi
     why, from advisors/overrides.py). They do nothing but mislead whoever reads them."""
     return [Verdict(f"{name} set but overridden", WARN,
                     f"{value} is stored, but {why}: it does nothing; remove it "
-                    f"(ceph config rm osd {name})", "K8.1-K8.2", (f"{name} = {value}",))
+                    f"(ceph config rm osd {name})", MCLOCK_OVERRIDES, (f"{name} = {value}",))
             for name, (value, why) in sorted(set_values.items())]
 
 
@@ -209,8 +234,8 @@ def secure_mode(modes: Mapping[str, str | None]) -> Verdict:
     if on:
         return Verdict("messenger secure mode", WARN, f"{', '.join(on)} prefer secure: "
                        "on-wire encryption costs 30-40% of performance; use it where the "
-                       "network needs it", "K1.9", tuple(f"{k} = {modes[k]}" for k in on))
-    return Verdict("messenger secure mode", PASS, "crc (no on-wire encryption)", "K1.9")
+                       "network needs it", SECURE, tuple(f"{k} = {modes[k]}" for k in on))
+    return Verdict("messenger secure mode", PASS, "crc (no on-wire encryption)", SECURE)
 
 
 def _num(text: str | None) -> float | None:
@@ -274,7 +299,7 @@ def headroom(points: Sequence[Point], fraction: float = 0.7) -> Point | None:
 def response_curve(kind: str, points: Sequence[Point]) -> Verdict:
     name = f"{kind} response curve"
     if len(points) < 3:
-        return Verdict(name, SKIP, "too few points", "K5.5")
+        return Verdict(name, SKIP, "too few points", RESPONSE)
     k = knee(points)
     top = max(points, key=lambda p: p.iops)
     h = headroom(points)
@@ -285,7 +310,7 @@ def response_curve(kind: str, points: Sequence[Point]) -> Verdict:
         data["headroom"] = {"iops": h.iops, "in_flight": h.x, "latency": h.latency}
     if k is None:
         return Verdict(name, WARN, "no knee found: the curve is not a hockey stick (too "
-                       "short a run, or the load generator is the limit)", "K5.5", ev, data)
+                       "short a run, or the load generator is the limit)", RESPONSE, ev, data)
     data["knee"] = {"in_flight": points[k].x, "iops": points[k].iops,
                     "latency": points[k].latency}
     last = points[-1]
@@ -296,14 +321,14 @@ def response_curve(kind: str, points: Sequence[Point]) -> Verdict:
                     f"{h.latency * 1000:.2f} ms)")
     if k == len(points) - 1 and last.iops >= top.iops:
         return Verdict(name, WARN, summary + "; still rising at the last point: the knee "
-                       "may lie beyond it", "K5.5", ev, data)
-    return Verdict(name, PASS, summary, "K5.5", ev, data)
+                       "may lie beyond it", RESPONSE, ev, data)
+    return Verdict(name, PASS, summary, RESPONSE, ev, data)
 
 
 def peering(seconds: float | None, pgs: int, previous: Sequence[float] = ()) -> Verdict:
     name = f"peering time of {pgs} new PGs"
     if seconds is None:
-        return Verdict(name, FAIL, "not active+clean within the time allowed", "K3")
+        return Verdict(name, FAIL, "not active+clean within the time allowed", PEERING)
     ev = [f"{seconds:.1f} s to active+clean"]
     data = {"seconds": seconds, "pgs": pgs}
     if previous:
@@ -311,8 +336,8 @@ def peering(seconds: float | None, pgs: int, previous: Sequence[float] = ()) -> 
         ev.append(f"earlier runs: {', '.join(f'{p:.1f} s' for p in previous[-5:])}")
         if seconds > 1.5 * best and seconds - best > 5:
             return Verdict(name, WARN, f"{seconds:.1f} s, slower than the best earlier run "
-                           f"({best:.1f} s): something changed", "K3", tuple(ev), data)
-    return Verdict(name, PASS, f"{seconds:.1f} s", "K3", tuple(ev), data)
+                           f"({best:.1f} s): something changed", PEERING, tuple(ev), data)
+    return Verdict(name, PASS, f"{seconds:.1f} s", PEERING, tuple(ev), data)
 
 
 def cpu_scaling(daemon: str, points: Sequence[Point]) -> Verdict:
@@ -320,7 +345,7 @@ def cpu_scaling(daemon: str, points: Sequence[Point]) -> Verdict:
     stops paying (less than 10% more IOPS)."""
     name = f"CPU scaling of {daemon}"
     if len(points) < 2:
-        return Verdict(name, SKIP, "fewer than two core limits measured", "K1.2-K1.5")
+        return Verdict(name, SKIP, "fewer than two core limits measured", CORES)
     ev = []
     for p in points:
         used = p.extra.get("cores_used")
@@ -337,4 +362,4 @@ def cpu_scaling(daemon: str, points: Sequence[Point]) -> Verdict:
     summary = (f"{points[0].x:g} -> {points[-1].x:g} cores: x{gain:.2f} IOPS; adding cores "
                f"stops paying at {knee_at:g}")
     verdict = WARN if knee_at <= 1 else PASS
-    return Verdict(name, verdict, summary, "K1.2-K1.5", tuple(ev), data)
+    return Verdict(name, verdict, summary, CORES, tuple(ev), data)

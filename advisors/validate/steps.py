@@ -246,7 +246,7 @@ def host_checks(ctx: Ctx) -> list[Verdict]:
     if not any(d.cores_allowed is not None for d in osds):
         out.append(Verdict("cores allowed per OSD", judge.SKIP, "no OSD of this cluster runs "
                            "on this host (run the exporter on OSD hosts, or validate there)",
-                           "K1.2-K1.5"))
+                           judge.CORES))
     ctx.progress(0.3, "host settings read; measuring the write cache with fio")
     out.append(write_cache_check(ctx))
     return out
@@ -331,22 +331,22 @@ def write_cache_check(ctx: Ctx) -> Verdict:
         # fio's fdatasync'd writes load the disk (perhaps an OSD's): the kind of thing
         # read-only mode exists to keep off a production cluster.
         return Verdict(f"write cache under {directory}", judge.SKIP, "read-only mode: not "
-                       "measured, as fio writes a scratch file with fdatasync", "K2.5")
+                       "measured, as fio writes a scratch file with fdatasync", judge.WCACHE)
     dev = device_of(directory)
     if dev is None:
         return Verdict(f"write cache under {directory}", judge.SKIP,
-                       f"{directory} is on no block device (tmpfs, overlay)", "K2.5, K6.4")
+                       f"{directory} is on no block device (tmpfs, overlay)", judge.WCACHE_FIO)
     # A partition's flushes go to its disk: the disk's cache is what is judged.
     disk = (whole_disk(dev) or [dev])[0]
     if shutil.which("fio") is None:
-        return Verdict(f"write cache of {dev}", judge.SKIP, "fio is not installed", "K2.5")
+        return Verdict(f"write cache of {dev}", judge.SKIP, "fio is not installed", judge.WCACHE)
     holders = [d for k in ctx.snapshot.disks.values() if k.name in (dev, disk)
                for d in k.daemons]
     if holders and dev not in ctx.options.confirmed_devices and not ctx.confirm(
             f"{dev} holds {', '.join(holders)}: writing a scratch file to it competes with "
             "them. Type the device name to go on:", dev):
         return Verdict(f"write cache of {dev}", judge.SKIP,
-                       f"{dev} holds {', '.join(holders)}; not confirmed", "K2.5")
+                       f"{dev} holds {', '.join(holders)}; not confirmed", judge.WCACHE)
     scratch = directory / SCRATCH_NAME
     ctx.cleanup.push(f"file {scratch}", lambda: scratch.unlink(missing_ok=True))
     try:
@@ -384,7 +384,7 @@ def write_cache_check(ctx: Ctx) -> Verdict:
 def cluster_settings(ctx: Ctx) -> list[Verdict]:
     c = ctx.snapshot.cluster
     if c is None:
-        return [Verdict("cluster settings", judge.SKIP, "no Ceph cluster", "K4.2")]
+        return [Verdict("cluster settings", judge.SKIP, "no Ceph cluster", judge.PG_POW2)]
     out = [judge.pg_num(p.name, p.pg_num) for p in c.pools
            if not p.name.startswith(POOL_PREFIX)]
     out += [judge.ec_pool(p.name, p.ec_k, p.ec_m, c.release, p.flags, p.stripe_unit)
@@ -589,18 +589,18 @@ def cpu_sweep(ctx: Ctx) -> list[Verdict]:
         osds = [d for d in osds if d.id == ctx.options.cpu_osd]
     if not osds:
         return [Verdict("CPU scaling", judge.SKIP, "no OSD of this cluster runs on this host",
-                        "K1.2-K1.5")]
+                        judge.CORES)]
     d = osds[0]
     pid = int(d.pid)  # type: ignore[arg-type]
     try:
         original = os.sched_getaffinity(pid)
     except OSError:
         return [Verdict(f"CPU scaling of {d.id}", judge.SKIP,
-                        f"{d.id} (pid {pid}) is not running", "K1.2-K1.5")]
+                        f"{d.id} (pid {pid}) is not running", judge.CORES)]
     phrase = f"sweep {d.id}"
     if not ctx.confirm(f"The sweep limits {d.id}'s cores step by step while writing to it: "
                        f"on a test cluster only. Type {phrase!r} to go on:", phrase):
-        return [Verdict(f"CPU scaling of {d.id}", judge.SKIP, "not confirmed", "K1.2-K1.5")]
+        return [Verdict(f"CPU scaling of {d.id}", judge.SKIP, "not confirmed", judge.CORES)]
     ctx.cleanup.push(f"cores of {d.id}", lambda: set_affinity(pid, original))
     cpus = sorted(original)
     counts = list(range(1, len(cpus) + 1))

@@ -70,6 +70,9 @@ def test_the_wheel_installs_only_stormdeck(tmp_path):
     tops = {n.split("/")[0] for n in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"stormdeck"}
     assert "stormdeck/assets/rules.toml" in names
+    # The sources every finding cites travel with it (a link in the tree, a file in the wheel).
+    assert zipfile.ZipFile(wheel).read("stormdeck/assets/knowledge.md") == \
+        (ROOT / "docs" / "knowledge.md").read_bytes()
     assert {"stormdeck/assets/stormdeck-alerts.yml",
             "stormdeck/assets/stormdeck-dashboard.json"} <= set(names)
     assert "stormdeck/collectors/hub.py" in names and "stormdeck/base/errors.py" in names
