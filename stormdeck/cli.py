@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         cli_change,
         cli_check,
         cli_completion,
+        cli_explain,
         cli_exporter,
         cli_lab,
         cli_mute,
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_watch.register(sub)
     cli_snapshot.register(sub)
     cli_check.register(sub)
+    cli_explain.register(sub)
     cli_change.register(sub)
     cli_mute.register(sub)
     cli_record.register(sub)

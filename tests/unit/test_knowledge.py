@@ -83,3 +83,19 @@ def test_readable_turns_numbers_and_ranges_into_ids() -> None:
 def test_a_malformed_page_is_refused(text: str, error: str) -> None:
     with pytest.raises(ValueError, match=re.escape(error)):
         knowledge.parse(text)
+
+
+def test_the_consoles_finding_detail_shows_the_reasons_and_links() -> None:
+    from stormdeck.advisors.model import Finding, Severity
+    from stormdeck.advisors.rules import BY_ID
+    from stormdeck.tui.views.findings import finding_detail
+
+    rule = BY_ID["ceph.osd.iops_per_core"]
+    f = Finding(rule=rule.id, title=rule.title, severity=Severity.WARNING, target="osd.1",
+                summary="s", explanation="writes at the knee (K1.4)", source=rule.source,
+                state="firing", first_seen=0.0, last_seen=0.0)
+    text = finding_detail(f).plain
+    assert "osd-cpu-cluster-knee: In a 60-OSD cluster" in text
+    assert "https://ceph.com/en/news/blog/2022/ceph-osd-cpu-scaling/" in text
+    assert "https://github.com/ceph/ceph/pull/32093" in text
+    assert "(K1.4)" not in text and "knee (osd-cpu-cluster-knee)" in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
+from stormdeck.advisors import knowledge
 from stormdeck.advisors.model import Finding
 from stormdeck.advisors.plan import (
     Plan,
@@ -56,7 +57,7 @@ def finding_detail(f: Finding | None) -> Text:
     out.append("\n")
     out.append_text(t(f.summary, limit=400))
     out.append("\n\n")
-    out.append_text(t(f.explanation, "dim", limit=1200))
+    out.append_text(t(knowledge.readable(f.explanation), "dim", limit=1200))
     out.append("\n")
     for e in f.evidence:
         line = (f"{e.metric}: now {e.now}, min {e.min:.4g}, avg {e.avg:.4g}, max {e.max:.4g} "
@@ -75,6 +76,35 @@ def finding_detail(f: Finding | None) -> Text:
         out.append("\n")
     if f.changes:
         out.append("\nEnter: review the change   m: mute for an hour\n", style="bold")
+    # Last, so that what to do stays in view on a small terminal.
+    out.append("\n")
+    out.append_text(sources_detail(f))
+    return out
+
+
+def sources_detail(f: Finding) -> Text:
+    """The docs/knowledge.md sections the finding's rule cites: each one's title, the start
+    of its reasoning and its public links (`stormdeck explain RULE` prints them whole)."""
+    index = knowledge.sections()
+    out = Text()
+    ids = knowledge.cited(f.source)
+    if not ids:
+        return out
+    out.append_text(t(f"Why (docs/knowledge.md; stormdeck explain {f.rule}):", "bold"))
+    out.append("\n")
+    for sid in ids:
+        s = index.get(sid)
+        if s is None:
+            out.append_text(t(f"  {sid}", "dim"))
+            out.append("\n")
+            continue
+        out.append_text(t(f"  {sid}: {s.title}", limit=300))
+        out.append("\n")
+        out.append_text(t(f"    {s.text}", "dim", limit=240))
+        out.append("\n")
+        for link in s.links:
+            out.append_text(t(f"    {link.url}", "cyan", limit=300))
+            out.append("\n")
     return out
 
 
