@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors import knowledge
 from stormdeck.advisors.settings import load_settings
 from stormdeck.cli import main
-
 from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors import knowledge
 from stormdeck.advisors.rules import ALL
 from stormdeck.advisors.validate import judge
