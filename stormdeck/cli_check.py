@@ -55,11 +55,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.list_rules:
         from stormdeck.advisors.rules import ALL
 
-        wide = max(len(r.id) for r in ALL), max(len(r.source) for r in ALL)
+        # Sources are docs/knowledge.md section ids (stormdeck explain RULE shows them):
+        # several per rule, so they come last, where their width pushes nothing.
+        wide = max(len(r.id) for r in ALL)
         for r in ALL:
             s = settings[r.id]
-            state = "" if s.enabled else "  (disabled)"
-            print(f"{r.id:<{wide[0]}}  {r.source:<{wide[1]}}  {r.title}{state}")
+            state = "  (disabled)" if not s.enabled else ""
+            print(f"{r.id:<{wide}}  {r.title}{state}  [{r.source}]")
         return 0
     if args.duration < 0 or args.interval <= 0:
         raise UserError("--for must be zero or more and --interval above zero")

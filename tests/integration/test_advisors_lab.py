@@ -65,7 +65,7 @@ def test_a_pool_of_100_pgs_is_not_a_power_of_two(lab_cluster: LabCluster) -> Non
         (f,) = [f for f in out["findings"] if f["rule"] == "ceph.pool.pg_not_power_of_two"]
         assert f["target"] == "pool pg100" and f["state"] == "firing"
         assert f["changes"][0]["command"] == "ceph osd pool set pg100 pg_num 128"
-        assert f["source"] == "K4.2" and rc == 1, "a warning, as Ceph's own health check"
+        assert f["source"] == "pg-num-power-of-two" and rc == 1, "a warning, as Ceph says"
     finally:
         ceph_json(cluster, "osd pool rm", pool="pg100", pool2="pg100",
                   yes_i_really_really_mean_it=True)

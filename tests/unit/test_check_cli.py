@@ -94,7 +94,9 @@ def test_list_rules_names_every_rule_and_its_source() -> None:
     from stormdeck.advisors.rules import ALL
 
     assert len(res.out.strip().splitlines()) == len(ALL) == 30
-    assert "curve.leaders.spread" in res.out and "K2.1" in res.out
+    (line,) = [ln for ln in res.out.splitlines() if ln.startswith("curve.leaders.spread ")]
+    assert line.endswith("[curve-leader-balance, curve-rapid-leader-schedule, "
+                         "curve-scheduler-terms]")
 
 
 def test_mute_then_check_shows_it_muted_and_exits_0(tmp_path: Path) -> None:
