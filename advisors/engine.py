@@ -11,6 +11,7 @@ from typing import Any
 
 from stormdeck.advisors import overrides
 from stormdeck.advisors.evidence import EvidenceStore
+from stormdeck.advisors.knowledge import readable
 from stormdeck.advisors.model import Change, Check, Finding, RuleSettings
 from stormdeck.advisors.mutes import MuteStore
 from stormdeck.advisors.rules import ALL, Context, Rule
@@ -140,10 +141,13 @@ class Engine:
     @staticmethod
     def _finding(rule: Rule, t: _Track) -> Finding:
         c = t.check
+        # Older rule texts cite working-notes numbers ("K1.4"): what a user reads names the
+        # docs/knowledge.md section instead, which ships with stormdeck.
         return Finding(rule=rule.id, title=rule.title, severity=c.severity, target=c.target,
-                       summary=c.summary, explanation=rule.explanation, source=rule.source,
-                       state=t.state, first_seen=t.since, last_seen=t.last_seen,
-                       evidence=c.evidence, changes=c.changes, procedure=c.procedure)
+                       summary=readable(c.summary), explanation=readable(rule.explanation),
+                       source=rule.source, state=t.state, first_seen=t.since,
+                       last_seen=t.last_seen, evidence=c.evidence, changes=c.changes,
+                       procedure=tuple(readable(p) for p in c.procedure))
 
     @staticmethod
     def _vet_changes(findings: list[Finding], latest: Snapshot) -> list[Finding]:

@@ -131,11 +131,18 @@ def by_note(index: dict[str, Section] | None = None) -> dict[str, list[str]]:
     return out
 
 
+@cache
+def _notes() -> dict[str, list[str]]:
+    return by_note()
+
+
 def readable(text: str, index: dict[str, Section] | None = None) -> str:
     """`text` with the working-notes numbers it cites replaced by section ids, so that
     what a user reads names something docs/knowledge.md has: "(K1.4)" becomes
     "(osd-cpu-cluster-knee)". A number no section took over is left as it was."""
-    notes = by_note(index)
+    if "K" not in text:  # the common case, on every finding of every tick
+        return text
+    notes = by_note(index) if index is not None else _notes()
 
     def swap(m: re.Match[str]) -> str:
         ids: list[str] = []

@@ -108,7 +108,8 @@ class HostCollector(Collector):
             labels=labels)
         device = GaugeMetricFamily(
             f"{PREFIX}_device_cache_on", "1 if the device's own write cache is on, as its "
-            "scsi_disk cache_type says, where readable (K6.1-K6.2)", labels=labels)
+            "scsi_disk cache_type says, where readable (knowledge: write-cache-device-commands)",
+            labels=labels)
         info = GaugeMetricFamily(f"{PREFIX}_device_info", "A block device and what it is",
                                  labels=[*labels, "rotational", "transport", "model",
                                          "virtual"])

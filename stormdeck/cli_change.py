@@ -276,7 +276,8 @@ def curve_follower(args: argparse.Namespace, plan: Any):
                 return True, (f"leadernum range {first} -> {worst:g} after "
                               f"{period * args.heartbeat:g} s")
         return False, (f"leadernum range still {worst:g} after "
-                       f"{6 * args.heartbeat:g} s: run the schedule again (K2.2)")
+                       f"{6 * args.heartbeat:g} s: run the schedule again "
+                       "(curve-rapid-leader-schedule)")
 
     return follow
 

@@ -192,7 +192,7 @@ def test_mclock_rule_proposes_high_client_ops_with_its_evidence() -> None:
     metrics = {e.metric: e for e in f.evidence}
     assert metrics["commit_latency with background work"].avg == pytest.approx(0.025)
     assert metrics["PGs recovering, backfilling or scrubbing"].now == 10
-    assert "K8.1" in f.source
+    assert "mclock-forces-sleeps-zero" in f.source
 
 
 @pytest.mark.parametrize(("release", "edit"), [
