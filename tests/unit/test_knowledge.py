@@ -100,3 +100,18 @@ def test_the_consoles_finding_detail_shows_the_reasons_and_links() -> None:
     assert "https://ceph.com/en/news/blog/2022/ceph-osd-cpu-scaling/" in text
     assert "https://github.com/ceph/ceph/pull/32093" in text
     assert "(K1.4)" not in text and "knee (osd-cpu-cluster-knee)" in text
+
+
+def test_no_finding_names_a_working_notes_number(tmp_path: Path) -> None:
+    """What check prints and the console shows names sections that ship with stormdeck:
+    on every rule's bad case, no summary, explanation or step says "K1.3"."""
+    from tests.unit.test_rules import CASES, EVIDENCE, run
+
+    seen = 0
+    for rule_id, (bad, _, _) in sorted(CASES.items()):
+        store = EVIDENCE[rule_id](tmp_path / rule_id) if rule_id in EVIDENCE else None
+        for f in run(bad(), evidence=store):
+            seen += 1
+            for text in (f.summary, f.explanation, *f.procedure):
+                assert not re.search(r"\bK\d+\.\d+", text), f"{f.rule}: {text}"
+    assert seen >= len(CASES)
