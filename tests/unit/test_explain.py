@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -28,11 +29,12 @@ def explain(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
     return code, out, err
 
 
-def listed_rules() -> list[str]:
+@cache
+def listed_rules() -> tuple[str, ...]:
     """The rule ids as an operator finds them: `stormdeck check --list-rules`."""
     r = run_cli("check", "--list-rules")  # no rules file: the fixture moved the config home
     assert r.rc == 0, r.err
-    return [line.split()[0] for line in r.out.splitlines() if line.strip()]
+    return tuple(line.split()[0] for line in r.out.splitlines() if line.strip())
 
 
 def test_every_listed_rule_is_explained_with_its_thresholds_and_links(capsys) -> None:
