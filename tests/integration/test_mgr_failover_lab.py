@@ -16,13 +16,13 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 from stormdeck.advisors.rules.peering import mgr_blind
 from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import SourceHealth
 from stormdeck.lab import procs
 from stormdeck.lab.cluster import Lab
-
 from tests.capture_release import EXTRA, FILES, Recording
 from tests.conftest import LabCluster, ceph_json, eventually
 
