@@ -11,7 +11,7 @@ from typing import Any
 
 from stormdeck.advisors import overrides
 from stormdeck.advisors.evidence import EvidenceStore
-from stormdeck.advisors.knowledge import readable
+from stormdeck.advisors.knowledge import cited, readable
 from stormdeck.advisors.model import Change, Check, Finding, RuleSettings
 from stormdeck.advisors.mutes import MuteStore
 from stormdeck.advisors.rules import ALL, Context, Rule
@@ -143,11 +143,13 @@ class Engine:
         c = t.check
         # Older rule texts cite working-notes numbers ("K1.4"): what a user reads names the
         # docs/knowledge.md section instead, which ships with stormdeck.
+        own = cited(rule.source)
         return Finding(rule=rule.id, title=rule.title, severity=c.severity, target=c.target,
-                       summary=readable(c.summary), explanation=readable(rule.explanation),
+                       summary=readable(c.summary, prefer=own),
+                       explanation=readable(rule.explanation, prefer=own),
                        source=rule.source, state=t.state, first_seen=t.since,
                        last_seen=t.last_seen, evidence=c.evidence, changes=c.changes,
-                       procedure=tuple(readable(p) for p in c.procedure))
+                       procedure=tuple(readable(p, prefer=own) for p in c.procedure))
 
     @staticmethod
     def _vet_changes(findings: list[Finding], latest: Snapshot) -> list[Finding]:

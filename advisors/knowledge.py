@@ -136,10 +136,13 @@ def _notes() -> dict[str, list[str]]:
     return by_note()
 
 
-def readable(text: str, index: dict[str, Section] | None = None) -> str:
+def readable(text: str, index: dict[str, Section] | None = None,
+             prefer: tuple[str, ...] = ()) -> str:
     """`text` with the working-notes numbers it cites replaced by section ids, so that
     what a user reads names something docs/knowledge.md has: "(K1.4)" becomes
-    "(osd-cpu-cluster-knee)". A number no section took over is left as it was."""
+    "(osd-cpu-cluster-knee)". Where a number was split over several sections, those in
+    `prefer` (the rule's own citations) are named alone if any is. A number no section
+    took over is left as it was."""
     if "K" not in text:  # the common case, on every finding of every tick
         return text
     notes = by_note(index) if index is not None else _notes()
@@ -147,7 +150,9 @@ def readable(text: str, index: dict[str, Section] | None = None) -> str:
     def swap(m: re.Match[str]) -> str:
         ids: list[str] = []
         for n in _expand(m):
-            for sid in notes.get(n, ()):
+            found = notes.get(n, [])
+            mine = [sid for sid in found if sid in prefer]
+            for sid in mine or found:
                 if sid not in ids:
                     ids.append(sid)
         return ", ".join(ids) if ids else m.group(0)

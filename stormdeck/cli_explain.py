@@ -139,7 +139,8 @@ def rule_doc(rule: Any, settings: dict[str, Any]) -> dict[str, Any]:
         default = shipped.get(key, 0 if key == "for_seconds" else 1
                               if key == "warmup_samples" else value)
         thresholds.append({"name": key, "value": value, "shipped": default,
-                           "about": knowledge.readable(ENGINE.get(key) or about.get(key, ""))})
+                           "about": knowledge.readable(ENGINE.get(key) or about.get(key, ""),
+                                                       prefer=knowledge.cited(rule.source))})
     sections = []
     for sid in knowledge.cited(rule.source):
         if sid not in index:  # a test keeps this from shipping; say it rather than fail
@@ -151,7 +152,7 @@ def rule_doc(rule: Any, settings: dict[str, Any]) -> dict[str, Any]:
         "rule": rule.id,
         "title": rule.title,
         "enabled": s.enabled,
-        "judges": knowledge.readable(rule.explanation),
+        "judges": knowledge.readable(rule.explanation, prefer=knowledge.cited(rule.source)),
         "thresholds": thresholds,
         "proposes": [{"kind": p.kind, "keys": list(p.keys), "target": p.target}
                      for p in rule.proposes],

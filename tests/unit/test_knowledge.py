@@ -79,6 +79,10 @@ def test_readable_turns_numbers_and_ranges_into_ids() -> None:
     assert knowledge.readable("K1.2-K1.3") == \
         "osd-cpu-single-osd-scaling, osd-cpu-used-vs-allocated"
     assert knowledge.readable("4K stripe, K99.1") == "4K stripe, K99.1"
+    # A number split over two sections names the one the rule cites, where it cites one.
+    assert knowledge.readable("(K1.9)") == "(host-tuned-latency-profile, msgr-secure-mode-cost)"
+    assert knowledge.readable("(K1.9)", prefer=("msgr-secure-mode-cost",)) == \
+        "(msgr-secure-mode-cost)"
 
 
 @pytest.mark.parametrize("text, error", [

@@ -58,7 +58,8 @@ def finding_detail(f: Finding | None) -> Text:
     out.append("\n")
     out.append_text(t(f.summary, limit=400))
     out.append("\n\n")
-    out.append_text(t(knowledge.readable(f.explanation), "dim", limit=1200))
+    out.append_text(t(knowledge.readable(f.explanation, prefer=knowledge.cited(f.source)),
+                      "dim", limit=1200))
     out.append("\n")
     for e in f.evidence:
         line = (f"{e.metric}: now {e.now}, min {e.min:.4g}, avg {e.avg:.4g}, max {e.max:.4g} "
