@@ -8,14 +8,14 @@ import time
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.session import Session, replay
 from stormdeck.advisors.timeline import pg_classes
-from stormdeck.collectors.ceph import CephSource
-from stormdeck.collectors.host import HostSource
+from stormdeck.collectors.ceph.source import CephSource
+from stormdeck.collectors.host.source import HostSource
 from stormdeck.collectors.hub import History, Hub
 from stormdeck.collectors.recording import Recorder, Recording
-
 from tests.conftest import LabCluster, run_cli
 
 pytestmark = pytest.mark.integration
