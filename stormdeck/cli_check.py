@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from stormdeck.assembly import assemble, settings_of
 from stormdeck.base.text import printable
 from stormdeck.output import add_format_options, dump, is_json
-from stormdeck.sources import add_source_options, build_sources
+from stormdeck.sources import add_source_options
 
 SCHEMA = "stormdeck.check/1"
 CLUSTER_SOURCES = ("ceph", "prometheus", "curve")
@@ -46,12 +47,10 @@ def register(sub: Any) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from stormdeck.advisors.engine import Engine, worst
-    from stormdeck.advisors.mutes import MuteStore
-    from stormdeck.advisors.settings import load_settings, state_dir
+    from stormdeck.advisors.engine import worst
     from stormdeck.base.errors import UserError
 
-    settings = load_settings(args.rules)
+    settings = settings_of(args)
     if args.list_rules:
         from stormdeck.advisors.rules import ALL
 
@@ -64,14 +63,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.duration < 0 or args.interval <= 0:
         raise UserError("--for must be zero or more and --interval above zero")
 
-    from stormdeck.advisors.evidence import store_in
     from stormdeck.watching import watch
 
-    engine = Engine(settings, mutes=MuteStore(state_dir() / "mutes.json"),
-                    evidence=store_in(state_dir()))
+    pieces = assemble(args, settings=settings)
+    engine = pieces.engine
     started = time.monotonic()
-    findings, snap = watch(build_sources(args), engine, args.duration, args.interval,
-                           args.timeout)
+    findings, snap = watch(pieces.sources, engine, args.duration, args.interval, args.timeout)
     assert snap is not None
     cluster = [s for n, s in snap.sources.items() if n in CLUSTER_SOURCES]
     collected = bool(cluster) and any(s.last_success for s in cluster)

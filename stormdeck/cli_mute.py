@@ -60,12 +60,9 @@ def _wait_option(p: argparse.ArgumentParser) -> None:
 
 
 def store(wait: float | None = None):  # -> MuteStore
-    from stormdeck.advisors.mutes import WAIT, MuteStore
-    from stormdeck.advisors.settings import state_dir
+    from stormdeck.assembly import mutes_store
 
-    if wait is not None and not 0 <= wait < float("inf"):
-        raise UserError("--wait takes a number of seconds, 0 or more")
-    return MuteStore(state_dir() / "mutes.json", wait=WAIT if wait is None else wait)
+    return mutes_store(wait)
 
 
 def cmd_mute(args: argparse.Namespace) -> int:

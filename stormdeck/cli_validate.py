@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from stormdeck.assembly import validate_sources
 from stormdeck.base.errors import UserError
 from stormdeck.output import add_format_options, dumps, is_json
 from stormdeck.sources import add_client_options, ceph_admin, ceph_client
@@ -63,8 +64,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         raise UserError(f"--scratch-dir {args.scratch_dir} is not a directory")
     if args.peering_pgs < 1:
         raise UserError("--peering-pgs takes a number of PGs above 0")
-    snapshot = runner.take_snapshot(conf, client_name=client.name, keyring=client.keyring,
-                                    cluster=client.cluster)
+    snapshot = runner.take_snapshot(validate_sources(args))
     fsid = snapshot.cluster.fsid if snapshot.cluster else None
     why = read_only_reason(args, fsid)
     if why:

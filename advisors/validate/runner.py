@@ -83,16 +83,12 @@ class Report:
         return {judge.PASS: 0, judge.SKIP: 0, judge.WARN: 1, judge.FAIL: 2}[self.verdict]
 
 
-def take_snapshot(conf: str | None, timeout: float = 10.0, client_name: str | None = None,
-                  keyring: str | None = None, cluster: str = "ceph") -> Snapshot:
-    """What the cluster and this host look like now: two polls, so rates are real."""
+def take_snapshot(sources: list[Any], timeout: float = 10.0) -> Snapshot:
+    """What the cluster and this host look like now (the sources the assembly made: Ceph
+    and this host): two polls, so rates are real."""
     from stormdeck.advisors.loop import collect_once
-    from stormdeck.collectors.ceph import CephSource
-    from stormdeck.collectors.host import HostSource
 
-    snap = collect_once([CephSource(conf, client_name=client_name, keyring=keyring,
-                                    cluster=cluster, timeout=timeout),
-                         HostSource(ceph_conf=conf)], polls=2, timeout=timeout)
+    snap = collect_once(sources, polls=2, timeout=timeout)
     ceph = snap.sources.get("ceph")
     if snap.cluster is None or (ceph is not None and not ceph.ok and ceph.last_success is None):
         raise UserError(f"cannot reach the Ceph cluster: {ceph.error if ceph else 'no source'}",
