@@ -6,6 +6,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+from textual import work
+from textual.binding import Binding, BindingType
+
 from stormdeck.advisors.overrides import is_overridden
 from stormdeck.advisors.plan import Plan, review, runtime_from_options
 from stormdeck.base.errors import UserError
@@ -14,9 +17,7 @@ from stormdeck.tui.format import t
 from stormdeck.tui.keys import in_scope
 from stormdeck.tui.screens import PlanReview
 from stormdeck.tui.table import Column, VirtualTable
-from stormdeck.tui.views.base import JournalChanged, change_in_worker
-from textual import work
-from textual.binding import Binding, BindingType
+from stormdeck.tui.views.base import JournalChanged, View, change_in_worker
 
 
 def _status(status: str) -> Any:
@@ -34,7 +35,9 @@ OPEN = ("INCOMPLETE", "unknown", "pending")
 REREAD_EVERY = 10.0
 
 
-class JournalTable(VirtualTable):
+class JournalTable(View, VirtualTable):
+    view_id = "journal"
+    follows_journal = True
     EMPTY = ("no changes yet: a finding's change, reviewed (6, then Enter) and applied, is "
              "journaled here, and u undoes it")
     COLUMNS = (Column("id", 10), Column("when", 14, 3), Column("status", 15),
@@ -42,6 +45,9 @@ class JournalTable(VirtualTable):
                Column("undo", 20, 4))
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(k.keys, k.action, k.description, show=False) for k in in_scope("journal")]
+
+    def show(self, frame: Any) -> None:
+        """The journal follows the journal file (show_entries), not the frames."""
 
     def show_entries(self, entries: Sequence[Any], clock: Callable[[float], str]) -> None:
         self.entries = {e.id: e for e in entries}
