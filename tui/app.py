@@ -22,7 +22,7 @@ from stormdeck.base.text import printable
 from stormdeck.base.when import parse_when
 from stormdeck.tui.commands import StormdeckCommands
 from stormdeck.tui.feed import Frame, is_late
-from stormdeck.tui.format import t
+from stormdeck.tui.format import inert
 from stormdeck.tui.keybar import KeyBar
 from stormdeck.tui.keys import VIEWS, help_sections, in_scope
 from stormdeck.tui.screens import Help, PlanReview
@@ -206,7 +206,7 @@ class StormdeckApp(App[None]):
         if self.frame is not None:
             self.show(self.frame)
         else:
-            self._status(t(f" stormdeck {self.cluster_name}: waiting for the first poll"))
+            self._status(inert(f" stormdeck {self.cluster_name}: waiting for the first poll"))
         self.refresh_journal()
 
     # -- rendering --
@@ -241,7 +241,7 @@ class StormdeckApp(App[None]):
         line = Text(" stormdeck ", style="bold")
         c = frame.snapshot.cluster
         name = self.cluster_name or (c.fsid[:8] if c and c.fsid else "")
-        line.append_text(t(name, "bold"))
+        line.append_text(inert(name, "bold"))
         if self.read_only:
             line.append(" [RO]", style="bold yellow")
         line.append("  ")
@@ -256,7 +256,7 @@ class StormdeckApp(App[None]):
         needle = self.query_one("#filter", Input).value if self.is_mounted else ""
         if needle:
             line.append("  filter ")
-            line.append_text(t(repr(needle), "bold cyan", 30))
+            line.append_text(inert(repr(needle), "bold cyan", 30))
         live = hasattr(self.feed, "loop") and not frame.position and not self.feed.paused
         # A live frame ages while it is on screen; a past or replayed one is judged at
         # its own time (a replay's sources are not stale today).
