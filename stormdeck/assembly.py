@@ -21,8 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stormdeck.advisors.curve_schedule import ALL_POOLS
+from stormdeck.advisors.evidence import store_in
+from stormdeck.advisors.mutes import WAIT, MuteStore
+from stormdeck.advisors.rules import ALL
 from stormdeck.base.errors import UserError
-from stormdeck.sources import build_sources, ceph_admin, ceph_client
+from stormdeck.sources import build_sources, ceph_admin, ceph_client, ceph_source, curve_source
 
 # One mutes file for every cluster: each mute carries the fsid of the cluster it was made
 # on (advisors/mutes.py), so `stormdeck mute`, `check` and every console tab read the same
@@ -110,7 +114,6 @@ def settings_of(args: argparse.Namespace) -> dict[str, Any]:
 
 def mutes_store(wait: float | None = None) -> Any:  # -> MuteStore
     """The one mutes file of every cluster (a mute is its cluster's by fsid)."""
-    from stormdeck.advisors.mutes import WAIT, MuteStore
     from stormdeck.advisors.settings import state_dir
 
     if wait is not None and not 0 <= wait < float("inf"):
@@ -123,8 +126,6 @@ def mutes_store(wait: float | None = None) -> Any:  # -> MuteStore
 def _fold_named(store: Any) -> None:
     """A console tab's mutes of before (mutes-NAME.json) join the one file, once: a mute
     made in the console is not lost, nor woken, by the upgrade."""
-    from stormdeck.advisors.mutes import MuteStore
-
     old = sorted(store.path.parent.glob(_OLD_NAMED))
     if not old:
         return
@@ -146,8 +147,6 @@ def make_engine(args: argparse.Namespace, settings: dict[str, Any] | None = None
     """An Engine with the validate evidence (so the rules that act on it can propose) and
     the given mutes; a replay gives none, as its time is not now."""
     from stormdeck.advisors.engine import Engine
-    from stormdeck.advisors.evidence import store_in
-    from stormdeck.advisors.rules import ALL
     from stormdeck.advisors.settings import state_dir
 
     return Engine(settings if settings is not None else settings_of(args), mutes=mutes,
@@ -234,7 +233,6 @@ def validate_sources(args: argparse.Namespace) -> list[Any]:
     """What `validate` looks at before it measures: the Ceph cluster and this host alone,
     with the sources' identity."""
     from stormdeck.collectors.host import HostSource
-    from stormdeck.sources import ceph_source
 
     client = ceph_client(args)
     return [ceph_source(client), HostSource(ceph_conf=client.conf)]
@@ -253,9 +251,7 @@ def curve_follower(args: argparse.Namespace, heartbeat: float,
     """Follow a pool's leadernum range over heartbeats after a leader schedule (K2.2): that
     pool's alone for a one-pool schedule; every pool's for the all-pools form. None when
     the options name no Curve to read it from."""
-    from stormdeck.advisors.curve_schedule import ALL_POOLS
     from stormdeck.advisors.settings import load_settings
-    from stormdeck.sources import curve_source
 
     if not wants_curve(args):
         return None

@@ -13,11 +13,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from stormdeck.advisors.rules import ALL
 from stormdeck.assembly import assemble, settings_of
+from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
+from stormdeck.collectors.model import plain
 from stormdeck.output import add_format_options, dump, is_json
 from stormdeck.sources import add_source_options
 
@@ -48,12 +52,9 @@ def register(sub: Any) -> None:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from stormdeck.advisors.engine import worst
-    from stormdeck.base.errors import UserError
 
     settings = settings_of(args)
     if args.list_rules:
-        from stormdeck.advisors.rules import ALL
-
         wide = max(len(r.id) for r in ALL), max(len(r.source) for r in ALL)
         for r in ALL:
             s = settings[r.id]
@@ -89,8 +90,6 @@ def cmd_check(args: argparse.Namespace) -> int:
 def muted_summary(findings: list, code: int) -> dict[str, int]:
     """How many findings a mute silenced, and the exit code had none held: a run green only
     because of its mutes says so (mutes are judgement, allowed in read-only mode too)."""
-    from dataclasses import replace
-
     from stormdeck.advisors.engine import worst
 
     muted = [f for f in findings if f.muted]
@@ -100,8 +99,6 @@ def muted_summary(findings: list, code: int) -> dict[str, int]:
 
 def report(snap: Any, findings: list, errors: dict[str, str], duration: float,
            code: int, muted: dict[str, int] | None = None) -> dict[str, Any]:
-    from stormdeck.collectors.model import plain
-
     return {
         "schema": SCHEMA,
         "time": snap.time,
@@ -115,8 +112,6 @@ def report(snap: Any, findings: list, errors: dict[str, str], duration: float,
 
 
 def finding_json(f: Any) -> dict[str, Any]:
-    from stormdeck.collectors.model import plain
-
     out = plain(f)
     out["severity"] = str(f.severity)
     return out

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import platform
 import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from stormdeck.advisors import report
+from stormdeck.advisors.journal import Journal
 from stormdeck.assembly import assemble, make_engine
 from stormdeck.base.errors import UserError
 from stormdeck.base.secrets import write_private
@@ -66,8 +69,6 @@ def add_recording_options(p: argparse.ArgumentParser) -> None:
 
 
 def recorder(path: str, args: argparse.Namespace) -> Any:
-    import platform
-
     from stormdeck import __version__
     from stormdeck.collectors.recording import Recorder
 
@@ -85,7 +86,6 @@ def _engine(args: argparse.Namespace) -> Any:
 
 def cmd_record(args: argparse.Namespace) -> int:
     from stormdeck.advisors.apply import journal_path
-    from stormdeck.advisors.journal import Journal
     from stormdeck.advisors.loop import Loop
 
     # Written so that NaN fails them too (every comparison with NaN is false).
@@ -167,7 +167,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from stormdeck.advisors import report
     from stormdeck.advisors.loop import REPLAY_RUNUP
     from stormdeck.advisors.session import Session, recorded_changes, replay
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import math
+from pathlib import Path
 from typing import Any
 
+from stormdeck.advisors.journal import Journal
 from stormdeck.assembly import add_executor_options, assemble, settings_of
 from stormdeck.base.errors import UserError
+from stormdeck.cli_change import read_only
 from stormdeck.cli_record import add_recording_options, recorder
 from stormdeck.sources import add_source_options, ceph_client
 
@@ -52,12 +56,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 def build_app(args: argparse.Namespace) -> Any:
     """The console for the clusters the options (or the config file) name, not yet running."""
-    import math
-    from pathlib import Path
-
     from stormdeck.advisors.apply import journal_path
-    from stormdeck.advisors.journal import Journal
-    from stormdeck.cli_change import read_only
     from stormdeck.config import load_clusters, names_sources
     from stormdeck.tui.app import StormdeckApp
 
