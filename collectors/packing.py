@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from array import array
 from collections.abc import Iterator, Mapping
 from operator import attrgetter
@@ -21,7 +22,17 @@ from typing import Any
 
 from stormdeck.collectors.model import Daemon
 
-FIGURES = tuple(f.name for f in dataclasses.fields(Daemon) if f.type == "float | None")
+# The figures: every field typed a float (known or not), found by its type as Python
+# resolves it, not by how the annotation is spelled ("Optional[float]" packs as well).
+_FLOATS = (float, float | None)
+
+
+def figures_of(cls: type) -> tuple[str, ...]:
+    hints = typing.get_type_hints(cls)
+    return tuple(f.name for f in dataclasses.fields(cls) if hints[f.name] in _FLOATS)
+
+
+FIGURES = figures_of(Daemon)
 STATIC = tuple(f.name for f in dataclasses.fields(Daemon) if f.name not in FIGURES)
 _static = attrgetter(*STATIC)
 _NAN = math.nan

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Optional
 
 from stormdeck.collectors.hub import History
-from stormdeck.collectors.packing import FIGURES, PackedDaemons, Packer
-
+from stormdeck.collectors.packing import FIGURES, PackedDaemons, Packer, figures_of
 from tests.captured import history, lab_snapshot
 
 
@@ -77,3 +77,21 @@ def test_values_of_a_packed_mapping_are_those_of_its_daemons() -> None:
             want = [getattr(d, attr, None) for d in s.daemons.values()]
             assert values_of(packed, attr) == want
             assert values_of(s.daemons, attr) == want
+
+
+
+@dataclass(frozen=True)
+class Spelled:
+    """Figures spelled three ways, and fields that are no figure."""
+
+    a: float | None = None
+    b: Optional[float] = None  # noqa: UP045 - the spelling under test
+    c: float = 0.0
+    d: int | None = None
+    e: str | None = None
+
+
+def test_figures_are_found_by_type_however_the_annotation_is_spelled() -> None:
+    # Before, only a field annotated exactly "float | None" was packed.
+    assert figures_of(Spelled) == ("a", "b", "c")
+    assert "read_iops" in FIGURES and "up" not in FIGURES
