@@ -232,7 +232,7 @@ def assemble(args: argparse.Namespace, sources_args: argparse.Namespace | None =
 def validate_sources(args: argparse.Namespace) -> list[Any]:
     """What `validate` looks at before it measures: the Ceph cluster and this host alone,
     with the sources' identity."""
-    from stormdeck.collectors.host import HostSource
+    from stormdeck.collectors.host.source import HostSource
 
     client = ceph_client(args)
     return [ceph_source(client), HostSource(ceph_conf=client.conf)]

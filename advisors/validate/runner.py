@@ -245,7 +245,7 @@ def save(r: Report, directory: Path) -> Path:
         write_private(last_path, doc)
     # What finished steps measured, for the rules (even of a cancelled run: a step
     # that finished measured what it says).
-    from stormdeck.collectors.host import short_hostname
+    from stormdeck.collectors.host.processes import short_hostname
 
     evidence.record(directory / evidence.FILE, r.cluster, short_hostname(),
                     [s for s in r.steps if s.status == "done"], r.quick, r.started)

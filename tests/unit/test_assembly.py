@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from stormdeck import assembly, cli, cli_change, cli_check, cli_record, cli_snapshot, cli_watch
-from stormdeck.advisors.actuators import change
+from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.plan import Plan
 from stormdeck.cli import build_parser
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from stormdeck.advisors.journal import Journal, JournalError, decode, encode
 from stormdeck.advisors.model import Change
 
@@ -169,7 +170,7 @@ def test_no_room_for_the_reserve_refuses_the_intent(tmp_path: Path) -> None:
 
 
 def test_an_undo_of_a_split_says_merge_and_asks_for_undo() -> None:
-    from stormdeck.advisors.actuators import actuator, change
+    from stormdeck.advisors.actuators.table import actuator, change
     from stormdeck.advisors.plan import Plan
 
     split = change("pool_set", "rbd", "pg_num", "100", "128")
