@@ -10,7 +10,10 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from stormdeck.advisors.plan import review
+from stormdeck.advisors.actuators.table import actuator
+from stormdeck.advisors.journal import Journal
+from stormdeck.advisors.plan import Plan, plan_from_finding, review
+from stormdeck.advisors.rules import BY_ID
 from stormdeck.assembly import add_executor_options, assemble, settings_of
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
@@ -105,8 +108,6 @@ def confirm(plan: Any, yes: bool, runtime: Any = None) -> None:
 
 def runtime_of(ex: Any) -> Any:
     """Ask the cluster, at apply time, whether each config change applies at runtime."""
-    from stormdeck.advisors.actuators.table import actuator
-
     return lambda c: actuator(c.kind).runtime(ex.backends.ceph, c)
 
 
@@ -123,7 +124,6 @@ def executor(args: argparse.Namespace, needs_ceph: bool, plan: Any = None) -> An
 
 def journal() -> Any:
     from stormdeck.advisors.apply import journal_path
-    from stormdeck.advisors.journal import Journal
 
     return Journal(journal_path(), warn=lambda m: print(f"stormdeck: {m}", file=sys.stderr))
 
@@ -140,8 +140,6 @@ def _began(ex: Any, exc: UserError) -> UserError:
 
 
 def needs_ceph(changes: Any) -> bool:
-    from stormdeck.advisors.actuators.table import actuator
-
     return any(actuator(c.kind).needs_ceph for c in changes)
 
 
@@ -152,7 +150,6 @@ def findings_now(args: argparse.Namespace, rule_id: str, duration: float):
     """One rule judged on a fresh read, its for-window waived: (engine, findings, snapshot).
     The engine is the console's (the same evidence and mutes), so a plan proposes what the
     console proposes."""
-    from stormdeck.advisors.rules import BY_ID
     from stormdeck.watching import watch
 
     if rule_id not in BY_ID:
@@ -178,8 +175,6 @@ def one_finding(findings: list, rule_id: str, target: str | None):
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from stormdeck.advisors.plan import plan_from_finding
-
     # Where the plan goes is said wrong before the cluster is read, not after.
     if args.output is not None and not args.output.parent.is_dir():
         raise UserError(f"cannot write the plan to {printable(args.output, 200)}: no "
@@ -200,8 +195,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from stormdeck.advisors.plan import Plan
-
     plan = Plan.load(args.file)
     print(review(plan))
     with executor(args, needs_ceph(plan.changes), plan) as ex:

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from stormdeck.base.errors import UserError
+from stormdeck.base.files import FileMissing, FileProblem, check_regular
 from stormdeck.base.text import printable
+from stormdeck.collectors.curve import CurveSource
 from stormdeck.collectors.hub import Source
 from stormdeck.parsing import Parser
 
@@ -44,7 +46,6 @@ def http_url(text: Any) -> str:
 def readable_file(text: Any) -> str:
     if not isinstance(text, str) or not text:
         raise argparse.ArgumentTypeError("takes a file name")
-    from stormdeck.base.files import FileProblem, check_regular
 
     try:
         check_regular(text)  # a FIFO would hang the open, and later the read
@@ -237,7 +238,6 @@ def ceph_client(args: argparse.Namespace) -> CephClient:
     cid, cname = pick("client_id"), pick("client_name")
     name = cname or (f"client.{cid}" if cid else None)
     keyring = pick("keyring")
-    from stormdeck.base.files import FileMissing, check_regular
 
     for path, what in ((conf, "ceph.conf"), (keyring, "keyring")):
         if not path:
@@ -316,8 +316,6 @@ def prometheus_source(args: argparse.Namespace) -> Source:
 
 
 def curve_source(args: argparse.Namespace) -> Source:
-    from stormdeck.collectors.curve import CurveSource
-
     mds = [a for a in (args.curve_mds or "").split(",") if a]
     chunkservers = [a for a in (args.curve_chunkserver or "").split(",") if a]
     try:
