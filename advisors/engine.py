@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Any
 
-from stormdeck.advisors import overrides
+from stormdeck.advisors.actuators.base import same
+from stormdeck.advisors.actuators.table import actuator
 from stormdeck.advisors.evidence import EvidenceStore
 from stormdeck.advisors.model import Change, Check, Finding, RuleSettings
 from stormdeck.advisors.mutes import MuteStore
@@ -147,21 +148,20 @@ class Engine:
 
     @staticmethod
     def _vet_changes(findings: list[Finding], latest: Snapshot) -> list[Finding]:
-        """Drop changes this cluster cannot take: options its release does not have (K3.8)
-        or its scheduler overrides (advisors/overrides.py), values already set, and a
-        second change of the same thing to something else."""
+        """Drop changes this cluster cannot take (each kind's actuator says why: for Ceph's
+        options, one its release lacks or its scheduler overrides), values already set,
+        and a second change of the same thing to something else."""
         claimed: dict[tuple[str, str, str], tuple[str, str]] = {}
         out = []
         for f in sorted(findings, key=lambda f: (-f.severity, f.state != "firing", f.rule)):
             keep: list[Change] = []
             notes = list(f.notes)
             for ch in f.changes:
-                if ch.kind == "ceph_config":
-                    why = overrides.vet(latest.cluster, ch.key, ch.target)
-                    if why is not None:
-                        notes.append(why)
-                        continue
-                if _same(ch.current, ch.proposed):
+                why = actuator(ch.kind).vet(latest.cluster, ch)
+                if why is not None:
+                    notes.append(why)
+                    continue
+                if ch.current is not None and same(ch.current, ch.proposed):
                     notes.append(f"{ch.key} on {ch.target} is already {ch.proposed}")
                     continue
                 slot = (ch.kind, ch.target, ch.key)
@@ -198,15 +198,6 @@ class Engine:
     def badness(self, finding: Finding) -> float:
         t = self._tracks.get(finding.key)
         return t.check.badness if t else 0.0
-
-
-def _same(current: str | None, proposed: str) -> bool:
-    if current is None:
-        return False
-    try:
-        return float(current) == float(proposed)
-    except ValueError:
-        return current.strip().lower() == proposed.strip().lower()
 
 
 def worst(findings: Iterable[Finding]) -> int:

@@ -166,8 +166,8 @@ class Assembly:
     options: ExecutorOptions
     sources_args: argparse.Namespace
 
-    def executor(self, journal: Any, needs_ceph: bool = True, read_only: bool | None = None,
-                 plan: Any = None) -> Any:
+    def executor(self, journal: Any, needs_ceph: bool = True,
+                 read_only: bool | None = None) -> Any:
         """An Executor with this cluster's identity and the run's options; used in a
         `with`, which closes its connection. read_only None: as the config file holds
         the cluster this connection reached (by fsid)."""
@@ -180,7 +180,7 @@ class Assembly:
         o = self.options
         return Executor(journal, ceph=ceph, read_only=ro, curve_tool=list(o.curve_tool),
                         verify_seconds=o.verify_seconds,
-                        curve_follow=curve_follower(self.sources_args, o.heartbeat, plan),
+                        curve_follow=curve_follower(self.sources_args, o.heartbeat),
                         converge_seconds=o.converge_seconds, wait=o.wait)
 
     def executor_factory(self, journal: Any, read_only: bool,
@@ -246,23 +246,21 @@ def wants_curve(args: argparse.Namespace) -> bool:
                 or getattr(args, "curve_ops_tool", None) or getattr(args, "curve_cli", None))
 
 
-def curve_follower(args: argparse.Namespace, heartbeat: float,
-                   plan: Any = None) -> Callable[[str], tuple[bool, str]] | None:
+def curve_follower(args: argparse.Namespace,
+                   heartbeat: float) -> Callable[[str, str | None], tuple[bool, str]] | None:
     """Follow a pool's leadernum range over heartbeats after a leader schedule (K2.2): that
     pool's alone for a one-pool schedule; every pool's for the all-pools form. None when
-    the options name no Curve to read it from."""
+    the options name no Curve to read it from. The actuator hands over the range its
+    change saw (CurveLeaderSchedule.planned_range): no kind is known here."""
     from stormdeck.advisors.settings import load_settings
 
     if not wants_curve(args):
         return None
     source: list[Any] = []  # made at the first look: most changes are not schedules
     limit = float(load_settings()["curve.leaders.spread"].params["max_range"])
-    # The range the plan saw: the transfers may all land before the first look after.
-    planned = {c.target: c.current.removeprefix("range ") for c in plan.changes
-               if c.kind == "curve_leader_schedule" and c.current} if plan else {}
 
-    def follow(pool: str) -> tuple[bool, str]:
-        first: float | str | None = planned.get(pool)
+    def follow(pool: str, planned: str | None = None) -> tuple[bool, str]:
+        first: float | str | None = planned
         worst: float | None = None
         for period in range(7):
             if period:

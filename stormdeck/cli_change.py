@@ -115,11 +115,10 @@ def read_only(args: argparse.Namespace) -> bool:
     return bool(args.read_only or os.environ.get("STORMDECK_READ_ONLY", "") not in ("", "0"))
 
 
-def executor(args: argparse.Namespace, needs_ceph: bool, plan: Any = None) -> Any:
+def executor(args: argparse.Namespace, needs_ceph: bool) -> Any:
     """The Executor, as the assembly makes it for every entry point (the console's too);
     used in a `with`, which closes its connection."""
-    return assemble(args, judge=False, sources=False).executor(journal(), needs_ceph,
-                                                               plan=plan)
+    return assemble(args, judge=False, sources=False).executor(journal(), needs_ceph)
 
 
 def journal() -> Any:
@@ -197,7 +196,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_apply(args: argparse.Namespace) -> int:
     plan = Plan.load(args.file)
     print(review(plan))
-    with executor(args, needs_ceph(plan.changes), plan) as ex:
+    with executor(args, needs_ceph(plan.changes)) as ex:
         if ex.read_only:
             ex.apply(plan)  # refuses, with the reason
         ex.check_stale(plan)  # before asking, so nobody confirms a stale plan

@@ -24,6 +24,13 @@ def actuator(kind: str) -> Actuator:
         raise UserError(f"unknown kind of change {kind!r}") from None
 
 
+def moves_leaders(kind: str) -> bool:
+    """Whether a change of this kind (a journal's: it may name a kind this version lacks)
+    moves Curve's leaders."""
+    act = ACTUATORS.get(kind)
+    return act is not None and act.moves_leaders
+
+
 def change(kind: str, target: str, key: str, current: str | None, proposed: str, *,
            args: dict[str, str] | None = None, runtime: bool | None = None,
            note: str = "") -> Change:
