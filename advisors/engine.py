@@ -11,12 +11,12 @@ from typing import Any
 
 from stormdeck.advisors.actuators.base import same
 from stormdeck.advisors.actuators.table import actuator
-from stormdeck.advisors.evidence import EvidenceStore
-from stormdeck.advisors.model import Change, Check, Finding, RuleSettings
+from stormdeck.advisors.findings import Change, Check, Finding, RuleSettings
 from stormdeck.advisors.mutes import MuteStore
 from stormdeck.advisors.rules import ALL, Context, Rule
 from stormdeck.advisors.rules.base import Columns
 from stormdeck.advisors.settings import load_settings
+from stormdeck.advisors.validated import ValidatedStore
 from stormdeck.collectors.model import Snapshot
 
 # A firing finding whose rule stops judging its target (no data) is kept this long.
@@ -44,8 +44,8 @@ class Engine:
 
     def __init__(self, settings: dict[str, RuleSettings] | None = None,
                  mutes: MuteStore | None = None, rules: Iterable[type[Rule]] = ALL,
-                 incremental: bool = True, evidence: EvidenceStore | None = None) -> None:
-        self.evidence = evidence  # what validate measured, for the rules that act on it
+                 incremental: bool = True, validated: ValidatedStore | None = None) -> None:
+        self.validated = validated  # what validate measured, for the rules that act on it
         self.settings = settings if settings is not None else load_settings()
         self.rules = [r() for r in rules if self.settings[r.id].enabled]
         self.mutes = mutes
@@ -86,7 +86,7 @@ class Engine:
         cols.sync(snaps, max(self._spans.values(), default=60.0))
         judged: set[tuple[str, str]] = set()
         by_rule = {r.id: r for r in self.rules}
-        validated = self.evidence.get() if self.evidence is not None else None
+        validated = self.validated.get() if self.validated is not None else None
         tracked: dict[str, set[str]] = {}
         for rid, target in self._tracks:
             tracked.setdefault(rid, set()).add(target)

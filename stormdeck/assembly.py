@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from stormdeck.advisors.curve_schedule import ALL_POOLS
-from stormdeck.advisors.evidence import store_in
 from stormdeck.advisors.mutes import WAIT, MuteStore
 from stormdeck.advisors.rules import ALL
+from stormdeck.advisors.validated import store_in
 from stormdeck.base.errors import UserError
 from stormdeck.sources import build_sources, ceph_admin, ceph_client, ceph_source, curve_source
 
@@ -150,7 +150,7 @@ def make_engine(args: argparse.Namespace, settings: dict[str, Any] | None = None
     from stormdeck.advisors.settings import state_dir
 
     return Engine(settings if settings is not None else settings_of(args), mutes=mutes,
-                  rules=ALL if rules is None else rules, evidence=store_in(state_dir()))
+                  rules=ALL if rules is None else rules, validated=store_in(state_dir()))
 
 
 # ---- the pieces -------------------------------------------------------------------------

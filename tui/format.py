@@ -12,7 +12,7 @@ from typing import Any
 
 from rich.text import Text
 
-from stormdeck.advisors.model import Finding, Severity
+from stormdeck.advisors.findings import Finding, Severity
 from stormdeck.base.text import printable
 from stormdeck.base.units import ms, num, pct
 

@@ -18,7 +18,7 @@ from stormdeck.advisors.ceph_admin import CephAdmin
 from stormdeck.advisors.devices import (
     UDEV_RULES,
 )
-from stormdeck.advisors.model import Change
+from stormdeck.advisors.findings import Change
 from stormdeck.base.errors import UserError
 from stormdeck.collectors.model import Cluster
 

@@ -8,7 +8,7 @@ import time
 from stormdeck.advisors import overrides
 from stormdeck.advisors.actuators.base import Actuator, Backends, Verified, same
 from stormdeck.advisors.ceph_admin import CephAdmin
-from stormdeck.advisors.model import Change
+from stormdeck.advisors.findings import Change
 from stormdeck.base.errors import UserError
 from stormdeck.collectors.model import Cluster
 

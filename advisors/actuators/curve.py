@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from stormdeck.advisors.actuators.base import Actuator, Backends, Verified
 from stormdeck.advisors.curve_schedule import ALL_POOLS, POOL_ID
-from stormdeck.advisors.model import Change
+from stormdeck.advisors.findings import Change
 from stormdeck.base.errors import UserError
 
 

@@ -8,7 +8,7 @@ from stormdeck.advisors.actuators.base import Actuator
 from stormdeck.advisors.actuators.ceph import CephConfig, FastEC, OsdFlag, PoolSet
 from stormdeck.advisors.actuators.curve import CurveLeaderSchedule
 from stormdeck.advisors.actuators.host import DeviceCache, TunedProfile
-from stormdeck.advisors.model import Change
+from stormdeck.advisors.findings import Change
 from stormdeck.base.errors import UserError
 
 ACTUATORS: dict[str, Actuator] = {a.kind: a for a in (

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from stormdeck.advisors.actuators.table import change, moves_leaders
 from stormdeck.advisors.curve_schedule import ALL_POOLS, journal_file
+from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.journal import Journal
-from stormdeck.advisors.model import Check, Severity
 from stormdeck.advisors.rules.base import ANY, Context, Proposes, Rule, mean
 
 # Ceph releases in order: require_min_compat_client is compared by it, never lowered.

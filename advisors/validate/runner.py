@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stormdeck.advisors import evidence
+from stormdeck.advisors import validated
 from stormdeck.advisors.report import md_text as md
 from stormdeck.advisors.validate import judge, steps
 from stormdeck.advisors.validate.judge import Verdict
@@ -247,7 +247,7 @@ def save(r: Report, directory: Path) -> Path:
     # that finished measured what it says).
     from stormdeck.collectors.host.processes import short_hostname
 
-    evidence.record(directory / evidence.FILE, r.cluster, short_hostname(),
+    validated.record(directory / validated.FILE, r.cluster, short_hostname(),
                     [s for s in r.steps if s.status == "done"], r.quick, r.started)
     return base.with_suffix(".md")
 

@@ -78,8 +78,8 @@ def test_every_entry_point_gets_the_same_pieces(home: Path,
         assert kinds(a) == ["CurveSource"], name
         assert a.mutes.path == state / "mutes.json", name
         assert a.engine.mutes is a.mutes, name
-        assert a.engine.evidence is not None, name
-        assert a.engine.evidence.path == state / "validate" / "evidence.json", name
+        assert a.engine.validated is not None, name
+        assert a.engine.validated.path == state / "validate" / "evidence.json", name
     assert [r.id for r in judging["plan"].engine.rules] == ["disk.write_cache_on"]
     assert kinds(snapshot) == ["CurveSource"]
     want = assembly.ExecutorOptions(curve_tool=("curve_ops_tool",

@@ -70,3 +70,15 @@ def test_the_engine_drops_what_the_actuator_vets() -> None:
     engine = Engine(rules=[MclockBackgroundVsClients])
     for f in engine.evaluate(snaps):
         assert all(c.key != "osd_mclock_profile" for c in f.changes)
+
+
+def test_one_model_and_one_evidence() -> None:
+    # Two model.py and three things called "evidence" before: the advisors' one is named
+    # for what it holds (findings), and what validate measured is "validated".
+    assert not (ROOT / "advisors" / "model.py").exists()
+    assert not (ROOT / "advisors" / "evidence.py").exists()
+    from stormdeck.advisors.findings import Evidence, Finding
+    from stormdeck.advisors.validated import ValidatedStore
+
+    assert "evidence" in Finding.__dataclass_fields__ and Evidence and ValidatedStore
+    assert "validated" in Engine.__init__.__code__.co_varnames

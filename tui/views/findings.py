@@ -11,7 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from stormdeck.advisors.model import Finding
+from stormdeck.advisors.findings import Finding
 from stormdeck.advisors.plan import (
     Plan,
     plan_from_finding,
