@@ -200,8 +200,8 @@ FILES = (
     ("~/.config/stormdeck/rules.toml", "rule thresholds overriding the defaults"),
     ("~/.local/state/stormdeck/", "the state directory (made 0700): what follows"),
     ("~/.local/state/stormdeck/journal.jsonl", "the journal of every change made, and undone"),
-    ("~/.local/state/stormdeck/mutes.json", "muted findings (mutes-NAME.json for a named "
-                                            "cluster)"),
+    ("~/.local/state/stormdeck/mutes.json", "muted findings of every cluster, each mute "
+                                            "naming its cluster's fsid"),
     ("~/.local/state/stormdeck/reports/", "incident reports (the console's R, stormdeck "
                                           "report)"),
     ("~/.local/state/stormdeck/console.json", "the console's chosen theme"),
