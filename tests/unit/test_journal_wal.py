@@ -130,7 +130,7 @@ def test_reading_from_the_end_tells_what_reading_it_all_tells(
 
 def test_a_long_journal_is_read_from_its_end(tmp_path: Path) -> None:
     """150,000 changes (69 MB, issue 27's figure): the newest entries and undo's lookup read
-    a few chunks, not the whole file (measured in the README's hardening section)."""
+    a few chunks, not the whole file (measured in docs/measured.md)."""
     path = tmp_path / "j.jsonl"
     body = []
     change = {"kind": "ceph_config", "target": "osd", "key": "osd_scrub_sleep",
