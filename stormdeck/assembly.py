@@ -4,9 +4,9 @@
 `validate` and `snapshot` all take their pieces from `assemble()` and `executor_options()`,
 so what one entry point judges or changes is what every other one would: the same
 sources for the same options, the same mutes file (one for every cluster: a mute names
-its cluster's fsid), the same validate evidence and rule settings, the same executor
-options (the Curve tool, how long to verify and follow). tests/unit/test_assembly.py
-holds each entry point to it.
+its cluster's fsid), the same validation results (advisors/validated.py) and rule
+settings, the same executor options (the Curve tool, how long to verify and follow).
+tests/unit/test_assembly.py holds each entry point to it.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def _fold_named(store: Any) -> None:
 
 def make_engine(args: argparse.Namespace, settings: dict[str, Any] | None = None,
                 rules: Iterable[Any] | None = None, mutes: Any = None) -> Any:
-    """An Engine with the validate evidence (so the rules that act on it can propose) and
+    """An Engine with what validate measured (so the rules that act on it can propose) and
     the given mutes; a replay gives none, as its time is not now."""
     from stormdeck.advisors.engine import Engine
     from stormdeck.advisors.settings import state_dir
