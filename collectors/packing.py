@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from operator import attrgetter
 from typing import Any
 
-from stormdeck.collectors.model import Daemon
+from stormdeck.collectors.model import Daemon, Daemons
 
 # The figures: every field typed a float (known or not), found by its type as Python
 # resolves it, not by how the annotation is spelled ("Optional[float]" packs as well).
@@ -87,6 +87,8 @@ class PackedDaemons(Mapping[str, Daemon]):
 def value_of(daemons: Mapping[str, Daemon], key: str, attr: str) -> Any:
     """One daemon's `attr` (None if it is absent or has none), read from a packed
     mapping's column or template without making the Daemon again."""
+    if isinstance(daemons, Daemons):
+        daemons = daemons.inner
     if isinstance(daemons, PackedDaemons):
         i = daemons._index.get(key)
         if i is None:
@@ -102,6 +104,8 @@ def value_of(daemons: Mapping[str, Daemon], key: str, attr: str) -> Any:
 
 def values_of(daemons: Mapping[str, Daemon], attr: str) -> list[Any]:
     """`attr` of every daemon in the mapping, in its order (None where it has none)."""
+    if isinstance(daemons, Daemons):
+        daemons = daemons.inner
     if isinstance(daemons, PackedDaemons):
         return daemons.values_of(attr)
     return [getattr(d, attr, None) for d in daemons.values()]
@@ -115,6 +119,8 @@ class Packer:
         self._last: PackedDaemons | None = None
 
     def pack(self, daemons: Mapping[str, Daemon]) -> Mapping[str, Daemon]:
+        if isinstance(daemons, Daemons):
+            daemons = daemons.inner
         if isinstance(daemons, PackedDaemons):
             return daemons
         if daemons is self._last_in and self._last is not None:

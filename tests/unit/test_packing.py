@@ -49,14 +49,30 @@ def test_generations_share_what_did_not_change() -> None:
 
 def test_history_packs_all_but_the_newest_and_keeps_the_snapshots() -> None:
     snaps = moving(40)
+    held = [s.daemons for s in snaps]
     h = History(maxlen=30, whole=5)
     for s in snaps:
         h.append(s)
     kept = list(h)
     assert kept == snaps[-30:]
-    assert all(isinstance(s.daemons, PackedDaemons) for s in kept[:-5])
-    assert not any(isinstance(s.daemons, PackedDaemons) for s in kept[-5:])
+    assert all(isinstance(s.daemons.inner, PackedDaemons) for s in kept[:-5])
+    assert not any(isinstance(s.daemons.inner, PackedDaemons) for s in kept[-5:])
     assert [x is y for x, y in zip(kept, snaps[-30:], strict=True)] == [True] * 30
+    # Nothing mutates a Snapshot: every field holds the object it was made with (before,
+    # History set the frozen snapshot's daemons field to the packed mapping).
+    assert all(s.daemons is d for s, d in zip(snaps, held, strict=True))
+
+
+def test_a_newer_snapshot_sharing_the_mapping_stays_whole() -> None:
+    old = lab_snapshot()
+    new = replace(old, time=old.time + 1)  # the hub's memo: the same daemons underneath
+    assert new.daemons is not old.daemons and new.daemons.inner is old.daemons.inner
+    h = History(maxlen=10, whole=1)
+    h.append(old)
+    h.append(new)
+    assert isinstance(old.daemons.inner, PackedDaemons)
+    assert not isinstance(new.daemons.inner, PackedDaemons)
+    assert dict(old.daemons) == dict(new.daemons)
 
 
 def test_a_nan_figure_comes_back_unknown() -> None:
