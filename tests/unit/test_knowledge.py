@@ -96,7 +96,7 @@ def test_a_malformed_page_is_refused(text: str, error: str) -> None:
 
 
 def test_the_consoles_finding_detail_shows_the_reasons_and_links() -> None:
-    from stormdeck.advisors.model import Finding, Severity
+    from stormdeck.advisors.findings import Finding, Severity
     from stormdeck.advisors.rules import BY_ID
     from stormdeck.tui.views.findings import finding_detail
 
@@ -119,7 +119,7 @@ def test_no_finding_names_a_working_notes_number(tmp_path: Path) -> None:
     seen = 0
     for rule_id, (bad, _, _) in sorted(CASES.items()):
         store = EVIDENCE[rule_id](tmp_path / rule_id) if rule_id in EVIDENCE else None
-        for f in run(bad(), evidence=store):
+        for f in run(bad(), validated=store):
             seen += 1
             for text in (f.summary, f.explanation, *f.procedure):
                 assert not re.search(r"\bK\d+\.\d+", text), f"{f.rule}: {text}"

@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from stormdeck.advisors import knowledge
-from stormdeck.advisors.model import Finding
+from stormdeck.advisors.findings import Finding
 from stormdeck.advisors.plan import (
     Plan,
     plan_from_finding,
@@ -22,7 +22,7 @@ from stormdeck.advisors.plan import (
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 from stormdeck.tui.feed import Frame
-from stormdeck.tui.format import SEVERITY_STYLE, t
+from stormdeck.tui.format import SEVERITY_STYLE, inert
 from stormdeck.tui.keys import in_scope
 from stormdeck.tui.screens import MutesList, PlanReview
 from stormdeck.tui.table import Column, VirtualTable
@@ -42,8 +42,9 @@ class FindingTable(VirtualTable):
     @staticmethod
     def cells(f: Finding) -> tuple[Text, ...]:
         state = f.state + (" muted" if f.muted else "")
-        return (t(str(f.severity).upper(), SEVERITY_STYLE[f.severity]), t(state), t(f.rule),
-                t(f.target, limit=60), t(f.summary, "dim" if f.muted else "", 120))
+        return (inert(str(f.severity).upper(), SEVERITY_STYLE[f.severity]), inert(state),
+                inert(f.rule), inert(f.target, limit=60),
+                inert(f.summary, "dim" if f.muted else "", 120))
 
     def selected(self) -> Finding | None:
         key = self.selected_key
@@ -54,27 +55,27 @@ def finding_detail(f: Finding | None) -> Text:
     if f is None:
         return Text("no finding selected")
     out = Text()
-    out.append_text(t(f"{f.title}  [{f.source}]", "bold"))
+    out.append_text(inert(f"{f.title}  [{f.source}]", "bold"))
     out.append("\n")
-    out.append_text(t(f.summary, limit=400))
+    out.append_text(inert(f.summary, limit=400))
     out.append("\n\n")
-    out.append_text(t(knowledge.readable(f.explanation, prefer=knowledge.cited(f.source)),
-                      "dim", limit=1200))
+    out.append_text(inert(knowledge.readable(f.explanation, prefer=knowledge.cited(f.source)),
+                          "dim", limit=1200))
     out.append("\n")
     for e in f.evidence:
         line = (f"{e.metric}: now {e.now}, min {e.min:.4g}, avg {e.avg:.4g}, max {e.max:.4g} "
                 f"{e.unit} over {e.window:.0f} s" if e.min is not None and e.avg is not None
                 and e.max is not None else f"{e.metric}: {e.now} {e.unit}")
-        out.append_text(t("  " + line, limit=300))
+        out.append_text(inert("  " + line, limit=300))
         out.append("\n")
     for c in f.changes:
-        out.append_text(t(f"  change: {c.command}", "cyan", 300))
+        out.append_text(inert(f"  change: {c.command}", "cyan", 300))
         out.append("\n")
     for step in f.procedure:
-        out.append_text(t(f"  - {step}", limit=500))
+        out.append_text(inert(f"  - {step}", limit=500))
         out.append("\n")
     for note in f.notes:
-        out.append_text(t(f"  note: {note}", "yellow", 300))
+        out.append_text(inert(f"  note: {note}", "yellow", 300))
         out.append("\n")
     if f.changes:
         out.append("\nEnter: review the change   m: mute for an hour\n", style="bold")
@@ -92,20 +93,20 @@ def sources_detail(f: Finding) -> Text:
     ids = knowledge.cited(f.source)
     if not ids:
         return out
-    out.append_text(t(f"Why (docs/knowledge.md; stormdeck explain {f.rule}):", "bold"))
+    out.append_text(inert(f"Why (docs/knowledge.md; stormdeck explain {f.rule}):", "bold"))
     out.append("\n")
     for sid in ids:
         s = index.get(sid)
         if s is None:
-            out.append_text(t(f"  {sid}", "dim"))
+            out.append_text(inert(f"  {sid}", "dim"))
             out.append("\n")
             continue
-        out.append_text(t(f"  {sid}: {s.title}", limit=300))
+        out.append_text(inert(f"  {sid}: {s.title}", limit=300))
         out.append("\n")
-        out.append_text(t(f"    {s.text}", "dim", limit=240))
+        out.append_text(inert(f"    {s.text}", "dim", limit=240))
         out.append("\n")
         for link in s.links:
-            out.append_text(t(f"    {link.url}", "cyan", limit=300))
+            out.append_text(inert(f"    {link.url}", "cyan", limit=300))
             out.append("\n")
     return out
 
