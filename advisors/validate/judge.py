@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from stormdeck.advisors import overrides
 from stormdeck.advisors.rules.cpu import OP_THREADS_PER_CORE
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
@@ -197,11 +198,35 @@ def scrub(values: Mapping[str, str | None], scheduler: str | None = None) -> lis
 
 def overridden_settings(set_values: Mapping[str, tuple[str, str]]) -> list[Verdict]:
     """Options set in the config database that the scheduler overrides: option -> (value,
-    why, from advisors/overrides.py). They do nothing but mislead whoever reads them."""
-    return [Verdict(f"{name} set but overridden", WARN,
-                    f"{value} is stored, but {why}: it does nothing; remove it "
-                    f"(ceph config rm osd {name})", "K8.1-K8.2", (f"{name} = {value}",))
-            for name, (value, why) in sorted(set_values.items())]
+    why, from advisors/overrides.py).
+
+    Two kinds (src/osd/OSD.cc): the sleeps are forced to 0 at boot and on every change
+    (maybe_override_sleep_options_for_qos): a stored one does nothing. The recovery
+    limits are different (maybe_override_options_for_qos): at boot the OSD applies
+    mClock's values with set_val_default, which yields to a value already stored, so an
+    OSD (re)started after it was stored RUNS with it; only a change made while the OSD
+    runs is removed again. Telling the operator to remove such a value would change
+    what every OSD does at its next restart (K9.5).
+    """
+    out = []
+    for name, (value, why) in sorted(set_values.items()):
+        o = overrides.TABLE.get(name)
+        if o is not None and o.source == overrides.RECOVERY_SOURCE:
+            out.append(Verdict(
+                f"{name} set but overridden", WARN,
+                f"{value} is stored: OSDs started after it was stored run with it (the "
+                "boot path applies mClock's value with set_val_default, which keeps a "
+                "stored one), but a change made while they run is removed again "
+                f"unless {o.unless} is true, so OSDs may differ. Decide which you want: "
+                f"keep it and set {o.unless} true, or remove it (ceph config rm osd "
+                f"{name}) and let osd_mclock_profile govern it from the next restart",
+                "K8.2, K9.5", (f"{name} = {value}", why)))
+        else:
+            out.append(Verdict(
+                f"{name} set but overridden", WARN,
+                f"{value} is stored, but {why}: it does nothing; remove it "
+                f"(ceph config rm osd {name})", "K8.1-K8.2", (f"{name} = {value}",)))
+    return out
 
 
 def secure_mode(modes: Mapping[str, str | None]) -> Verdict:

@@ -132,6 +132,10 @@ def slow_ops(s: Snapshot, i: int) -> Snapshot:
     return with_cluster(s, slow_ops=12, slow_ops_daemons=("osd.1",))
 
 
+def scrubs(s: Snapshot, i: int) -> Snapshot:
+    return with_cluster(s, pg_states={"active+clean": 30, "active+clean+scrubbing+deep": 3})
+
+
 def scrub_sleep_set(s: Snapshot, i: int) -> Snapshot:
     return with_config(s, "osd_scrub_sleep", "osd", "0.1")
 
@@ -286,7 +290,8 @@ CASES: dict[str, tuple[Callable[[], History], Callable[[], History], Severity]] 
     "ceph.mgr.no_pg_stats": (lambda: long(mgr_blind), lambda: long(storm), Severity.WARNING),
     "ceph.osd.flapping": (lambda: long(flapping), long, Severity.WARNING),
     "ceph.slow_ops": (lambda: long(slow_ops), long, Severity.WARNING),
-    "ceph.scrub.during_load": (long, lambda: long(scrub_sleep_set), Severity.INFO),
+    "ceph.scrub.during_load": (lambda: long(scrubs), lambda: long(both(scrubs, scrub_sleep_set)),
+                               Severity.INFO),
     "ceph.osdmap.cache": (lambda: long(small_map_cache), long, Severity.WARNING),
     "ceph.mclock.background_vs_clients": (  # Tentacle's capture: more in test_mclock.py
         lambda: tentacle(recovery_hurts(0.025)), lambda: tentacle(recovery_hurts(0.0025)),
@@ -569,7 +574,8 @@ def test_write_cache_on_a_virtual_disk_is_never_a_target() -> None:
 
 
 def test_scrub_change_proposes_the_report_values() -> None:
-    (f,) = firing(run(long()), "ceph.scrub.during_load")
+    assert not firing(run(long()), "ceph.scrub.during_load"), "no scrub runs: nothing to say"
+    (f,) = firing(run(long(scrubs)), "ceph.scrub.during_load")
     assert [(c.key, c.current, c.proposed) for c in f.changes] == \
         [("osd_scrub_sleep", "0", "0.1")]
     assert f.changes[0].command == "ceph config set osd osd_scrub_sleep 0.1"

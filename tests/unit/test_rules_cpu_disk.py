@@ -104,14 +104,18 @@ def test_reads_are_judged_apart_from_writes() -> None:
 
 
 def test_writes_count_once_per_replica() -> None:
-    """6,000 4K client writes on 6 pinned cores: 1,000 per core; with 3 replicas it is
-    3,000 copies; at 14 replicas (a wide EC pool's k+m, say) 14,000: beyond 11,700."""
-    def writes(size: int):  # -> edit
+    """K1.4's 1,600-3,900 writes per allocated core are OSD writes, replicas included
+    (K9.1): 6,000 4K client writes on 6 pinned cores at 3 replicas are 18,000 OSD writes,
+    3,000 per core: under 3,900. 9,000 client writes are 4,500 per core: beyond. The old
+    limit (3,900 x 3 = 11,700) counted the copies twice and passed both."""
+    def writes(size: int, iops: float = 6000.0):  # -> edit
         def edit(s: Snapshot, i: int) -> Snapshot:
-            return with_cluster(replicated(size)(s, i), client_write_iops=6000.0,
-                                client_write_bps=6000.0 * 4096, client_read_iops=0.0)
+            return with_cluster(replicated(size)(s, i), client_write_iops=iops,
+                                client_write_bps=iops * 4096, client_read_iops=0.0)
         return edit
     assert not firing(run(long(writes(3)), rule(IPC)), IPC)
+    (f,) = firing(run(long(writes(3, 9000.0)), rule(IPC)), IPC)
+    assert "4500 write copies per core" in f.summary and "3900" in f.summary
     (f,) = firing(run(long(writes(14)), rule(IPC)), IPC)
     assert "14000 write copies per core" in f.summary
 
