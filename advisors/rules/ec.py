@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from stormdeck.advisors.actuators import change
 from stormdeck.advisors.model import Check, Severity
-from stormdeck.advisors.rules.base import ANY, Context, Proposes, Rule, config_change
+from stormdeck.advisors.rules.base import Context, Proposes, Rule, config_change
 from stormdeck.collectors.model import Cluster, Pool
 
 FIXED = (20, 2, 1)  # 20.2.0 crashes OSDs with the flag set (tracker 74813)
@@ -56,7 +55,8 @@ def tentacle(c: Cluster | None) -> tuple[int, ...] | None:
 
 class FastEcOff(Rule):
     id = "ceph.ec.fast_ec_off"
-    proposes = (Proposes("fast_ec", ("allow_ec_optimizations",), ANY, "true"),)
+    # Nothing: an irreversible flag on a production pool is the operator's step, taken
+    # after a test pool has run the load (issue 31); new pools get it by the default.
     title = "Erasure-coded pool without fast EC"
     source = "K5.1, K5.3, K7.3, K8.6"
     explanation = (
@@ -66,7 +66,10 @@ class FastEcOff(Rule):
         "the jerasure and isa plugins with technique reed_sol_van, and only when every mon "
         "and OSD runs Tentacle (K8.6); RGW bucket-data pools (large objects written whole) "
         "gain little and are left alone. 20.2.0 crashes OSDs with it set (tracker 74813): "
-        "use 20.2.1 or later. New pools get it from osd_pool_default_flag_ec_optimizations.")
+        "use 20.2.1 or later. New pools get it from osd_pool_default_flag_ec_optimizations. "
+        "On an existing pool it is information and a procedure, never a change made from "
+        "here: a flag that cannot be turned off is tried on a test pool with the same "
+        "profile and load first.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster
@@ -103,12 +106,22 @@ class FastEcOff(Rule):
                 summary=f"EC pool {pool.name} ({pool.ec_k}+{pool.ec_m}, {pool.ec_plugin} "
                         f"{pool.ec_technique or 'reed_sol_van'}) runs without fast EC",
                 evidence=(ctx.evidence("pool flags", [], now=",".join(pool.flags) or "none"),),
-                changes=(change(
-                    "fast_ec", pool.name, "allow_ec_optimizations", "false", "true",
-                    note="IRREVERSIBLE: fast EC cannot be turned off again"),),
-                procedure=("For pools created later: `ceph config set mon "
-                           "osd_pool_default_flag_ec_optimizations true` "
-                           "(ceph.ec.fast_ec_default).",))
+                procedure=fast_ec_procedure(pool))
+
+
+def fast_ec_procedure(pool: Pool) -> tuple[str, ...]:
+    """How to turn fast EC on for an existing pool without betting it on the first try."""
+    profile = pool.ec_profile or "PROFILE"
+    return (
+        "Fast EC cannot be turned off again (K5.1, K7.3): try it on a test pool first. "
+        f"`ceph osd pool create {pool.name}-fastec-test 32 32 erasure {profile}`, "
+        f"`ceph osd pool set {pool.name}-fastec-test allow_ec_optimizations true`, put the "
+        "pool's own kind of load on it (rbd bench or fio on an image in it, or rados "
+        "bench) for hours, and watch `ceph crash ls-new` and the OSD logs.",
+        f"Only then, in a quiet hour, with a backup of what matters: `ceph osd pool set "
+        f"{pool.name} allow_ec_optimizations true` (IRREVERSIBLE); delete the test pool.",
+        "For pools created later: `ceph config set mon "
+        "osd_pool_default_flag_ec_optimizations true` (ceph.ec.fast_ec_default).")
 
 
 class FastEcDefault(Rule):

@@ -134,7 +134,12 @@ def pg_num(pool: str, pgs: int) -> Verdict:
 
 
 def ec_pool(pool: str, k: int | None, m: int | None, release: str | None,
-            flags: Sequence[str], stripe_unit: int | None) -> Verdict:
+            flags: Sequence[str], stripe_unit: int | None, *, capable: bool | None = True,
+            version: str | None = None, bulk: bool = False) -> Verdict:
+    """An EC pool's fast EC. Warned only where it could be turned on and be worth it:
+    `capable` is whether the monitor takes the flag for its profile's code (None: profile
+    unknown), `bulk` an RGW bucket-data pool, and 20.2.0 crashes OSDs with the flag set
+    (tracker 74813), so there it is not a fault to be without it."""
     name = f"EC pool {pool}"
     ev = (f"k={k} m={m}", f"release {release}", f"stripe_unit {stripe_unit}")
     fast = release in ("tentacle", "umbrella") or (release or "") > "tentacle"
@@ -142,13 +147,31 @@ def ec_pool(pool: str, k: int | None, m: int | None, release: str | None,
         return Verdict(name, PASS, f"{k}+{m}; fast EC needs Tentacle (20.2) or later",
                        "K5.1, K7.3", ev)
     if "ec_optimizations" not in flags:
+        if capable is False:
+            return Verdict(name, PASS, "fast EC off: its profile's code cannot have it (only "
+                           "jerasure or isa with reed_sol_van)", "K8.6", ev)
+        if bulk:
+            return Verdict(name, PASS, "fast EC off: an RGW bucket-data pool gains little "
+                           "from it", "K8.6", ev)
+        if version is not None and _version(version) < (20, 2, 1):
+            return Verdict(name, PASS, f"fast EC off, as it should be on {version}: 20.2.0 "
+                           "crashes OSDs with it (tracker 74813); upgrade first",
+                           "K7.3", (*ev, f"version {version}"))
         return Verdict(name, WARN, "fast EC is off: small reads 2-3x and writes 2x slower "
-                       "than they could be (allow_ec_optimizations; it cannot be undone)",
+                       "than they could be (allow_ec_optimizations; it cannot be undone: "
+                       "try it on a test pool with the same profile first)",
                        "K5.1-K5.3, K7.3", ev)
     if stripe_unit is not None and stripe_unit < 16384:
         return Verdict(name, WARN, f"fast EC on, stripe_unit {stripe_unit}: new pools "
                        "should use 16K", "K5.2", ev)
     return Verdict(name, PASS, "fast EC on", "K5.1-K5.2", ev)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(".")[:3])
+    except ValueError:
+        return (0,)
 
 
 def scrub(values: Mapping[str, str | None], scheduler: str | None = None) -> list[Verdict]:

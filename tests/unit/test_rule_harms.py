@@ -74,3 +74,31 @@ def test_a_stored_osd_max_backfills_is_said_to_be_kept_at_boot() -> None:
     (sleep,) = judge.overridden_settings({"osd_scrub_sleep": ("0.1", "the OSD forces it")})
     assert "does nothing" in sleep.summary
 
+
+
+# ---- 4. fast EC: information and a procedure; validate quiet where it cannot apply -------
+
+
+def settings(snap: Snapshot) -> dict[str, judge.Verdict]:
+    from types import SimpleNamespace
+
+    from stormdeck.advisors.validate import steps
+    return {v.check: v for v in steps.cluster_settings(SimpleNamespace(snapshot=snap))}
+
+
+@pytest.mark.parametrize(("version", "pool", "verdict"), [
+    ("20.2.1", {}, judge.WARN),
+    ("20.2.0", {}, judge.PASS),  # crashes OSDs with the flag (tracker 74813)
+    ("20.2.4", {"ec_technique": "cauchy_good"}, judge.PASS),  # the mon refuses it
+    ("20.2.4", {"ec_plugin": "clay", "ec_technique": None}, judge.PASS),
+    ("20.2.4", {"name": "default.rgw.buckets.data", "applications": ("rgw",)}, judge.PASS),
+])
+def test_validate_warns_of_fast_ec_only_where_it_could_be_turned_on(
+        version: str, pool: dict, verdict: str) -> None:
+    from tests.unit.test_rules import tentacle_ec
+    snap = tentacle_ec(version, (), **pool)(lab_snapshot(release="tentacle"), 0)
+    name = pool.get("name", "ecpool")
+    v = settings(snap)[f"EC pool {name}"]
+    assert v.verdict == verdict, v.summary
+    if verdict == judge.WARN:
+        assert "test pool" in v.summary

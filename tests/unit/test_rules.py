@@ -412,12 +412,13 @@ def test_pg_count_rounds_up_to_the_next_power_of_two_from_the_target() -> None:
                   "ceph.pool.pg_not_power_of_two"), "warn mode leaves pg_num to the operator"
 
 
-def test_fast_ec_is_irreversible_and_not_offered_on_20_2_0() -> None:
+def test_fast_ec_is_a_procedure_with_a_test_pool_first_and_not_offered_on_20_2_0() -> None:
     (f,) = firing(run(long(tentacle_ec("20.2.1", ()))), "ceph.ec.fast_ec_off")
-    (ch,) = f.changes
-    assert not ch.reversible and "IRREVERSIBLE" in ch.note
-    assert ch.command == "ceph osd pool set ecpool allow_ec_optimizations true"
-    assert any("osd_pool_default_flag_ec_optimizations" in step for step in f.procedure)
+    assert f.changes == (), "an irreversible flag on an existing pool is the operator's step"
+    test, real, default = f.procedure
+    assert "test pool first" in test and "ecpool-fastec-test" in test and "k4m2" in test
+    assert "ceph osd pool set ecpool allow_ec_optimizations true` (IRREVERSIBLE)" in real
+    assert "osd_pool_default_flag_ec_optimizations" in default
     (old,) = firing(run(long(tentacle_ec("20.2.0", ()))), "ceph.ec.fast_ec_off")
     assert old.changes == () and "74813" in old.summary
     assert not firing(run(long()), "ceph.ec.fast_ec_off"), "not on Pacific"
