@@ -3,13 +3,24 @@ edited into the moment it fires. Each test fails on the rule as it was before.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from stormdeck.advisors.rules import BY_ID
 from stormdeck.advisors.validate import judge
-from stormdeck.collectors.model import Snapshot
+from stormdeck.collectors.model import LogEntry, Snapshot
 
-from tests.captured import firing, history, lab_snapshot, run, with_cluster, with_config
+from tests.captured import (
+    firing,
+    history,
+    lab_snapshot,
+    run,
+    with_cluster,
+    with_config,
+    with_daemon,
+)
 from tests.unit.test_mclock import recovery_hurts, scrub_hurts
+from tests.unit.test_rules import both
 
 MCLOCK = "ceph.mclock.background_vs_clients"
 SCRUB = "ceph.scrub.during_load"
@@ -102,3 +113,109 @@ def test_validate_warns_of_fast_ec_only_where_it_could_be_turned_on(
     assert v.verdict == verdict, v.summary
     if verdict == judge.WARN:
         assert "test pool" in v.summary
+
+
+# ---- 1. flapping: one OSD at a time, only where PGs stay active; storms; clean stops -----
+
+FLAP = "ceph.osd.flapping"
+T0 = 1_800_000_000.0
+
+
+def copies(size: int, min_size: int):  # -> edit
+    def edit(s: Snapshot, i: int) -> Snapshot:
+        assert s.cluster is not None
+        return with_cluster(s, pools=tuple(replace(p, size=size, min_size=min_size)
+                                           for p in s.cluster.pools))
+    return edit
+
+
+def flaps(*osds: str, at: tuple[int, ...] = (34, 38), log=None):  # -> edit
+    """Each of `osds` down at the samples `at`, up otherwise; `log(osd, i)` the cluster
+    log lines the mon wrote at each down."""
+    def edit(s: Snapshot, i: int) -> Snapshot:
+        for n, osd in enumerate(osds):
+            # The first OSD flaps one time more than the next: a worst one to pick.
+            downs = (*at, 30) if n == 0 else at
+            s = with_daemon(s, osd, up=i not in downs)
+        if log is not None:
+            assert s.cluster is not None
+            lines = tuple(e for j in range(i + 1) for osd in osds
+                          if j in ((*at, 30) if osd == osds[0] else at)
+                          for e in log(osd, j))
+            s = with_cluster(s, log=(*s.cluster.log, *lines)[-30:])
+        return s
+    return edit
+
+
+def line(osd: str, i: int, message: str, who: str = "mon.a", seq: int = 0) -> LogEntry:
+    return LogEntry(stamp=T0 + i * 10.0, seq=1000 + i * 10 + seq + int(osd[4:]) * 1000,
+                    who=who, priority="[INF]", message=message)
+
+
+def test_flapping_holds_no_osd_down_where_its_pgs_would_go_inactive() -> None:
+    # The lab's pools have one copy: holding osd.1 down stops its PGs.
+    (f,) = firing(run(long(edit=flaps("osd.1")), rule(FLAP)), FLAP)
+    assert f.changes == ()
+    assert any("size 1 and min_size 1" in p and "ok-to-stop" in p for p in f.procedure)
+
+
+def test_flapping_holds_one_osd_down_and_in_where_pgs_stay_active() -> None:
+    three = both(copies(3, 2), flaps("osd.1"))
+    (f,) = firing(run(long(edit=three), rule(FLAP)), FLAP)
+    noup, noout = f.changes
+    assert (noup.key, noup.target, noup.command) == ("noup", "osd.1",
+                                                     "ceph osd set-group noup osd.1")
+    assert (noout.key, noout.target) == ("noout", "osd.1")
+    assert "mon_osd_down_out_interval" in noout.note and "add-noout osd.1" in noout.note
+    assert "rm-noout osd.1" in noout.note
+    assert any("ceph osd ok-to-stop osd.1" in p for p in f.procedure)
+
+
+def test_two_flapping_osds_are_held_one_at_a_time() -> None:
+    found = firing(run(long(edit=both(copies(3, 2), flaps("osd.1", "osd.2"))), rule(FLAP)),
+                   FLAP)
+    by = {f.target: f for f in found}
+    assert set(by) == {"osd.1", "osd.2"}
+    assert [c.key for c in by["osd.1"].changes] == ["noup", "noout"]
+    assert by["osd.2"].changes == ()
+    assert any("One OSD at a time: osd.1" in p for p in by["osd.2"].procedure)
+
+
+def test_many_osds_flapping_is_a_network_procedure_not_noup_on_each() -> None:
+    def heartbeat(osd: str, i: int) -> tuple[LogEntry, ...]:
+        return (line(osd, i, f"{osd} failed (root=default,host=vm) (2 reporters from "
+                             "different host after 23.1 >= grace 20.0)"),)
+
+    edit = both(copies(3, 2), flaps("osd.0", "osd.1", "osd.2", log=heartbeat))
+    found = firing(run(long(edit=edit), rule(FLAP)), FLAP)
+    assert all(f.changes == () for f in found)
+    (storm,) = [f for f in found if f.target == "cluster"]
+    assert storm.severity.name == "CRITICAL" and "heartbeat failure reports" in storm.summary
+    text = " ".join(storm.procedure)
+    assert "ceph osd set nodown" in text and "ceph osd set noout" in text
+    assert "dump_osd_network" in text and "ceph osd unset nodown" in text
+
+
+def test_clean_stops_are_not_flaps() -> None:
+    def stopped(osd: str, i: int) -> tuple[LogEntry, ...]:
+        return (line(osd, i, f"{osd} marked itself down and dead"),)
+
+    edit = both(copies(3, 2), flaps("osd.1", log=stopped))
+    assert not firing(run(long(edit=edit), rule(FLAP)), FLAP)
+
+    def wrongly(osd: str, i: int) -> tuple[LogEntry, ...]:
+        # Frozen, marked down by its peers, then "dead": a flap, whatever it says after.
+        return (line(osd, i, f"Monitor daemon marked {osd} down, but it is still running",
+                     who=osd), line(osd, i, f"{osd} marked itself dead as of e81", seq=1))
+
+    assert firing(run(long(edit=both(copies(3, 2), flaps("osd.1", log=wrongly))), rule(FLAP)),
+                  FLAP)
+
+
+@pytest.mark.parametrize("quiet", [
+    lambda s, i: with_cluster(s, osd_flags=("noout",)),  # maintenance
+    lambda s, i: with_cluster(s, versions_mixed=True),  # an upgrade restarts them
+])
+def test_flapping_is_quiet_during_maintenance_and_upgrades(quiet) -> None:
+    assert not firing(run(long(edit=both(copies(3, 2), flaps("osd.1"), quiet)), rule(FLAP)),
+                      FLAP)

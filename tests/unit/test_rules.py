@@ -497,9 +497,13 @@ def test_storm_is_not_judged_while_the_mgr_knows_no_pg() -> None:
 
 
 def test_flapping_proposes_noup_for_that_osd_alone() -> None:
-    (f,) = firing(run(long(flapping)), "ceph.osd.flapping")
-    (ch,) = f.changes
+    # 3 copies, min_size 2: held down, osd.1 leaves every PG active.
+    three = both(flapping, lambda s, i: with_cluster(s, pools=tuple(
+        replace(p, size=3, min_size=2) for p in s.cluster.pools)))
+    (f,) = firing(run(long(three)), "ceph.osd.flapping")
+    ch, noout = f.changes
     assert (ch.kind, ch.target, ch.key, ch.proposed) == ("osd_flag", "osd.1", "noup", "set")
+    assert noout.command == "ceph osd set-group noout osd.1"
     assert ch.command == "ceph osd set-group noup osd.1"
     assert "ceph osd unset-group noup osd.1" in ch.note
     from stormdeck.advisors.actuators import actuator
