@@ -204,6 +204,9 @@ class Pool:
     ec_technique: str | None = None
     ec_failure_domain: str | None = None
     ec_device_class: str | None = None
+    # Every key of the erasure-code profile as `osd dump` gives it (crush-root too), so a
+    # profile copied from it keeps them all.
+    ec_profile_settings: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ec_optimizations(self) -> bool:
@@ -261,6 +264,9 @@ class Cluster:
     osd_flags: tuple[str, ...] = ()
     osdmap_epoch: int | None = None
     require_min_compat_client: str | None = None  # "luminous", "reef", ...
+    # Clients connected now, by the release their features say (`ceph features`):
+    # {"luminous": 4, "reef": 2}; empty when not asked. Later clients are not in it.
+    client_releases: Mapping[str, int] = field(default_factory=dict)
     # osd id -> primary affinity, for OSDs whose affinity is not 1 (`osd dump`)
     primary_affinity: Mapping[str, float] = field(default_factory=dict)
     num_osds: int | None = None

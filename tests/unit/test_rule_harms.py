@@ -219,3 +219,60 @@ def test_clean_stops_are_not_flaps() -> None:
 def test_flapping_is_quiet_during_maintenance_and_upgrades(quiet) -> None:
     assert not firing(run(long(edit=both(copies(3, 2), flaps("osd.1"), quiet)), rule(FLAP)),
                       FLAP)
+
+
+# ---- 3. primary spread: judged against chance; the compat raise names the clients -------
+
+SPREAD = "ceph.primary.spread"
+
+
+def primaries(counts: dict[str, int], pg_num: int = 32, size: int = 3,
+              version: str = "16.2.15", release: str = "pacific", required: str = "luminous",
+              clients: dict[str, int] | None = None):  # -> edit
+    def edit(s: Snapshot, i: int) -> Snapshot:
+        assert s.cluster is not None
+        pools = tuple(replace(p, size=size, pg_num=pg_num,
+                              pgs_by_osd={o: pg_num for o in counts}, primaries=counts)
+                      if p.name == "lab-bench" else p for p in s.cluster.pools)
+        return with_cluster(s, pools=pools, version=version, release=release,
+                            require_min_compat_client=required,
+                            client_releases=clients or {})
+    return edit
+
+
+def test_a_spread_chance_gives_is_not_a_finding() -> None:
+    # 32 PGs, 3 copies on 3 OSDs: each leads 10.7 on average. 14 is 31% over, yet one
+    # OSD of three leads 14 or more in about 1 pool in 2: chance, not a fault.
+    assert not firing(run(long(edit=primaries({"osd.0": 14, "osd.1": 10, "osd.2": 8})),
+                          rule(SPREAD)), SPREAD)
+    # 24 of 32 happens by chance about once in 190,000 pools: that is a finding.
+    (f,) = firing(run(long(edit=primaries({"osd.0": 24, "osd.1": 4, "osd.2": 4})),
+                      rule(SPREAD)), SPREAD)
+    assert "chance alone does that in 1 pool in" in f.summary
+
+
+def test_the_compat_raise_lists_the_clients_and_warns_of_later_kernel_clients() -> None:
+    skew = {"osd.0": 24, "osd.1": 4, "osd.2": 4}
+    reef = {"version": "18.2.7", "release": "reef"}
+    # Unknown clients: no raise at all, and how to find them.
+    (f,) = firing(run(long(edit=primaries(skew, **reef)), rule(SPREAD)), SPREAD)
+    text = " ".join(f.procedure)
+    assert "set-require-min-compat-client" not in text and "ceph features" in text
+    # A luminous client (kernel clients report so) connected: do not raise.
+    (f,) = firing(run(long(edit=primaries(skew, clients={"luminous": 2, "reef": 3}, **reef)),
+                      rule(SPREAD)), SPREAD)
+    assert "2 x luminous, 3 x reef" in f.procedure[0] and "do NOT raise" in f.procedure[0]
+    assert "set-require-min-compat-client" not in f.procedure[0]
+    # Only Reef clients now: the raise, with the warning about later kernel clients.
+    (f,) = firing(run(long(edit=primaries(skew, clients={"reef": 3}, **reef)), rule(SPREAD)),
+                  SPREAD)
+    assert "3 x reef" in f.procedure[0] and "connect LATER will be refused" in f.procedure[0]
+    assert "set-require-min-compat-client reef" in f.procedure[0]
+
+
+def test_reef_before_18_2_4_balances_no_primaries() -> None:
+    (f,) = firing(run(long(edit=primaries({"osd.0": 24, "osd.1": 4, "osd.2": 4},
+                                          version="18.2.2", release="reef",
+                                          clients={"reef": 3})), rule(SPREAD)), SPREAD)
+    (step,) = f.procedure
+    assert "55712" in step and "18.2.4" in step and "set-require" not in step

@@ -540,11 +540,16 @@ def test_primary_spread_judges_each_pool_and_skips_small_ones() -> None:
     # Pacific: no read balancer, and nothing about require_min_compat_client.
     assert "no read balancer" in f.procedure[0]
 
-    def reef(required: str) -> Callable[[Snapshot, int], Snapshot]:
+    def reef(required: str, clients: dict[str, int] | None = None
+             ) -> Callable[[Snapshot, int], Snapshot]:
         return both(primaries_skewed, at("18.2.7", "reef"),
-                    lambda s, i: with_cluster(s, require_min_compat_client=required))
+                    lambda s, i: with_cluster(s, require_min_compat_client=required,
+                                              client_releases=clients or {}))
 
+    # Clients connected now unknown: no raise proposed (more in test_rule_harms.py).
     (f,) = firing(run(long(reef("luminous"))), "ceph.primary.spread")
+    assert "set-require-min-compat-client" not in " ".join(f.procedure)
+    (f,) = firing(run(long(reef("luminous", {"reef": 2}))), "ceph.primary.spread")
     assert "set-require-min-compat-client reef" in f.procedure[0]
     assert "osdmaptool om --read out.txt --read-pool lab-bench" in f.procedure[1]
     (f,) = firing(run(long(reef("squid"))), "ceph.primary.spread")
