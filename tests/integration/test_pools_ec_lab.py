@@ -205,8 +205,10 @@ def test_ec_advice_and_the_monitors_own_refusals(release_cluster: LabCluster,
             "ceph config set mon osd_pool_default_flag_ec_optimizations true"
         (s,) = of(found, "ceph.ec.stripe_unit_small")
         assert s.target == "cluster" and "ecrsv (4 KiB)" in s.summary
-        assert "plugin=jerasure technique=reed_sol_van crush-failure-domain=osd" in \
-            s.procedure[0]
+        assert "plugin=jerasure technique=reed_sol_van" in s.procedure[0]
+        # Every key of the old profile, crush-root too (issue 31).
+        assert "crush-failure-domain=osd" in s.procedure[0]
+        assert "crush-root=default" in s.procedure[0]
         # The monitor agrees with the rule on both sides.
         err = ceph.refused("osd pool set", pool="eccauchy", var="allow_ec_optimizations",
                            val="true")

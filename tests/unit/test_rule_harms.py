@@ -276,3 +276,54 @@ def test_reef_before_18_2_4_balances_no_primaries() -> None:
                                           clients={"reef": 3})), rule(SPREAD)), SPREAD)
     (step,) = f.procedure
     assert "55712" in step and "18.2.4" in step and "set-require" not in step
+
+
+# ---- 6. stripe unit: 0 is automatic where the release says so; fast-EC pools only --------
+
+STRIPE = "ceph.ec.stripe_unit_small"
+
+
+def stripe_option(default: str, mon: str | None = None):  # -> edit
+    from stormdeck.collectors.model import ConfigOption
+
+    def edit(s: Snapshot, i: int) -> Snapshot:
+        assert s.cluster is not None
+        opt = ConfigOption(name="osd_pool_erasure_code_stripe_unit", exists=True, runtime=True,
+                           default=default, values={"mon": mon} if mon is not None else {})
+        return with_cluster(s, config={**s.cluster.config, opt.name: opt})
+    return edit
+
+
+def test_a_stripe_unit_default_of_0_is_automatic_where_the_release_says_so() -> None:
+    from tests.unit.test_rules import tentacle_ec
+    ec = tentacle_ec("20.2.4", ())
+    # PR 64908's release: the option defaults to 0, which gives fast-EC pools 16K.
+    assert not firing(run(long("tentacle", both(ec, stripe_option("0"))), rule(STRIPE)),
+                      STRIPE)
+    # A release whose default is 4096: still small, and no 16K forced as the default.
+    (f,) = firing(run(long("tentacle", both(ec, stripe_option("4096"))), rule(STRIPE)),
+                  STRIPE)
+    assert "osd_pool_erasure_code_stripe_unit 16384" not in " ".join(f.procedure)
+    assert "every new EC pool, fast EC or not" in f.procedure[1]
+
+
+def test_no_16k_for_pools_that_will_not_run_fast_ec() -> None:
+    from tests.unit.test_rules import tentacle_ec
+    for pool in ({"ec_technique": "cauchy_good"}, {"ec_plugin": "clay", "ec_technique": None},
+                 {"name": "default.rgw.buckets.data", "applications": ("rgw",)}):
+        edit = both(tentacle_ec("20.2.4", (), **pool), stripe_option("4096"))
+        assert not firing(run(long("tentacle", edit), rule(STRIPE)), STRIPE), pool
+
+
+def test_the_copied_profile_keeps_crush_root_and_every_other_key() -> None:
+    from tests.unit.test_rules import tentacle_ec
+    profile = {"k": "4", "m": "2", "plugin": "jerasure", "technique": "reed_sol_van",
+               "crush-root": "ssd-root", "crush-failure-domain": "host",
+               "crush-device-class": "", "crush-num-failure-domains": "3",
+               "jerasure-per-chunk-alignment": "false", "w": "8", "stripe_unit": "4096"}
+    edit = both(tentacle_ec("20.2.4", (), ec_profile_settings=profile), stripe_option("4096"))
+    (f,) = firing(run(long("tentacle", edit), rule(STRIPE)), STRIPE)
+    assert ("ceph osd erasure-code-profile set k4m2-su16k k=4 m=2 plugin=jerasure "
+            "technique=reed_sol_van crush-failure-domain=host crush-num-failure-domains=3 "
+            "crush-root=ssd-root jerasure-per-chunk-alignment=false w=8 stripe_unit=16K"
+            ) in f.procedure[0]
