@@ -199,6 +199,9 @@ class Pool:
     pgs_by_osd: Mapping[str, int] = field(default_factory=dict)
     pg_num_target: int | None = None  # where pg_num is heading while PGs split or merge
     autoscale_mode: str | None = None  # "on" | "warn" | "off"
+    # The pg_num the autoscaler would give the pool (`osd pool autoscale-status`
+    # pg_num_final); None when not asked or the mgr module is off.
+    autoscale_target: int | None = None
     # The erasure-code profile's plugin, technique, failure domain and device class.
     ec_plugin: str | None = None
     ec_technique: str | None = None

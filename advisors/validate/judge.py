@@ -129,7 +129,8 @@ def pg_num(pool: str, pgs: int) -> Verdict:
     ok = pgs > 0 and pgs & (pgs - 1) == 0
     return Verdict(f"pool {pool} pg_num", PASS if ok else WARN,
                    f"{pgs}" if ok else f"{pgs} is not a power of two: PGs split unevenly, "
-                   f"so data spreads unevenly; use {1 << round(math.log2(max(1, pgs)))}",
+                   f"so data spreads unevenly; use {1 << (max(1, pgs) - 1).bit_length()} "
+                   "(rounding up splits PGs; rounding down would merge them and move data)",
                    "K4.2", (f"pg_num {pgs}",))
 
 

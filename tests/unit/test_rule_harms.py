@@ -327,3 +327,44 @@ def test_the_copied_profile_keeps_crush_root_and_every_other_key() -> None:
             "technique=reed_sol_van crush-failure-domain=host crush-num-failure-domains=3 "
             "crush-root=ssd-root jerasure-per-chunk-alignment=false w=8 stripe_unit=16K"
             ) in f.procedure[0]
+
+
+# ---- 5. pg_num: PGs per OSD under the limit, the autoscaler's target, validate rounds up --
+
+PG = "ceph.pool.pg_not_power_of_two"
+
+
+def bench_pool(**changes: object):  # -> edit
+    from tests.unit.test_rules import pool_edit
+    return pool_edit(**changes)
+
+
+def test_no_split_beyond_mon_max_pg_per_osd() -> None:
+    from tests.unit.test_rules import with_option
+    # lab-bench 100 -> 128 on 3 OSDs, one copy: (1 + 64 + 128) / 3 = 64 PGs per OSD.
+    split = bench_pool(pg_num=100, pg_num_target=100)
+    (f,) = firing(run(long(edit=split), rule(PG)), PG)
+    assert [c.proposed for c in f.changes] == ["128"]
+    tight = both(split, with_option("mon_max_pg_per_osd", "250", {"global": "60"}))
+    (f,) = firing(run(long(edit=tight), rule(PG)), PG)
+    assert f.changes == ()
+    assert any("64 PG copies on the average OSD, beyond mon_max_pg_per_osd 60" in p
+               for p in f.procedure)
+
+
+def test_the_autoscalers_target_is_read() -> None:
+    # The autoscaler (warn mode) wants 64: rounding up to 128 would fight it.
+    low = bench_pool(pg_num=100, pg_num_target=100, autoscale_mode="warn", autoscale_target=64)
+    (f,) = firing(run(long(edit=low), rule(PG)), PG)
+    assert f.changes == () and any("autoscaler's target" in p and "64" in p
+                                   for p in f.procedure)
+    high = bench_pool(pg_num=100, pg_num_target=100, autoscale_mode="warn",
+                      autoscale_target=256)
+    (f,) = firing(run(long(edit=high), rule(PG)), PG)
+    assert [c.proposed for c in f.changes] == ["256"]
+
+
+def test_validate_rounds_pg_num_up_never_to_a_merge() -> None:
+    # 90 is nearer 64, but going there merges PGs: validate says 128, as the rule does.
+    v = judge.pg_num("rbd", 90)
+    assert v.verdict == judge.WARN and "use 128" in v.summary and "use 64" not in v.summary
