@@ -233,33 +233,45 @@ def test_ec_advice_and_the_monitors_own_refusals(release_cluster: LabCluster,
             ceph("osd erasure-code-profile rm", name=name)
 
 
-def test_noup_for_one_osd_applied_read_back_and_undone(release_cluster: LabCluster,
-                                                       tmp_path: Path) -> None:
-    """ceph.osd.flapping's change through `stormdeck apply` and `undo`: set-group noup on
-    osd.2 alone, read back from its state, journalled, and unset again."""
+def test_flapping_changes_ask_ceph_before_holding_an_osd_down(release_cluster: LabCluster,
+                                                               tmp_path: Path) -> None:
+    """ceph.osd.flapping's pair through `stormdeck apply` (issue 31): noup on one OSD is
+    set only if Ceph's `osd ok-to-stop` says no PG goes inactive without it. The lab's
+    pools have one copy, so Ceph says no: refused, nothing set. Its noout (kept in while
+    held down) is set on osd.2 alone, read back from its state, journalled, and undone."""
     lab = release_cluster
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
-    change = make("osd_flag", "osd.2", "noup", "unset", "set")
     ceph = Ceph(lab)
-    plan = Plan(id="lab1", created=0.0, rule="ceph.osd.flapping", target="osd.2",
-                summary="test", source="K7.5", fsid=ceph("status")["fsid"], changes=(change,))
-    path = tmp_path / "plan.json"
-    path.write_text(json.dumps(asdict(plan)))
+    fsid = ceph("status")["fsid"]
+
+    def plan_of(change, name: str) -> Path:
+        plan = Plan(id=name, created=0.0, rule="ceph.osd.flapping", target="osd.2",
+                    summary="test", source="K7.5", fsid=fsid, changes=(change,))
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(asdict(plan)))
+        return path
 
     def state(osd: int) -> list[str]:
         return next(o["state"] for o in ceph("osd dump")["osds"] if o["osd"] == osd)
 
     try:
-        res = run_cli("apply", str(path), "--yes", "-c", str(lab.conf), env=env)
+        noup = plan_of(make("osd_flag", "osd.2", "noup", "unset", "set"), "noup")
+        res = run_cli("apply", str(noup), "--yes", "-c", str(lab.conf), env=env)
+        assert res.rc != 0 and "not holding osd.2 down" in res.err, (res.out, res.err)
+        assert "ok-to-stop" in res.err
+        assert "noup" not in state(2)
+        noout = plan_of(make("osd_flag", "osd.2", "noout", "unset", "set"), "noout")
+        res = run_cli("apply", str(noout), "--yes", "-c", str(lab.conf), env=env)
         assert res.rc == 0, res.err
-        assert "noup" in state(2) and "noup" not in state(1)
-        assert "noup" not in ceph("osd dump")["flags"], "not the cluster-wide flag"
+        assert "noout" in state(2) and "noout" not in state(1)
+        assert "noout" not in ceph("osd dump")["flags"], "not the cluster-wide flag"
         res = run_cli("undo", "--yes", "-c", str(lab.conf), env=env)
         assert res.rc == 0, res.err
-        assert "noup" not in state(2)
+        assert "noout" not in state(2)
     finally:
-        if "noup" in state(2):
-            ceph("osd unset-group", flags="noup", who=["osd.2"])
+        for flag in ("noup", "noout"):
+            if flag in state(2):
+                ceph("osd unset-group", flags=flag, who=["osd.2"])
         ceph.cluster.shutdown()
 
 

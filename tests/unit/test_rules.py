@@ -128,6 +128,12 @@ def flapping(s: Snapshot, i: int) -> Snapshot:
     return with_daemon(s, "osd.1", up=i not in (34, 38)) if i > 30 else s
 
 
+def three_copies(s: Snapshot, i: int) -> Snapshot:
+    """Every pool at size 3, min_size 2: one OSD down leaves every PG active."""
+    assert s.cluster is not None
+    return with_cluster(s, pools=tuple(replace(p, size=3, min_size=2) for p in s.cluster.pools))
+
+
 def slow_ops(s: Snapshot, i: int) -> Snapshot:
     return with_cluster(s, slow_ops=12, slow_ops_daemons=("osd.1",))
 
@@ -219,8 +225,10 @@ def ssd_busy_not_saturated(s: Snapshot, i: int) -> Snapshot:
 
 
 def at_limit(s: Snapshot, i: int) -> Snapshot:
-    disks = {k: replace(d, util=0.99) if d.daemons else d for k, d in s.disks.items()}
-    return replace(s, disks=disks, hosts={"vm": replace(s.hosts["vm"], cpu_busy=0.97)})
+    """Each disk with daemons 99% busy with 8 requests queued, each waiting 80 ms."""
+    disks = {k: replace(d, util=0.99, queue_depth=8.0, read_await=0.080, write_await=0.080)
+             if d.daemons else d for k, d in s.disks.items()}
+    return replace(s, disks=disks)
 
 
 def tuned(profile: str) -> Callable[[Snapshot, int], Snapshot]:
@@ -288,7 +296,7 @@ CASES: dict[str, tuple[Callable[[], History], Callable[[], History], Severity]] 
                             lambda: long(primaries_by_affinity), Severity.WARNING),
     "ceph.peering.storm": (lambda: long(storm), long, Severity.CRITICAL),
     "ceph.mgr.no_pg_stats": (lambda: long(mgr_blind), lambda: long(storm), Severity.WARNING),
-    "ceph.osd.flapping": (lambda: long(flapping), long, Severity.WARNING),
+    "ceph.osd.flapping": (lambda: long(both(flapping, three_copies)), long, Severity.WARNING),
     "ceph.slow_ops": (lambda: long(slow_ops), long, Severity.WARNING),
     "ceph.scrub.during_load": (lambda: long(scrubs), lambda: long(both(scrubs, scrub_sleep_set)),
                                Severity.INFO),
@@ -498,9 +506,7 @@ def test_storm_is_not_judged_while_the_mgr_knows_no_pg() -> None:
 
 def test_flapping_proposes_noup_for_that_osd_alone() -> None:
     # 3 copies, min_size 2: held down, osd.1 leaves every PG active.
-    three = both(flapping, lambda s, i: with_cluster(s, pools=tuple(
-        replace(p, size=3, min_size=2) for p in s.cluster.pools)))
-    (f,) = firing(run(long(three)), "ceph.osd.flapping")
+    (f,) = firing(run(long(both(flapping, three_copies))), "ceph.osd.flapping")
     ch, noout = f.changes
     assert (ch.kind, ch.target, ch.key, ch.proposed) == ("osd_flag", "osd.1", "noup", "set")
     assert noout.command == "ceph osd set-group noout osd.1"

@@ -230,7 +230,7 @@ def test_a_limit_under_loop_devices_is_found_once_on_the_disk_under_them() -> No
         return at_limit(on_vda(s, i), i)
     found = firing(run(long(edit), rule(LIMIT)), LIMIT)
     assert [f.target for f in found] == ["vm:/dev/vda"]
-    assert "99% busy" in found[0].summary
+    assert "(HDD) keeps 8.0 requests queued, each waiting 80.0 ms" in found[0].summary
 
     def on_tmpfs(s: Snapshot, i: int) -> Snapshot:
         s = edit(s, i)
@@ -240,25 +240,28 @@ def test_a_limit_under_loop_devices_is_found_once_on_the_disk_under_them() -> No
     assert sorted(f.target for f in found) == ["vm:/dev/loop0", "vm:/dev/vda"]
 
 
-def test_cpus_waiting_on_a_full_disk_are_not_idle() -> None:
-    """K2.4 reads iostat, whose %idle is idle without an outstanding I/O request: vda 100%
-    busy under sequential writes, CPUs 30% busy and 69% in iowait (measured here with fio
-    on a file on vda) is the limit. The same CPUs with 40% of their time truly idle are not."""
-    def waiting(iowait: float) -> Callable[[Snapshot, int], Snapshot]:
+def test_a_disk_is_judged_by_its_own_queue_and_await_not_the_cpus() -> None:
+    """An OSD's libaio/io_uring I/O is not iowait: vda with 12 requests queued, each
+    waiting 90 ms, beside CPUs 60% truly idle, is at its limit (the old judge, %util plus
+    CPUs not idle, missed it). vda 100% busy with CPUs all in iowait but one request at
+    a time served in 2 ms is not."""
+    def disk(queue: float, wait: float, util: float, busy: float, iowait: float
+             ) -> Callable[[Snapshot, int], Snapshot]:
         def edit(s: Snapshot, i: int) -> Snapshot:
             s = on_vda(s, i)
-            vda = replace(s.disks["vm:/dev/vda"], util=1.0)
+            vda = replace(s.disks["vm:/dev/vda"], util=util, queue_depth=queue,
+                          write_await=wait, write_iops=400.0, read_iops=0.0)
             return replace(s, disks={**s.disks, vda.key: vda}, hosts={"vm": replace(
-                s.hosts["vm"], cpu_busy=0.30, iowait=iowait)})
+                s.hosts["vm"], cpu_busy=busy, iowait=iowait)})
         return edit
-    (f,) = firing(run(long(waiting(0.69)), rule(LIMIT)), LIMIT)
+    (f,) = firing(run(long(disk(12.0, 0.090, 0.9, 0.40, 0.0)), rule(LIMIT)), LIMIT)
     assert f.target == "vm:/dev/vda" and f.severity == Severity.INFO
-    assert "100% busy and its host's CPUs 1% idle" in f.summary
-    assert not firing(run(long(waiting(0.30)), rule(LIMIT)), LIMIT)
+    assert "12.0 requests queued, each waiting 90.0 ms" in f.summary
+    assert not firing(run(long(disk(1.0, 0.002, 1.0, 0.30, 0.69)), rule(LIMIT)), LIMIT)
 
 
 def test_the_disk_under_loops_below_its_limit_is_quiet() -> None:
-    """The captured lab under load: vda 57% busy, CPUs not full: nothing to say."""
+    """The captured lab under load: vda 57% busy, a short queue: nothing to say."""
     assert not firing(run(long(on_vda), rule(LIMIT)), LIMIT)
 
 
