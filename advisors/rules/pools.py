@@ -101,7 +101,9 @@ class PgNotPowerOfTwo(Rule):
             up = next_power_of_two(max(n, pool.pg_num))
             target = up
             procedure: list[str] = []
-            auto = pool.autoscale_target
+            # In warn mode the autoscaler has a target and warns against any other; with
+            # it off the operator chose the count, and its figure is not pressed on them.
+            auto = pool.autoscale_target if pool.autoscale_mode == "warn" else None
             if auto is not None and auto > 0 and auto & (auto - 1) == 0:
                 if auto >= pool.pg_num:
                     target = auto  # the autoscaler's own power of two, not a second opinion

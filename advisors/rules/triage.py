@@ -27,7 +27,7 @@ def downs(ctx: Context, daemon_id: str) -> int:
 # down, but it is still running" when it was alive all along. "marked itself dead as of
 # eN" follows such a wrong mark too, so it is NOT a clean stop.
 _CLEAN = re.compile(r"^(osd\.\d+) marked itself down\b")
-_HEARTBEAT = re.compile(r"^(osd\.\d+) failed \(.*reporters? from|"
+_HEARTBEAT = re.compile(r"^(osd\.\d+)\b[^(]* failed \(.*reporters? from|"
                         r"^Monitor daemon marked (osd\.\d+) down, but it is still running")
 
 

@@ -17,7 +17,7 @@ from stormdeck.tui.feed import Feed
 from stormdeck.tui.views import FindingTable, JournalTable
 
 from tests.conftest import LabCluster, ceph_json
-from tests.integration.test_changes_lab import scrub_now
+from tests.integration.test_changes_lab import scrubbing
 from tests.unit.test_tui import confirm_with_phrase, open_review, until
 
 pytestmark = pytest.mark.integration
@@ -49,11 +49,13 @@ async def test_apply_and_undo_from_the_console(lab_cluster: LabCluster, tmp_path
                        executor_factory=lambda: Executor(journal, ceph=CephAdmin(conf)))
     assert lab_cluster.cli("lab", "load", "--threads", "8").rc == 0
     try:
-        scrub_now(lab_cluster)
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.press("6")
             table = app.query_one(FindingTable)
-            await until(pilot, lambda: f"{rule}|osd" in table.keys, 90)
+            # Scrubs until the finding shows; its window keeps it after they end, and the
+            # OSDs then all run the value applied (none keeps a slow scrub of its own).
+            with scrubbing(lab_cluster):
+                await until(pilot, lambda: f"{rule}|osd" in table.keys, 90)
             review = await open_review(app, pilot, f"{rule}|osd")
             assert app.focused.id == "cancel"
             await confirm_with_phrase(app, pilot, review)

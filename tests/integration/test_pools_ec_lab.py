@@ -236,17 +236,24 @@ def test_ec_advice_and_the_monitors_own_refusals(release_cluster: LabCluster,
 def test_flapping_changes_ask_ceph_before_holding_an_osd_down(release_cluster: LabCluster,
                                                                tmp_path: Path) -> None:
     """ceph.osd.flapping's pair through `stormdeck apply` (issue 31): noup on one OSD is
-    set only if Ceph's `osd ok-to-stop` says no PG goes inactive without it. The lab's
-    pools have one copy, so Ceph says no: refused, nothing set. Its noout (kept in while
-    held down) is set on osd.2 alone, read back from its state, journalled, and undone."""
+    set only if Ceph's `osd ok-to-stop` says no PG goes inactive without it. The lab's one
+    pool (the mgr's) has one copy: the OSD holding its PG is refused, nothing set. An OSD
+    holding no PG takes noup and its noout (kept in while held down), each on that OSD
+    alone, read back from its state, journalled, and undone."""
     lab = release_cluster
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
     ceph = Ceph(lab)
     fsid = ceph("status")["fsid"]
+    pools = ceph("osd dump")["pools"]
+    held = {s["acting_primary"] for p in pools for s in ceph.pgs(p["pool_name"])}
+    assert all(p["size"] == 1 for p in pools) and len(held) == 1, (pools, held)
+    (busy,) = held
+    free = next(o for o in (0, 1, 2) if o not in held)
 
-    def plan_of(change, name: str) -> Path:
-        plan = Plan(id=name, created=0.0, rule="ceph.osd.flapping", target="osd.2",
-                    summary="test", source="K7.5", fsid=fsid, changes=(change,))
+    def plan_of(name: str, osd: int, *flags: str) -> Path:
+        changes = tuple(make("osd_flag", f"osd.{osd}", f, "unset", "set") for f in flags)
+        plan = Plan(id=name, created=0.0, rule="ceph.osd.flapping", target=f"osd.{osd}",
+                    summary="test", source="K7.5", fsid=fsid, changes=changes)
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(asdict(plan)))
         return path
@@ -255,23 +262,25 @@ def test_flapping_changes_ask_ceph_before_holding_an_osd_down(release_cluster: L
         return next(o["state"] for o in ceph("osd dump")["osds"] if o["osd"] == osd)
 
     try:
-        noup = plan_of(make("osd_flag", "osd.2", "noup", "unset", "set"), "noup")
-        res = run_cli("apply", str(noup), "--yes", "-c", str(lab.conf), env=env)
-        assert res.rc != 0 and "not holding osd.2 down" in res.err, (res.out, res.err)
+        res = run_cli("apply", str(plan_of("refused", busy, "noup", "noout")), "--yes",
+                      "-c", str(lab.conf), env=env)
+        assert res.rc != 0 and f"not holding osd.{busy} down" in res.err, (res.out, res.err)
         assert "ok-to-stop" in res.err
-        assert "noup" not in state(2)
-        noout = plan_of(make("osd_flag", "osd.2", "noout", "unset", "set"), "noout")
-        res = run_cli("apply", str(noout), "--yes", "-c", str(lab.conf), env=env)
+        assert "noup" not in state(busy) and "noout" not in state(busy)
+        res = run_cli("apply", str(plan_of("held", free, "noup", "noout")), "--yes",
+                      "-c", str(lab.conf), env=env)
         assert res.rc == 0, res.err
-        assert "noout" in state(2) and "noout" not in state(1)
-        assert "noout" not in ceph("osd dump")["flags"], "not the cluster-wide flag"
-        res = run_cli("undo", "--yes", "-c", str(lab.conf), env=env)
-        assert res.rc == 0, res.err
-        assert "noout" not in state(2)
+        assert {"noup", "noout"} <= set(state(free)) and "noup" not in state(busy)
+        assert not {"noup", "noout"} & set(ceph("osd dump")["flags"]), "not cluster-wide"
+        for _ in ("noout", "noup"):  # one entry at a time, the newest first
+            res = run_cli("undo", "--yes", "-c", str(lab.conf), env=env)
+            assert res.rc == 0, res.err
+        assert not {"noup", "noout"} & set(state(free))
     finally:
-        for flag in ("noup", "noout"):
-            if flag in state(2):
-                ceph("osd unset-group", flags=flag, who=["osd.2"])
+        for osd in (0, 1, 2):
+            for flag in ("noup", "noout"):
+                if flag in state(osd):
+                    ceph("osd unset-group", flags=flag, who=[f"osd.{osd}"])
         ceph.cluster.shutdown()
 
 

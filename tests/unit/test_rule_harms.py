@@ -362,6 +362,10 @@ def test_the_autoscalers_target_is_read() -> None:
                       autoscale_target=256)
     (f,) = firing(run(long(edit=high), rule(PG)), PG)
     assert [c.proposed for c in f.changes] == ["256"]
+    # With the autoscaler off, the operator chose the count: its figure is not pressed.
+    off = bench_pool(pg_num=100, pg_num_target=100, autoscale_mode="off", autoscale_target=64)
+    (f,) = firing(run(long(edit=off), rule(PG)), PG)
+    assert [c.proposed for c in f.changes] == ["128"]
 
 
 def test_validate_rounds_pg_num_up_never_to_a_merge() -> None:
