@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from stormdeck.advisors.actuators import change
+from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.model import Check, Severity
 from stormdeck.advisors.rules.base import OSD, Context, Proposes, Rule
 

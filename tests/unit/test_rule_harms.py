@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+
 from stormdeck.advisors.rules import BY_ID
 from stormdeck.advisors.validate import judge
 from stormdeck.collectors.model import LogEntry, Snapshot
-
 from tests.captured import (
     firing,
     history,
