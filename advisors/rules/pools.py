@@ -116,6 +116,10 @@ class PgNotPowerOfTwo(Rule):
                         f"{pool.pg_num} (`ceph osd pool autoscale-status`): rounding up to "
                         f"{up} would work against it. Decide between them; going to {auto} "
                         "merges PGs and moves data.")
+            elif pool.autoscale_mode == "warn":
+                procedure.append(f"{pool.name}'s autoscaler is in warn mode and warns against "
+                                 "any pg_num but its own: read its target first (`ceph osd "
+                                 "pool autoscale-status`, NEW PG_NUM) and prefer it.")
             blocked = split_blocked(ctx, pool, target) if target and not good else None
             if blocked:
                 procedure.append(f"Not proposing {target}: {blocked}. Add OSDs first, or "
