@@ -29,7 +29,7 @@ from stormdeck.advisors.validate.steps import device_of
 from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.host.processes import short_hostname
 from stormdeck.collectors.host.source import HostSource
-from stormdeck.collectors.hub import Hub
+from stormdeck.collectors.hub import History, Hub
 from tests.conftest import LabCluster, eventually
 from tests.integration.test_cpu_disk_lab import disks_under, judge_for, quick
 
@@ -174,17 +174,28 @@ def test_a_disk_kept_full_under_the_loops_is_at_its_limit_once_and_the_loops_are
     def at_limit(found: list) -> list:
         return [f for f in found if f.rule == LIMIT and f.state == "firing"]
 
-    seen: list = []
+    hub = Hub([CephSource(conffile=str(lab.conf)), HostSource(ceph_conf=str(lab.conf))],
+              interval=1.0)
+    history = History()
+    found: list = []
 
-    def firing_or_seen(found: list) -> list:
-        seen[:] = [(f.state, f.target, f.summary) for f in found if f.rule == LIMIT]
+    def step() -> list:
+        nonlocal found
+        history.append(hub.snapshot())
+        found = engine.evaluate(history)
         return at_limit(found)
 
-    with disk_kept_full(tmp_path, 150):
-        try:
-            found = judge_for(lab, engine, 120, firing_or_seen)
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}; the rule last said: {seen}") from None
+    hub.start()
+    try:
+        assert hub.wait_polls(1, timeout=30)
+        with disk_kept_full(tmp_path, 150):
+            try:
+                eventually(step, 120, interval=1.0)
+            except AssertionError as exc:
+                d = history[-1].disks.get(target) if len(history) else None
+                raise AssertionError(f"{exc}; {target} last seen as {d}") from None
+    finally:
+        hub.stop()
     (f,) = at_limit(found)
     assert f.target == target and f.severity == Severity.INFO and f.changes == ()
     assert "requests queued" in f.summary and "the hardware limit" in f.summary
