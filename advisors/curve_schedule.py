@@ -1,20 +1,85 @@
 """The Curve leader schedule as the executor runs it: one logical pool's, by curve_ops_tool or,
-where that is missing, by the Go `curve` CLI (tools-v2)."""
+where that is missing, by the Go `curve` CLI (tools-v2). The only Curve write stormdeck makes
+lives here, not among the collectors, which only read."""
 
 from __future__ import annotations
 
 import os
 import re
 import shutil
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
 from stormdeck.advisors.model import Change
 from stormdeck.base.errors import UserError
-from stormdeck.collectors.curve import CurveError, is_go_cli, run_schedule, schedule_argv
+from stormdeck.collectors.curve.parse import CurveError, parse_cli_json
 
 ALL_POOLS = "all-pools"  # a change's target when the pools' ids could not be read
 POOL_ID = re.compile(r"^\d{1,9}$")  # what a change's pool_id argument may hold
+
+
+def is_go_cli(tool: Sequence[str]) -> bool:
+    """Whether this tool is tools-v2's `curve` rather than curve_ops_tool."""
+    return bool(tool) and tool[0].rstrip("/").rpartition("/")[2] == "curve"
+
+
+def schedule_argv(tool: Sequence[str], pool_id: int | None) -> list[str]:
+    """The leader schedule for one logical pool, or for every pool when pool_id is None.
+
+    curve_ops_tool: `rapid-leader-schedule -logical_pool_id=N -scheduleAll=false`
+    (its -scheduleAll defaults to true, every pool: src/tools/schedule_tool.cpp);
+    tools-v2: `curve bs update leader-schedule --logicalpoolid N` or `--all`
+    (tools-v2/pkg/cli/command/curvebs/update/leader_schedule/leader_schedule.go),
+    with `--format json` so that a refusal is read from its result.
+    """
+    if pool_id is not None and pool_id <= 0:
+        raise CurveError(f"logical pool id {pool_id} is not one Curve gives")
+    if is_go_cli(tool):
+        which = ["--all"] if pool_id is None else ["--logicalpoolid", str(pool_id)]
+        return [tool[0], "bs", "update", "leader-schedule", *which, "--format", "json",
+                *tool[1:]]
+    which = ["-scheduleAll=true"] if pool_id is None else \
+        [f"-logical_pool_id={pool_id}", "-scheduleAll=false"]
+    return [tool[0], "rapid-leader-schedule", *which, *tool[1:]]
+
+
+def schedule_refusal(tool: Sequence[str], rc: int, out: str, err: str) -> str | None:
+    """None when the MDS took the schedule; else why not, in the tool's own words.
+
+    curve_ops_tool prints nothing on success and `RapidLeaderSchedule pool N fail` on
+    failure; the Go CLI writes {"result": {"result": "failed", "reason": ...}} with a
+    non-zero error code, and exits 0 in JSON mode, so the exit status alone says little.
+    """
+    if is_go_cli(tool):
+        try:
+            result = parse_cli_json(out, "curve bs update leader-schedule")
+        except CurveError as exc:
+            lines = err.strip().splitlines()
+            return lines[-1] if rc != 0 and lines else str(exc)
+        if isinstance(result, dict) and result.get("result") == "failed":
+            return f"curve bs update leader-schedule: {result.get('reason', 'failed')}"
+        return None if rc == 0 else f"curve bs update leader-schedule: exit status {rc}"
+    lines = (out + "\n" + err).strip().splitlines()
+    fails = [line for line in lines if "fail" in line.lower()]
+    if rc != 0 or fails:
+        return (fails or lines or [f"rapid-leader-schedule: exit status {rc}"])[-1].strip()
+    return None
+
+
+def run_schedule(tool: Sequence[str], pool_id: int | None, timeout: float = 120.0) -> str:
+    """Run the leader schedule; the command as run. CurveError with the reason if refused."""
+    argv = schedule_argv(tool, pool_id)
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise CurveError(f"{argv[0]} is not installed") from None
+    except subprocess.TimeoutExpired:
+        raise CurveError(f"{' '.join(argv)} did not finish in {timeout:g} s") from None
+    why = schedule_refusal(tool, res.returncode, res.stdout, res.stderr)
+    if why is not None:
+        raise CurveError(why)
+    return " ".join(argv)
 
 
 def journal_file() -> Path:

@@ -317,7 +317,7 @@ def prometheus_source(args: argparse.Namespace) -> Source:
 
 
 def curve_source(args: argparse.Namespace) -> Source:
-    from stormdeck.collectors.curve import CurveSource
+    from stormdeck.collectors.curve.source import CurveSource
 
     mds = [a for a in (args.curve_mds or "").split(",") if a]
     chunkservers = [a for a in (args.curve_chunkserver or "").split(",") if a]

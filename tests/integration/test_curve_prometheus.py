@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from stormdeck.collectors.curve import CurveSource
+from stormdeck.collectors.curve.source import CurveSource
 from stormdeck.collectors.prometheus import PrometheusSource
 
 from tests.conftest import eventually, free_ports

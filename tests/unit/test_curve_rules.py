@@ -24,7 +24,7 @@ from stormdeck.advisors.rules.base import Context
 from stormdeck.advisors.rules.leaders import CurveLeaderFlapping, CurveLeaderSpread
 from stormdeck.advisors.settings import load_settings
 from stormdeck.base.errors import UserError
-from stormdeck.collectors.curve import CurveSource
+from stormdeck.collectors.curve.source import CurveSource
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import Snapshot, SourceHealth
 

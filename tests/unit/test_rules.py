@@ -17,7 +17,7 @@ from stormdeck.advisors.evidence import EvidenceStore
 from stormdeck.advisors.model import Severity
 from stormdeck.advisors.rules import ALL
 from stormdeck.advisors.settings import load_settings
-from stormdeck.collectors.curve import CurveSource
+from stormdeck.collectors.curve.source import CurveSource
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import ConfigOption, Disk, Host, Pool, Snapshot, SourceHealth
 
