@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.model import Change
 from stormdeck.base.errors import UserError
 from stormdeck.collectors.curve.parse import CurveError, parse_cli_json
@@ -88,6 +89,32 @@ def journal_file() -> Path:
     path is spelled out here; a test keeps the two the same."""
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "stormdeck" / "journal.jsonl"
+
+
+def own_schedule_times(path: Path | None = None) -> tuple[tuple[float, float | None], ...]:
+    """When stormdeck's own leader schedules ran, from the journal: (started, ended or None
+    while running). The Curve source stamps these on each snapshot at collection time, so
+    the rules judge what was known then (a replay is not judged by today's journal)."""
+    path = path or journal_file()
+    try:
+        st = path.stat()
+    except OSError:
+        return ()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if _READ.get("key") != key:
+        try:
+            entries = Journal(path).entries()
+        except Exception:  # a journal that does not read explains nothing; say nothing
+            entries = []
+        _READ["key"] = key
+        _READ["times"] = tuple((e.started, e.ended) for e in entries
+                               if e.change.kind == "curve_leader_schedule")
+    return _READ["times"]
+
+
+# The journal as last read (its path, mtime and size, and what it said): a poll a second
+# must not parse a long journal each time. It is a reader's cache, never the rules' input.
+_READ: dict = {}
 
 
 def pool_id_of(change: Change) -> int | None:

@@ -329,8 +329,10 @@ def curve_source(args: argparse.Namespace) -> Source:
                         ) from None
     if not (mds or chunkservers or ops or cli):
         raise UserError("the Curve options name no address and no tool")
+    from stormdeck.advisors.curve_schedule import own_schedule_times
+
     return CurveSource(mds=mds, chunkservers=chunkservers, ops_tool=ops, curve_cli=cli,
-                       timeout=min(args.timeout, 5.0))
+                       timeout=min(args.timeout, 5.0), schedules=own_schedule_times)
 
 
 # ---- the executor -------------------------------------------------------------------

@@ -3,6 +3,7 @@ with a bound on their time."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterable
 
@@ -81,6 +82,18 @@ class Connection:
                 # A kept connection the server closed as we sent on it: once more, on a
                 # new one; a second failure is the endpoint's, not the pool's.
                 resp = pool.urlopen("GET", path)
+        except HTTPError as exc:
+            raise CurveError(why_failed(exc, self.timeout)) from None
+        return resp.status, resp.data.decode("utf-8", errors="replace")
+
+    def post_json(self, addr: str, path: str, doc: object) -> tuple[int, str]:
+        """Status and body of a JSON POST: brpc's HTTP face of a protobuf service."""
+        host, _, port = addr.rpartition(":")
+        pool = self._http.connection_from_host(host.strip("[]"), int(port), scheme="http")
+        try:
+            resp = pool.urlopen("POST", path, body=json.dumps(doc).encode(),
+                                headers={"Content-Type": "application/json",
+                                         "User-Agent": "stormdeck"})
         except HTTPError as exc:
             raise CurveError(why_failed(exc, self.timeout)) from None
         return resp.status, resp.data.decode("utf-8", errors="replace")

@@ -29,8 +29,13 @@ def int_value(v: Value | None) -> int | None:
 _POOL_METRIC = re.compile(
     r"topology_metric_logical_pool_(.+)_(leadernum_range|leadernum_min|leadernum_max|"
     r"leadernum_avg|leadernum_standard_deviation|copyset_num|chunkserver_num|copysetnum_range)$")
+# The leader MDS's series per chunkserver id (src/mds/topology/topology_metric.h,
+# ChunkServerMetric: prefix `topology_metric_chunkserver_Id_`, `<id>_leaderCount_from_heartbeat`,
+# `<id>_writeIOPS`, ... as bvar mangles them). leadernum and copysetnum are the topology's
+# (every 10 s); the rest is what the chunkserver's last heartbeat reported.
 _CS_METRIC = re.compile(r"topology_metric_chunkserver_id_(\d+)_(leadernum|copysetnum|"
-                        r"leader_count_from_heartbeat)$")
+                        r"leader_count_from_heartbeat|copyset_count_from_heartbeat|"
+                        r"read_iops|write_iops|read_rate|write_rate|disk_capacity|disk_used)$")
 
 
 def mds_pools(v: Mapping[str, Value]) -> tuple[CurvePool, ...]:
@@ -52,6 +57,7 @@ def mds_pools(v: Mapping[str, Value]) -> tuple[CurvePool, ...]:
 
 
 def mds_chunkservers(v: Mapping[str, Value]) -> dict[int, dict[str, int]]:
+    """Chunkserver id -> its per-id series from the leader MDS, by their short names."""
     out: dict[int, dict[str, int]] = {}
     for name, value in v.items():
         m = _CS_METRIC.match(name)
@@ -60,7 +66,45 @@ def mds_chunkservers(v: Mapping[str, Value]) -> dict[int, dict[str, int]]:
     return out
 
 
+def mds_chunkserver_daemon(curve_id: int, f: Mapping[str, int]) -> Daemon:
+    """A chunkserver the leader MDS names but no one has given the address of: what the
+    MDS knows of it, keyed by its id until an address joins it."""
+    return Daemon(
+        id=chunkserver_key(curve_id), kind="chunkserver", curve_id=curve_id,
+        leaders=f.get("leadernum", f.get("leader_count_from_heartbeat")), leaders_from="mds",
+        leaders_mds=f.get("leadernum"), leaders_heartbeat=f.get("leader_count_from_heartbeat"),
+        copysets=f.get("copysetnum", f.get("copyset_count_from_heartbeat")),
+        read_iops=_float(f.get("read_iops")), write_iops=_float(f.get("write_iops")),
+        read_bps=_float(f.get("read_rate")), write_bps=_float(f.get("write_rate")),
+        utilization=f["disk_used"] / f["disk_capacity"] if f.get("disk_capacity") and
+        "disk_used" in f else None)
+
+
+def chunkserver_key(curve_id: int) -> str:
+    """The daemon key of a chunkserver known only by its id (as osd.N is an OSD's)."""
+    return f"chunkserver.{curve_id}"
+
+
+def _float(n: int | None) -> float | None:
+    return float(n) if n is not None else None
+
+
+def mds_listen_addr(v: Mapping[str, Value]) -> str | None:
+    """The leader MDS's main address (its `mds.listen.addr`, exposed as the config bvar
+    `mds_config_mds_listen_addr`): where its topology service answers."""
+    addr = conf_value(v.get("mds_config_mds_listen_addr"))
+    if addr is None or not re.fullmatch(r"[\w.\-]+:\d{1,5}|\[[0-9a-fA-F:.]+\]:\d{1,5}", addr):
+        return None
+    return addr
+
+
 _OP_BVAR = re.compile(r"mds_scheduler_metric_copyset_(\d+)_(\d+)$")
+
+
+def mds_operator_pools(v: Mapping[str, Value]) -> set[int]:
+    """Logical pool ids the MDS scheduler's operators in flight name, of any type: each
+    operator's bvar is `mds_scheduler_metric_copyset_<pool id>_<copyset id>`."""
+    return {int(m.group(1)) for name in v if (m := _OP_BVAR.match(name))}
 
 
 def raft_group(pool_id: int, copyset_id: int) -> str:

@@ -339,3 +339,62 @@ def parse_chunkserver_status(text: str) -> tuple[int, int, int]:
     if not m:
         raise CurveError("curve_ops_tool chunkserver-status: unexpected output")
     return int(m.group(1)), int(m.group(2)), int(m.group(3))
+
+
+# ---- the MDS's topology service over brpc's HTTP+JSON ----------------------------------
+#
+# brpc serves every protobuf service of a server over HTTP too: POST
+# /<package.Service>/<Method> with the request as JSON answers the response as JSON,
+# fields by their proto names, enums by name (brpc json2pb). The leader MDS's main port
+# (mds.listen.addr) serves curve.mds.topology.TopologyService (proto/topology.proto).
+
+TOPOLOGY_SERVICE = "/curve.mds.topology.TopologyService/"
+
+
+def parse_mds_json(text: str, what: str) -> dict:
+    """A TopologyService response: a JSON object whose statusCode is 0 (kTopoErrCodeSuccess)."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise CurveError(f"{what}: not JSON") from None
+    if not isinstance(doc, dict):
+        raise CurveError(f"{what}: not a JSON object")
+    code = doc.get("statusCode", 0)
+    if code != 0:
+        raise CurveError(f"{what}: the MDS answered statusCode {code}")
+    return doc
+
+
+def parse_mds_physical_pools(text: str) -> list[int]:
+    """ListPhysicalPool: {"statusCode": 0, "physicalPoolInfos": [{"physicalPoolID": 1, ...}]}."""
+    doc = parse_mds_json(text, "ListPhysicalPool")
+    return [p["physicalPoolID"] for p in doc.get("physicalPoolInfos") or ()
+            if isinstance(p, dict) and isinstance(p.get("physicalPoolID"), int)]
+
+
+def parse_mds_logical_pools(text: str) -> list[LogicalPoolInfo]:
+    """ListLogicalPool: {"statusCode": 0, "logicalPoolInfos": [{"logicalPoolID": 1,
+    "logicalPoolName": "pool1", ...}]}."""
+    doc = parse_mds_json(text, "ListLogicalPool")
+    return [LogicalPoolInfo(p["logicalPoolID"], p["logicalPoolName"])
+            for p in doc.get("logicalPoolInfos") or ()
+            if isinstance(p, dict) and isinstance(p.get("logicalPoolID"), int)
+            and isinstance(p.get("logicalPoolName"), str)]
+
+
+def parse_mds_chunkservers(text: str) -> list[ChunkserverInfo]:
+    """GetChunkServerInCluster: {"statusCode": 0, "chunkServerInfos": [{"chunkServerID": 1,
+    "hostIp": "10.0.0.1", "port": 8200, "onlineState": "ONLINE", ...}]}."""
+    doc = parse_mds_json(text, "GetChunkServerInCluster")
+    out = []
+    for c in doc.get("chunkServerInfos") or ():
+        if not isinstance(c, dict) or not isinstance(c.get("chunkServerID"), int) or \
+                not isinstance(c.get("hostIp"), str) or not isinstance(c.get("port"), int):
+            continue
+        state = c.get("onlineState")
+        out.append(ChunkserverInfo(
+            id=c["chunkServerID"], ip=c["hostIp"], port=c["port"],
+            online=state == "ONLINE" if isinstance(state, str) else None,
+            disk_type=c.get("diskType") if isinstance(c.get("diskType"), str) else None,
+            disk_state=c.get("diskStatus") if isinstance(c.get("diskStatus"), str) else None))
+    return out

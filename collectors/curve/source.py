@@ -21,13 +21,18 @@ from stormdeck.collectors.curve.connection import Connection, run_tool, why_fail
 from stormdeck.collectors.curve.metrics import (
     chunkserver_daemon,
     int_value,
+    mds_chunkserver_daemon,
     mds_chunkservers,
+    mds_listen_addr,
+    mds_operator_pools,
     mds_pools,
     mds_transfers,
 )
 from stormdeck.collectors.curve.parse import (
+    TOPOLOGY_SERVICE,
     ChunkserverInfo,
     CurveError,
+    LogicalPoolInfo,
     RaftNode,
     Value,
     bvar_name,
@@ -37,6 +42,9 @@ from stormdeck.collectors.curve.parse import (
     parse_cli_copysets_status,
     parse_cli_logical_pools,
     parse_copysets_status,
+    parse_mds_chunkservers,
+    parse_mds_logical_pools,
+    parse_mds_physical_pools,
     parse_ops_chunkserver_list,
     parse_ops_logical_pools,
     parse_raft_stat,
@@ -47,7 +55,9 @@ from stormdeck.collectors.model import CurveCluster, CurvePool, Daemon, MdsStatu
 CHUNKSERVER_VARS = ("chunkserver_*", "raft_storage_append_entries*", "raft_send_entries*",
                     "process_cpu_usage", "process_memory_resident", "process_thread_count",
                     "bthread_worker_usage", "bthread_worker_count")
-MDS_VARS = ("topology_metric_*", "mds_scheduler_metric_*", "curve_version", "mds_status")
+MDS_VARS = ("topology_metric_*", "mds_scheduler_metric_*", "curve_version", "mds_status",
+            "mds_config_mds_listen_addr")
+TOPOLOGY = "the MDS's topology service"  # how the pool ids' and addresses' source is named
 
 
 @dataclass
@@ -63,7 +73,9 @@ class _Call:
 class _Memory:
     """What the source remembers between polls, to see elections."""
 
-    leaders: dict[str, int] = field(default_factory=dict)
+    # Each chunkserver's last leader count, by whose count it is ("chunkserver" or "mds")
+    # and its id where known (its address else): an address that joins later keeps it.
+    leaders: dict[tuple[str, int | str], int] = field(default_factory=dict)
     terms: dict[str, dict[str, int]] = field(default_factory=dict)
     raft_at: dict[str, float] = field(default_factory=dict)
     calls: dict[str, _Call] = field(default_factory=dict)
@@ -72,6 +84,8 @@ class _Memory:
     located: dict[str, ChunkserverInfo] = field(default_factory=dict)
     transfers: dict[str, float] = field(default_factory=dict)  # raft group -> last seen
     groups_pool: set[int] = field(default_factory=set)  # pool ids of the raft groups seen
+    rpc: dict[str, _Call] = field(default_factory=dict)  # the MDS's topology service calls
+    pool_ids: dict[str, tuple[int, str]] = field(default_factory=dict)  # name -> (id, from)
 
 
 class CurveSource:
@@ -86,7 +100,9 @@ class CurveSource:
 
     def __init__(self, mds: Sequence[str] = (), chunkservers: Sequence[str] = (),
                  ops_tool: Sequence[str] | None = None, curve_cli: Sequence[str] | None = None,
-                 timeout: float = 2.0, concurrency: int = 32) -> None:
+                 timeout: float = 2.0, concurrency: int = 32,
+                 schedules: Callable[[], Sequence[tuple[float, float | None]]] | None = None
+                 ) -> None:
         if not mds and not chunkservers and not ops_tool and not curve_cli:
             raise ValueError("a Curve source needs MDS or chunkserver addresses, or a tool")
         self.mds = list(mds)
@@ -98,12 +114,16 @@ class CurveSource:
                                         thread_name_prefix="curve-http")
         self.conn = Connection(timeout)
         self._mem = _Memory()
+        # When stormdeck's own leader schedules ran (the caller reads its journal): stamped
+        # on each poll's cluster, so that what the rules judge travels with the snapshot.
+        self.schedules = schedules
 
     @property
     def poll_timeout(self) -> float:
         # MDS roles, the leader's vars, then chunkservers and their raft pages,
         # each step bounded by one request timeout; the tools by five each.
-        return self.timeout * 4 + (self.timeout * 20 if self.ops_tool or self.curve_cli else 0)
+        return self.timeout * 4 + (self.timeout * 20 if self.ops_tool or self.curve_cli else
+                                   self.timeout * 3 if self.mds else 0)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -183,20 +203,98 @@ class CurveSource:
         listed = self._value("curve bs list chunkserver")
         if listed is None:
             listed = self._value("chunkserver-list")
+        if listed is None and not (self.ops_tool or self.curve_cli):
+            slot = self._mem.rpc.get("GetChunkServerInCluster")
+            listed = slot.value if slot is not None else None
         return listed if isinstance(listed, list) else None
 
-    def _pool_ids(self, pools: tuple[CurvePool, ...]) -> dict[str, int]:
-        """Mangled pool name -> logical pool id: from the tools' pool listing; else, with
-        one pool in the MDS's metrics, from the raft group ids of the copysets the
-        chunkservers hold, when they all name one pool (group = pool << 32 | copyset)."""
+    def _rpc(self, addr: str, method: str, body: object, parse: Callable[[str], object],
+             now: float, key: str | None = None) -> object:
+        """One TopologyService call, at most every TOOL_EVERY; its last answer, or None."""
+        slot = self._mem.rpc.setdefault(key or method, _Call())
+        if slot.at is not None and now - slot.at < self.TOOL_EVERY:
+            return slot.value
+        slot.at = now
+        try:
+            status, text = self.conn.post_json(addr, TOPOLOGY_SERVICE + method, body)
+            if status != 200:
+                line = text.strip().splitlines()[:1]
+                raise CurveError(f"{method}: HTTP {status}" + (f" ({line[0][:120]})"
+                                                               if line else ""))
+            slot.value, slot.error = parse(text), None
+        except CurveError as exc:
+            slot.value, slot.error = None, str(exc)
+        return slot.value
+
+    def _topology(self, mds_vars: Mapping[str, Value], now: float) -> None:
+        """With no tool to list them, the chunkservers' addresses and the pools' ids from
+        the leader MDS's own topology service, on its main port (mds.listen.addr)."""
+        if self.ops_tool or self.curve_cli or not mds_vars:
+            return
+        addr = mds_listen_addr(mds_vars)
+        if addr is None:
+            self._mem.rpc.setdefault("ListPhysicalPool", _Call()).error = (
+                "the leader MDS does not show its mds.listen.addr")
+            return
+        physical = self._rpc(addr, "ListPhysicalPool", {}, parse_mds_physical_pools, now)
+        if isinstance(physical, list):
+            pools: list[LogicalPoolInfo] = []
+            for pid in physical:
+                got = self._rpc(addr, "ListLogicalPool", {"physicalPoolID": pid},
+                                parse_mds_logical_pools, now, key=f"ListLogicalPool {pid}")
+                pools += got if isinstance(got, list) else []
+            for p in pools:
+                self._mem.pool_ids[bvar_name(p.name)] = (p.id, f"{TOPOLOGY} at {addr}")
+        listed = self._rpc(addr, "GetChunkServerInCluster", {}, parse_mds_chunkservers, now)
+        if isinstance(listed, list):
+            self._mem.located = {c.addr: c for c in listed}
+
+    def _topology_error(self) -> str | None:
+        errors = [c.error for c in self._mem.rpc.values() if c.error is not None]
+        return errors[0] if errors else None
+
+    def _pool_ids(self, pools: tuple[CurvePool, ...], mds_vars: Mapping[str, Value]
+                  ) -> tuple[dict[str, int], dict[str, str]]:
+        """Mangled pool name -> logical pool id, and where each came from (or why not).
+
+        The MDS's per-pool series are named by the pool's NAME
+        (topology_metric_logical_pool_<name>_*, src/mds/topology/topology_metric.h), so
+        the id comes from: the tools' pool listing; the MDS's topology service; with one
+        pool in the series, the pool id its scheduler's operators name
+        (mds_scheduler_metric_copyset_<pool id>_<copyset id>, while any is in flight) or
+        the raft groups of the copysets the chunkservers hold (pool << 32 | copyset).
+        An id once learned is kept: a pool keeps its id for its life.
+        """
         listed = self._value("curve bs list logical-pool")
+        tool = "curve bs list logical-pool"
         if listed is None:
-            listed = self._value("logical-pool-list")
-        if isinstance(listed, list) and listed:
-            return {bvar_name(p.name): p.id for p in listed}
-        if len(pools) == 1 and len(self._mem.groups_pool) == 1:
-            return {pools[0].name: next(iter(self._mem.groups_pool))}
-        return {}
+            listed, tool = self._value("logical-pool-list"), "curve_ops_tool logical-pool-list"
+        known = self._mem.pool_ids
+        if isinstance(listed, list):
+            for p in listed:
+                known[bvar_name(p.name)] = (p.id, tool)
+        if len(pools) == 1 and pools[0].name not in known:
+            named = mds_operator_pools(mds_vars)
+            if len(named) == 1:
+                known[pools[0].name] = (next(iter(named)),
+                                        "the operators its MDS scheduler shows in flight")
+            elif len(self._mem.groups_pool) == 1:
+                known[pools[0].name] = (next(iter(self._mem.groups_pool)),
+                                        "the raft groups of its copysets")
+        ids, where = {}, {}
+        for p in pools:
+            if p.name in known:
+                ids[p.name], where[p.name] = known[p.name]
+            else:
+                why = self._topology_error()
+                where[p.name] = (
+                    "the MDS names its pools' series by name, not id"
+                    + (f"; {TOPOLOGY} did not answer ({why})" if why else "")
+                    + ("" if len(pools) == 1 else "; with several pools no operator or raft "
+                       "group tells which id is whose")
+                    + " (give --curve-ops-tool or --curve-cli, or let this host reach the "
+                    "MDS's main port)")
+        return ids, where
 
     def _raft_due(self, addrs: list[str], now: float) -> set[str]:
         """Whose /raft_stat to read this poll: the most overdue, a tenth of them at most.
@@ -246,6 +344,7 @@ class CurveSource:
                 endpoint_errors[leader] = why_failed(exc, self.timeout)
         elif self.mds:
             errors.append("no MDS says it is the leader")
+        self._topology(mds_vars, now)
         seen = self._mem.transfers
         for group in mds_transfers(mds_vars):
             seen[group] = now
@@ -269,10 +368,32 @@ class CurveSource:
                 d, raft = fut.result()
             except Exception as exc:  # each endpoint's fault is data, not a failed poll
                 endpoint_errors[addr] = why_failed(exc, self.timeout)
-                d, raft = Daemon(id=addr, kind="chunkserver", host=addr.rpartition(":")[0],
-                                 curve_id=ids[addr]), None
+                # What the MDS knows of it still shows, marked as the MDS's count.
+                d = replace(mds_chunkserver_daemon(ids[addr], mds), id=addr,
+                            host=addr.rpartition(":")[0], read_iops=None, write_iops=None,
+                            read_bps=None, write_bps=None) if mds else Daemon(
+                    id=addr, kind="chunkserver", host=addr.rpartition(":")[0],
+                    curve_id=ids[addr])
+                raft = None
             daemons[addr] = self._with_history(d, raft, info_now.get(addr), known.get(addr),
                                                mds, now)
+        # The chunkservers the MDS names that no address stands for: a row each, by id.
+        joined = {i for i in ids.values() if i is not None}
+        lone = sorted(i for i in per_id if i not in joined)
+        unmatched = [a for a in addrs if ids[a] is None]
+        if lone and unmatched:
+            # Addresses whose ids are unknown: a row by id beside them could be the same
+            # chunkserver twice, so none is made; said only where some surely lack a row.
+            if len(lone) > len(unmatched):
+                errors.append(
+                    f"at least {len(lone) - len(unmatched)} of the chunkservers the MDS names "
+                    f"have no row: the {len(unmatched)} addresses given have no known id to "
+                    f"match the MDS's by ({TOPOLOGY} or --curve-ops-tool/--curve-cli gives "
+                    "the ids)")
+        elif lone:
+            for i in lone:
+                d = mds_chunkserver_daemon(i, per_id[i])
+                daemons[d.id] = self._with_history(d, None, None, None, {}, now)
         answered = sum(1 for r in roles if r.error is None) + (len(addrs) - sum(
             1 for a in addrs if a in endpoint_errors))
         if answered == 0 and (self.mds or addrs):
@@ -290,10 +411,15 @@ class CurveSource:
                       mds: Mapping[str, int], now: float) -> Daemon:
         m = self._mem
         delta = None
+        whose = d.leaders_from or "chunkserver"
         if d.leaders is not None:
-            prev = m.leaders.get(d.id)
+            # Keyed by whose count and the chunkserver's id where known: a chunkserver
+            # first known by id keeps its history when its address joins, and a live
+            # count is never compared with the MDS's 10 s old one.
+            key = (whose, d.curve_id if d.curve_id is not None else d.id)
+            prev = m.leaders.get(key)
             delta = d.leaders - prev if prev is not None else None
-            m.leaders[d.id] = d.leaders
+            m.leaders[key] = d.leaders
         rises = elections = candidates = None
         if raft is not None:
             before = m.terms.get(d.id)
@@ -311,13 +437,13 @@ class CurveSource:
         where = info or located
         return replace(
             d, leader_delta=delta, term_rises=rises, elections=elections,
-            candidates=candidates,
+            candidates=candidates, leaders_from=whose if d.leaders is not None else None,
             # From this poll's listing only: a listing that failed says nothing now.
             online=info.online if info is not None else d.online,
             device_class=where.disk_type if where is not None else d.device_class,
-            leaders_mds=mds.get("leadernum"), leaders_heartbeat=mds.get(
-                "leader_count_from_heartbeat"),
-            copysets=mds.get("copysetnum", info.copysets if info else None))
+            leaders_mds=mds.get("leadernum", d.leaders_mds), leaders_heartbeat=mds.get(
+                "leader_count_from_heartbeat", d.leaders_heartbeat),
+            copysets=mds.get("copysetnum", info.copysets if info else d.copysets))
 
     def _cluster(self, roles: list[MdsStatus], leader: str | None, v: Mapping[str, Value],
                  endpoint_errors: dict[str, str], now: float) -> CurveCluster:
@@ -336,10 +462,16 @@ class CurveSource:
             copysets = self._value("curve bs status copyset")
         copysets = copysets if isinstance(copysets, tuple) else None
         pools = mds_pools(v)
-        ids = self._pool_ids(pools)
+        ids, ids_from = self._pool_ids(pools, v)
         pools = tuple(replace(p, pool_id=ids.get(p.name, p.pool_id)) for p in pools)
         recent = tuple(sorted(g for g, at in m.transfers.items()
                               if now - at <= self.TRANSFER_MEMORY))
+        own: tuple[tuple[float, float | None], ...] = ()
+        if self.schedules is not None:
+            try:
+                own = tuple(self.schedules())
+            except Exception:  # a journal that does not read explains nothing
+                own = ()
         return CurveCluster(
             mds=tuple(roles), leader_mds=leader, pools=pools,
             version=version if isinstance(version, str) else None,
@@ -350,4 +482,5 @@ class CurveSource:
             copysets_unhealthy=copysets[2] if copysets else None,
             endpoint_errors=endpoint_errors, transfer_copysets=recent,
             tool_errors={name: slot.error for name, slot in m.calls.items()
-                         if slot.error is not None})
+                         if slot.error is not None},
+            own_schedules=own, pool_ids_from=ids_from)

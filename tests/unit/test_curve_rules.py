@@ -14,6 +14,7 @@ from stormdeck.advisors.curve_schedule import (
     ALL_POOLS,
     command_for,
     journal_file,
+    own_schedule_times,
     pool_id_of,
     run_leader_schedule,
 )
@@ -73,6 +74,7 @@ def test_each_imbalanced_pool_gets_its_own_schedule(tmp_path: Path) -> None:
                                   f"-logical_pool_id={pool_id} -scheduleAll=false")
         assert change.blast_radius == "pool" and change.target == name
         assert f"--logicalpoolid {pool_id}" in change.note
+        assert "(its id from curve_ops_tool logical-pool-list)" in change.note
         assert pool_id_of(change) == pool_id
 
 
@@ -190,7 +192,8 @@ def test_the_rules_read_the_journal_the_executor_writes() -> None:
 
 def watch(wire: CurveWire, seconds: float, every: float = 0.25, between=None) -> list[Snapshot]:
     """Poll the wire as the console would, the raft pages every poll, for `seconds`."""
-    src = CurveSource(mds=[m.addr for m in wire.mds], chunkservers=list(wire.addrs()))
+    src = CurveSource(mds=[m.addr for m in wire.mds], chunkservers=list(wire.addrs()),
+                      schedules=own_schedule_times)
     src.RAFT_EVERY = 0
     out = []
     end = time.monotonic() + seconds
