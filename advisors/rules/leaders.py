@@ -359,14 +359,7 @@ class CurveLeaderFlapping(Rule):
             target="cluster", fire=fire,
             clear=e.elections == 0 and e.candidate_looks == 0 and not e.moving,
             severity=Severity.WARNING,
-            summary=f"{e.elections:.0f} raft elections (term rises no leader transfer "
-                    f"explains) and copysets standing as CANDIDATE in {e.candidate_looks} "
-                    f"looks in {ctx.span:.0f} s; {e.transfers:.0f} term rises were "
-                    f"transfers" + (f"; leaders moved on {len(e.moving)} of {len(css)} "
-                                    "chunkservers with no transfer about" if e.moving else "")
-                    + ("; from the MDS's counts, no raft pages read"
-                       if e.mds_counts and not e.raft_seen else "")
-                    + busy,
+            summary=self._summary(e, ctx, len(css)) + busy,
             evidence=(ctx.evidence("raft elections", [e.elections]),
                       ctx.evidence("term rises from transfers", [e.transfers]),
                       ctx.evidence("copysets as CANDIDATE", [float(e.candidates)]),
@@ -381,6 +374,23 @@ class CurveLeaderFlapping(Rule):
                 "chunkserver --host HOST`, wait for its copysets to be healthy, then the "
                 "next host; then run the leader schedule.",),
             badness=e.elections + e.candidates + len(e.moving))
+
+
+    @staticmethod
+    def _summary(e: Elections, ctx: Context, chunkservers: int) -> str:
+        moved = (f"leaders moved on {len(e.moving)} of {chunkservers} chunkservers with no "
+                 "transfer about")
+        if not e.raft_seen:
+            # No raft page compared: no term was seen, so no election is counted; the
+            # moving counts are all there is, and whose counts they are is said.
+            return ((moved if e.moving else "leaders moved on no chunkserver without a "
+                     "transfer about") + f" in {ctx.span:.0f} s; "
+                    + ("from the MDS's counts, no raft pages read" if e.mds_counts else
+                       "from the chunkservers' own counts, no raft pages read"))
+        return (f"{e.elections:.0f} raft elections (term rises no leader transfer explains) "
+                f"and copysets standing as CANDIDATE in {e.candidate_looks} looks in "
+                f"{ctx.span:.0f} s; {e.transfers:.0f} term rises were transfers"
+                + (f"; {moved}" if e.moving else ""))
 
 
 class BthreadSaturated(Rule):
