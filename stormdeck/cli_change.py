@@ -115,7 +115,7 @@ def confirm(plan: Any, yes: bool, runtime: Any = None) -> None:
 
 def runtime_of(ex: Any) -> Any:
     """Ask the cluster, at apply time, whether each config change applies at runtime."""
-    from stormdeck.advisors.actuators import actuator
+    from stormdeck.advisors.actuators.table import actuator
 
     return lambda c: actuator(c.kind).runtime(ex.backends.ceph, c)
 
@@ -157,7 +157,7 @@ def _began(ex: Any, exc: UserError) -> UserError:
 
 
 def needs_ceph(changes: Any) -> bool:
-    from stormdeck.advisors.actuators import actuator
+    from stormdeck.advisors.actuators.table import actuator
 
     return any(actuator(c.kind).needs_ceph for c in changes)
 
@@ -243,7 +243,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
 def curve_follower(args: argparse.Namespace, plan: Any):
     """Follow a pool's leadernum range over heartbeats after a leader schedule (K2.2): that
     pool's alone for a one-pool schedule; every pool's for the all-pools form."""
-    from stormdeck.advisors.curve_schedule import ALL_POOLS
+    from stormdeck.advisors.actuators.curve import ALL_POOLS
     from stormdeck.advisors.settings import load_settings
     from stormdeck.sources import curve_source
 

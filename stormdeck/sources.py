@@ -282,7 +282,7 @@ def build_sources(args: argparse.Namespace) -> list[Source]:
     if want_curve:
         sources.append(curve_source(args))
     if not args.no_host:
-        from stormdeck.collectors.host import HostSource
+        from stormdeck.collectors.host.source import HostSource
 
         sources.append(HostSource(ceph_conf=client.conf if want_ceph else None))
     if args.prometheus:
@@ -291,7 +291,7 @@ def build_sources(args: argparse.Namespace) -> list[Source]:
 
 
 def ceph_source(client: CephClient) -> Source:
-    from stormdeck.collectors.ceph import CephSource
+    from stormdeck.collectors.ceph.source import CephSource
 
     return CephSource(conffile=client.conf, client_name=client.name, keyring=client.keyring,
                       cluster=client.cluster, timeout=client.timeout)
@@ -329,7 +329,7 @@ def curve_source(args: argparse.Namespace) -> Source:
                         ) from None
     if not (mds or chunkservers or ops or cli):
         raise UserError("the Curve options name no address and no tool")
-    from stormdeck.advisors.curve_schedule import own_schedule_times
+    from stormdeck.advisors.actuators.curve import own_schedule_times
 
     return CurveSource(mds=mds, chunkservers=chunkservers, ops_tool=ops, curve_cli=cli,
                        timeout=min(args.timeout, 5.0), schedules=own_schedule_times)

@@ -6,8 +6,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from stormdeck.advisors.actuators import change
-from stormdeck.advisors.curve_schedule import ALL_POOLS
+from stormdeck.advisors.actuators.curve import ALL_POOLS
+from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.model import Check, Severity
 from stormdeck.advisors.rules.base import ANY, Context, Proposes, Rule, mean
 

@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
-from stormdeck.advisors.curve_schedule import schedule_argv, schedule_refusal
+
+from stormdeck.advisors.actuators.curve import schedule_argv, schedule_refusal
 from stormdeck.collectors.curve.metrics import (
     mds_pools,
     mds_transfers,
@@ -33,7 +34,6 @@ from stormdeck.collectors.curve.parse import (
 )
 from stormdeck.collectors.curve.source import CurveSource
 from stormdeck.collectors.hub import Hub
-
 from tests.curve_wire import CLI_CHUNKSERVER_HEADER as WIRE_HEADER
 from tests.curve_wire import POOL, CurveWire
 

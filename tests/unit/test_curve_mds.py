@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stormdeck.advisors.curve_schedule import journal_file, own_schedule_times
+from stormdeck.advisors.actuators.curve import journal_file, own_schedule_times
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.model import Change

@@ -9,8 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from stormdeck.advisors.apply import journal_path
-from stormdeck.advisors.curve_schedule import (
+
+from stormdeck.advisors.actuators.curve import (
     ALL_POOLS,
     command_for,
     journal_file,
@@ -18,6 +18,7 @@ from stormdeck.advisors.curve_schedule import (
     pool_id_of,
     run_leader_schedule,
 )
+from stormdeck.advisors.apply import journal_path
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.model import Change, Check
@@ -28,7 +29,6 @@ from stormdeck.base.errors import UserError
 from stormdeck.collectors.curve.source import CurveSource
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import Snapshot, SourceHealth
-
 from tests.conftest import run_cli
 from tests.curve_wire import CurveWire
 

@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from stormdeck.advisors.plan import Plan
 from stormdeck.base.errors import UserError
-from stormdeck.collectors.ceph import CommandError
+from stormdeck.collectors.ceph.connection import CommandError
 from stormdeck.collectors.curve import metrics as curve_metrics
 from stormdeck.collectors.curve import parse as curve
 from stormdeck.collectors.prometheus import PrometheusError, PrometheusSource
 from stormdeck.collectors.recording import MAGIC, Recording
-
 from stormdeck.config import load_clusters
 from tests.captured import CannedCeph, lab_outputs
 
