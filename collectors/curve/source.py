@@ -237,7 +237,10 @@ class CurveSource:
                 "the leader MDS does not show its mds.listen.addr")
             return
         physical = self._rpc(addr, "ListPhysicalPool", {}, parse_mds_physical_pools, now)
-        if isinstance(physical, list):
+        if not isinstance(physical, list):
+            # A port that does not answer costs a timeout a call: one is enough to know.
+            return
+        if physical:
             pools: list[LogicalPoolInfo] = []
             for pid in physical:
                 got = self._rpc(addr, "ListLogicalPool", {"physicalPoolID": pid},
