@@ -1,20 +1,17 @@
 """Curve's changes: a logical pool's leader schedule, through curve_ops_tool or the Go CLI
 (tools-v2). The only Curve write stormdeck makes lives here, not among the collectors, which
-only read; so does the reading of when stormdeck's own schedules ran."""
+only read."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
 from collections.abc import Sequence
-from pathlib import Path
 from typing import ClassVar
 
 from stormdeck.advisors.actuators.base import Actuator, Backends, Verified
-from stormdeck.advisors.journal import Journal
-from stormdeck.advisors.model import Change
+from stormdeck.advisors.findings import Change
 from stormdeck.base.errors import UserError
 from stormdeck.collectors.curve.parse import CurveError, parse_cli_json
 
@@ -85,40 +82,6 @@ def run_schedule(tool: Sequence[str], pool_id: int | None, timeout: float = 120.
     return " ".join(argv)
 
 
-def journal_file() -> Path:
-    """The change journal, where apply.journal_path() puts it (settings.state_dir): the
-    rules read which schedules stormdeck ran, and settings imports the rules, so the
-    path is spelled out here; a test keeps the two the same."""
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "stormdeck" / "journal.jsonl"
-
-
-def own_schedule_times(path: Path | None = None) -> tuple[tuple[float, float | None], ...]:
-    """When stormdeck's own leader schedules ran, from the journal: (started, ended or None
-    while running). The Curve source stamps these on each snapshot at collection time, so
-    the rules judge what was known then (a replay is not judged by today's journal)."""
-    path = path or journal_file()
-    try:
-        st = path.stat()
-    except OSError:
-        return ()
-    key = (str(path), st.st_mtime_ns, st.st_size)
-    if _READ.get("key") != key:
-        try:
-            entries = Journal(path).entries()
-        except Exception:  # a journal that does not read explains nothing; say nothing
-            entries = []
-        _READ["key"] = key
-        _READ["times"] = tuple((e.started, e.ended) for e in entries
-                               if e.change.kind == "curve_leader_schedule")
-    return _READ["times"]
-
-
-# The journal as last read (its path, mtime and size, and what it said): a poll a second
-# must not parse a long journal each time. It is a reader's cache, never the rules' input.
-_READ: dict = {}
-
-
 def pool_id_of(change: Change) -> int | None:
     """The logical pool a schedule change is for; None: every pool (the all-pools form)."""
     if change.target == ALL_POOLS:
@@ -167,6 +130,7 @@ class CurveLeaderSchedule(Actuator):
     has_value = False
     arg_values: ClassVar[dict[str, re.Pattern[str] | tuple[str, ...]]] = {"pool_id": POOL_ID}
     reversible = False
+    moves_leaders = True
 
     def command(self, c: Change) -> str:
         if c.target == ALL_POOLS:
@@ -193,8 +157,14 @@ class CurveLeaderSchedule(Actuator):
         if b.curve_follow is None:
             return Verified("applied", None,
                             "leader transfers ride on heartbeats; follow the range")
-        converged, detail = b.curve_follow(c.target)
+        converged, detail = b.curve_follow(c.target, self.planned_range(c))
         return Verified("applied" if converged else "pending", None, detail)
+
+    @staticmethod
+    def planned_range(c: Change) -> str | None:
+        """The leadernum range the plan saw (its `current`, "range N", as the rule wrote
+        it): the transfers may all land before the first look after the schedule."""
+        return c.current.removeprefix("range ") if c.current else None
 
     def cannot_undo(self, c: Change) -> str | None:
         return "a leader schedule moved leaders; there is nothing to undo"

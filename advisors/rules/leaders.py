@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from stormdeck.advisors.actuators.curve import ALL_POOLS
 from stormdeck.advisors.actuators.table import change
-from stormdeck.advisors.model import Check, Severity
+from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.rules.base import ANY, Context, Proposes, Rule, mean
 
 # Ceph releases in order: require_min_compat_client is compared by it, never lowered.

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from stormdeck.advisors.actuators.curve import journal_file, own_schedule_times
+from stormdeck.advisors.apply import journal_path
+from stormdeck.advisors.curve_schedule import own_schedule_times
 from stormdeck.advisors.engine import Engine
+from stormdeck.advisors.findings import Change
 from stormdeck.advisors.journal import Journal
-from stormdeck.advisors.model import Change
 from stormdeck.advisors.rules.base import Context
 from stormdeck.advisors.rules.leaders import CurveLeaderFlapping, CurveLeaderSpread
 from stormdeck.advisors.session import Session
@@ -250,7 +251,7 @@ def test_the_rule_judges_the_schedules_the_snapshot_carries_not_todays_journal(
 
     assert judged(), "leaders moving with nothing to explain them"
     # A schedule journaled since (or by a later session) changes nothing in what was seen.
-    journal = Journal(journal_file())
+    journal = Journal(journal_path())
     journal.end(journal.intent(change, None), "applied", "leadernum range 12 -> 1")
     assert own_schedule_times(), "the journal now holds a schedule"
     assert judged(), "the live journal must not explain moves recorded before it"

@@ -13,15 +13,14 @@ import pytest
 from stormdeck.advisors.actuators.curve import (
     ALL_POOLS,
     command_for,
-    journal_file,
-    own_schedule_times,
     pool_id_of,
     run_leader_schedule,
 )
 from stormdeck.advisors.apply import journal_path
+from stormdeck.advisors.curve_schedule import own_schedule_times
 from stormdeck.advisors.engine import Engine
+from stormdeck.advisors.findings import Change, Check
 from stormdeck.advisors.journal import Journal
-from stormdeck.advisors.model import Change, Check
 from stormdeck.advisors.rules.base import Context
 from stormdeck.advisors.rules.leaders import CurveLeaderFlapping, CurveLeaderSpread
 from stormdeck.advisors.settings import load_settings
@@ -183,10 +182,6 @@ def test_the_go_cli_runs_the_schedule_where_curve_ops_tool_is_missing(
             run_leader_schedule(change)
 
 
-def test_the_rules_read_the_journal_the_executor_writes() -> None:
-    assert journal_file() == journal_path()
-
-
 # ---- flapping: elections fire it, transfers do not -----------------------------------------
 
 
@@ -237,7 +232,7 @@ def test_flapping_stays_quiet_through_stormdecks_own_schedule(state: Path) -> No
 
     def run(journaled: bool) -> Check:
         with CurveWire(leaders=[24, 18, 16, 16, 14, 12], heartbeat=0.02) as wire:
-            journal = Journal(journal_file())
+            journal = Journal(journal_path())
             entry = journal.intent(change, None) if journaled else None
             ran = []
 
