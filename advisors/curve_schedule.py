@@ -1,5 +1,7 @@
-"""When stormdeck's own Curve leader schedules ran, read from the change journal as the Curve
-source collects, so that each snapshot carries them (the rules never read the journal)."""
+"""When stormdeck's own Curve leader schedules ran, from the journal, for the source to stamp."""
+
+# The Curve source calls this as it collects, so that each snapshot carries the times;
+# the rules never read the journal.
 
 from __future__ import annotations
 

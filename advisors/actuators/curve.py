@@ -1,6 +1,6 @@
-"""Curve's changes: a logical pool's leader schedule, through curve_ops_tool or the Go CLI
-(tools-v2). The only Curve write stormdeck makes lives here, not among the collectors, which
-only read."""
+"""Curve's one change: a logical pool's leader schedule, by curve_ops_tool or the Go CLI."""
+
+# The only Curve write stormdeck makes lives here, not among the collectors, which only read.
 
 from __future__ import annotations
 

@@ -1,2 +1,1 @@
-"""Curve (CurveBS): its wire formats read (parse), bvars made model fields (metrics), HTTP
-and tools (connection), and the source that polls them (source)."""
+"""Curve (CurveBS): wire formats (parse), model fields (metrics), HTTP (connection), source."""

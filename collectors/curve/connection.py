@@ -1,5 +1,4 @@
-"""Talking to Curve: one kept-alive HTTP connection per brpc endpoint, and the tools run
-with a bound on their time."""
+"""Talking to Curve: a kept-alive HTTP connection per brpc endpoint, tools run with a bound."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The model's fields from Curve's bvars: the leader MDS's topology and scheduler series, a
-chunkserver's own. Curve reports microseconds; these are converted to seconds."""
+"""The model's fields from Curve's bvars: the leader MDS's series and a chunkserver's own."""
+
+# Curve reports microseconds; these are converted to seconds.
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Curve's wire texts read: brpc /vars and Prometheus pages, braft /raft_stat, and what
-curve_ops_tool and the Go `curve` CLI print."""
+"""Curve's wire texts: brpc /vars and Prometheus pages, braft /raft_stat, the tools' output."""
 
 from __future__ import annotations
 

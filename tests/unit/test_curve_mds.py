@@ -1,5 +1,4 @@
-"""Curve from the leader MDS alone (issue 32): every chunkserver a row, elections judged from
-the MDS's counts, the pool's id from what the MDS serves; on the wire stand-in's real formats."""
+"""Curve from the leader MDS alone (issue 32), on the wire stand-in's real formats."""
 
 from __future__ import annotations
 
