@@ -720,11 +720,14 @@ def predict_pg_num(state: ClusterState, tools: Tools, pool_name: str, target: in
         tools.run("osdmaptool", [tools.inside(mapfile), "--export-crush",
                                  tools.inside(crushfile)])
         weights = _weights(state)
-        before = crush_up_sets(state, tools, crushfile, weights, [pool], {pool.id: old_pgp},
-                               {pool.id: n})
+        parents = crush_up_sets(state, tools, crushfile, weights, [pool], {pool.id: old_pgp},
+                                {pool.id: old_pg})
         after = crush_up_sets(state, tools, crushfile, weights, [pool], {pool.id: new_pgp},
                               {pool.id: n})
-    # Split children carry no upmap of their own: their parent's entry stays with it.
+    # A split child's data starts where its parent's is (the parent's upmap included: the
+    # child has no entry of its own), and goes where its own seed over the new pgp_num maps.
+    before = {f"{pool.id}.{ps:x}": parents[f"{pool.id}.{stable_mod(ps, old_pg, old_mask):x}"]
+              for ps in range(n)}
     p = compare(state, f"{key} of {pool_name} {old_pg if key == 'pg_num' else old_pgp} -> "
                 f"{target}", before, after, pg_bytes, tool=tools.describe(state.version),
                 method="placement seeds as raw_pg_to_pps (ceph_stable_mod over pgp_num, "

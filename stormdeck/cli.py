@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         cli_snapshot,
         cli_validate,
         cli_watch,
+        cli_whatif,
     )
 
     cli_watch.register(sub)
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_validate.register(sub)
     cli_exporter.register(sub)
     cli_lab.register(sub)
+    cli_whatif.register(sub)
     cli_completion.register(sub, parser)
     return parser
 
