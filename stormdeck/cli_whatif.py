@@ -21,12 +21,13 @@ def register(sub: Any) -> None:
         "whatif", help="what a change would move, predicted from the cluster's own map",
         description="Predict, from the cluster's osdmap and pg dump, what a change would do: "
                     "PGs remapped, shard copies and bytes to move, PGs made inactive or "
-                    "undersized, each OSD's fill after it against nearfull/backfillfull/full, "
+                    "undersized, each OSD's fill after it against nearfull, backfillfull and full, "
                     "and the time at the current recovery rate. Nothing is changed. "
                     "Forms: out osd.N [osd.M ...]; down osd.N ... | host:NAME; "
                     "reweight osd.N W; crush-weight osd.N W; pg_num POOL N|2x; "
                     "pgp_num POOL N; plan FILE.")
-    p.add_argument("kind", choices=KINDS, help="what would change")
+    p.add_argument("kind", choices=KINDS, metavar="KIND",
+                   help=f"what would change: {', '.join(KINDS)}")
     p.add_argument("args", nargs="+", metavar="ARG", help="OSDs, a pool and a count, or a "
                                                           "plan file")
     add_format_options(p, "the prediction")
