@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors import blast
 from stormdeck.advisors.actuators import change
 from stormdeck.advisors.blast import Prediction, Tools
