@@ -1,0 +1,47 @@
+"""The console's plan review with a prediction: what it moves is shown, a refused one can't apply."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from textual.widgets import Button, Static
+
+from stormdeck.advisors import blast
+from stormdeck.advisors.plan import plan_from_finding, review
+from stormdeck.tui.app import PlanReview, StormdeckApp
+from stormdeck.tui.feed import StaticFeed
+from tests.unit.test_blast import MIB, REP, noup_finding, pg, state
+from tests.unit.test_tui import Recording, frames
+
+
+def plan_predicted(refused: bool):
+    s = state([REP], [pg("1.0", (0, 1, 2), 10 * MIB), pg("1.1", (3, 4, 5), 10 * MIB)])
+    down = [0, 1] if refused else [5]
+    plan = plan_from_finding(noup_finding([0]), "fsid-1")
+    predicted = blast.predict_down(s, None, down)
+    return replace(plan, prediction=predicted.to_dict())
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("refused", [True, False])
+async def test_the_review_shows_the_prediction_and_a_refusal_disables_apply(
+        tmp_path: Path, refused: bool) -> None:
+    plan = plan_predicted(refused)
+    app = StormdeckApp(StaticFeed(frames()), executor_factory=Recording(tmp_path,
+                                                                        read_only=False))
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.push_screen(PlanReview(plan, review(plan)))
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, PlanReview)
+        text = str(screen.query_one("#review-text", Static).render())
+        assert "predicted: down" in text and "ceph osd set-group noup osd.0" in text
+        apply = screen.query_one("#apply", Button)
+        if refused:
+            assert "inactive" in str(screen.query_one("#review-refused", Static).render())
+            assert apply.disabled
+        else:
+            assert not screen.query("#review-refused")
+            assert not apply.disabled
