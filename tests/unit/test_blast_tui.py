@@ -1,4 +1,4 @@
-"""The console's plan review with a prediction: what it moves is shown, a refused one can't apply."""
+"""The console's plan review with a prediction: what it moves is shown; refused, it cannot apply."""
 
 from __future__ import annotations
 
