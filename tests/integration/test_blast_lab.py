@@ -1,10 +1,11 @@
 """Blast radius against the real lab: what `whatif` predicts, then what really happens.
 
-One test, one pool of its own (size 2, 40 MiB of objects), three acts sharing it: an OSD
-marked out (PGs whose up set changes: exact; bytes: within 10%), pg_num doubled through
-`stormdeck apply` (copies moved once pgp_num reaches the target: within 10%; the journal
-keeps prediction and outcome), and two OSDs held down under min_size 2 (inactive PGs
-predicted; the plan to set noup on both refused). The lab is left as it was found.
+On every release's lab, an OSD marked out: the PGs whose up set changes (exact) and the bytes
+(within 10%), with that release's own osdmaptool. On Pacific's, one pool of its own (size 2,
+40 MiB of objects) for two more acts: pg_num doubled through `stormdeck apply` (copies moved
+once pgp_num reaches the target: within 10%; the journal keeps prediction and outcome), and
+two OSDs held down under min_size 2 (inactive PGs predicted; the plan to set noup on both
+refused). Each test leaves the lab as it found it.
 """
 
 from __future__ import annotations
@@ -65,7 +66,64 @@ def write_plan(path: Path, fsid: str, rule: str, *changes) -> Path:
     return path
 
 
-def test_whatif_predicts_what_really_moves_and_the_guard_refuses_inactive_pgs(
+def make_pool(cluster, name: str, objects: int) -> int:
+    """A size-2 pool of 32 PGs holding `objects` MiB, written with write_full (not rados
+    bench, whose page-cache speed fills loop-device OSDs): bytes the prediction must weigh."""
+    ceph_json(cluster, "osd pool create", pool=name, pg_num=32, pgp_num=32)
+    ceph_json(cluster, "osd pool set", pool=name, var="size", val="2")
+    ceph_json(cluster, "osd pool application enable", pool=name, app="rbd")
+    io = cluster.open_ioctx(name)
+    try:
+        blob = os.urandom(MIB)
+        for i in range(objects):
+            io.write_full(f"obj{i}", blob)
+    finally:
+        io.close()
+    pool_id = next(p["pool"] for p in ceph_json(cluster, "osd dump")["pools"]
+                   if p["pool_name"] == name)
+    eventually(lambda: clean(cluster) and sum(
+        v for k, v in sizes(cluster).items() if k.startswith(f"{pool_id}.")) >= objects * MIB,
+        120)
+    return pool_id
+
+
+def drop_pool(cluster, name: str) -> None:
+    ceph_json(cluster, "osd pool rm", pool=name, pool2=name, yes_i_really_really_mean_it=True)
+
+
+def test_whatif_out_predicts_exactly_the_pgs_that_move(release_cluster: LabCluster) -> None:
+    """Every PG of every pool: the predicted set must be the one that changes."""
+    lab = release_cluster
+    cluster = lab.rados()
+    try:
+        make_pool(cluster, "blastout", 24)
+        predicted = whatif(lab, "out", "osd.1")
+        assert "osdmaptool" in predicted["method"]
+        # The release's own tool: the host's Pacific one only for Pacific's lab.
+        version = ceph_json(cluster, "versions")["mon"]
+        assert any(predicted["tool"].split()[1] in v for v in version), (predicted, version)
+        ids = pg_ids(cluster)
+        size = sizes(cluster)
+        before = up_sets(cluster, ids)
+        ceph_json(cluster, "osd out", ids=["1"])
+        try:
+            after = up_sets(cluster, ids)
+        finally:
+            ceph_json(cluster, "osd in", ids=["1"])
+        changed = sorted(pg for pg in ids if after[pg] != before[pg])
+        assert changed and sorted(predicted["pgs_remapped_ids"]) == changed
+        moved = sum(size.get(pg, 0) * len(set(after[pg]) - set(before[pg])) for pg in changed)
+        assert moved > 5 * MIB
+        assert abs(predicted["bytes_to_move"] - moved) <= 0.1 * moved, (predicted, moved)
+        assert predicted["pgs_inactive"] == 0
+    finally:
+        ceph_json(cluster, "osd in", ids=["1"])
+        drop_pool(cluster, "blastout")
+        eventually(lambda: clean(cluster), 180)
+        cluster.shutdown()
+
+
+def test_pg_num_and_down_predictions_and_the_guard_refuses_inactive_pgs(
         lab_cluster: LabCluster, tmp_path: Path) -> None:
     lab = lab_cluster
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
@@ -73,42 +131,7 @@ def test_whatif_predicts_what_really_moves_and_the_guard_refuses_inactive_pgs(
     ratio = [r["value"] for r in ceph_json(cluster, "config dump")
              if r["name"] == "target_max_misplaced_ratio" and r["section"] == "mgr"]
     try:
-        ceph_json(cluster, "osd pool create", pool=POOL, pg_num=32, pgp_num=32)
-        ceph_json(cluster, "osd pool set", pool=POOL, var="size", val="2")
-        ceph_json(cluster, "osd pool application enable", pool=POOL, app="rbd")
-        # A known amount, written with write_full (not rados bench, whose page-cache speed
-        # fills loop-device OSDs): bytes are what the prediction must weigh.
-        io = cluster.open_ioctx(POOL)
-        try:
-            blob = os.urandom(MIB)
-            for i in range(OBJECTS):
-                io.write_full(f"obj{i}", blob)
-        finally:
-            io.close()
-        eventually(lambda: clean(cluster), 120)
-        pool_id = next(p["pool"] for p in ceph_json(cluster, "osd dump")["pools"]
-                       if p["pool_name"] == POOL)
-        eventually(lambda: sum(v for k, v in sizes(cluster).items()
-                               if k.startswith(f"{pool_id}.")) >= OBJECTS * MIB, 60)
-
-        # -- act 1: osd.0 out. Every PG of every pool: the predicted set must be exact.
-        predicted = whatif(lab, "out", "osd.0")
-        assert "osdmaptool" in predicted["method"] and "16.2" in predicted["tool"]
-        ids = pg_ids(cluster)
-        size = sizes(cluster)
-        before = up_sets(cluster, ids)
-        ceph_json(cluster, "osd out", ids=["0"])
-        try:
-            after = up_sets(cluster, ids)
-        finally:
-            ceph_json(cluster, "osd in", ids=["0"])
-        changed = sorted(pg for pg in ids if after[pg] != before[pg])
-        assert changed and sorted(predicted["pgs_remapped_ids"]) == changed
-        moved = sum(size.get(pg, 0) * len(set(after[pg]) - set(before[pg])) for pg in changed)
-        assert moved > 10 * MIB
-        assert abs(predicted["bytes_to_move"] - moved) <= 0.1 * moved, (predicted, moved)
-        assert predicted["pgs_inactive"] == 0
-        eventually(lambda: clean(cluster), 180)
+        pool_id = make_pool(cluster, POOL, OBJECTS)
 
         # -- act 2: pg_num 32 -> 64 (2x) through stormdeck apply, misplaced limit lifted so
         # the mgr takes pgp_num to 64 at once.
@@ -164,13 +187,11 @@ def test_whatif_predicts_what_really_moves_and_the_guard_refuses_inactive_pgs(
         states = {o["osd"]: o["state"] for o in ceph_json(cluster, "osd dump")["osds"]}
         assert "noup" not in states[0] and "noup" not in states[1]
     finally:
-        ceph_json(cluster, "osd in", ids=["0"])
         if ratio:
             ceph_json(cluster, "config set", who="mgr", name="target_max_misplaced_ratio",
                       value=ratio[0])
         else:
             ceph_json(cluster, "config rm", who="mgr", name="target_max_misplaced_ratio")
-        ceph_json(cluster, "osd pool rm", pool=POOL, pool2=POOL,
-                  yes_i_really_really_mean_it=True)
+        drop_pool(cluster, POOL)
         eventually(lambda: clean(cluster), 180)
         cluster.shutdown()
