@@ -165,7 +165,10 @@ def _prediction_of(raw: Any) -> dict[str, Any] | None:
     """A plan file's prediction, read back field by field (anything else in it dropped)."""
     if not isinstance(raw, dict):
         return None
-    return Prediction.from_dict(raw).to_dict()
+    try:
+        return Prediction.from_dict(raw).to_dict()
+    except RecursionError:  # a chain of `then` nested past reason
+        raise ValueError("the prediction is nested too deep") from None
 
 
 def _text(raw: Mapping[str, Any], name: str, limit: int = MAX_TEXT) -> str:

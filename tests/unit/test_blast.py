@@ -23,6 +23,7 @@ from stormdeck.advisors.blast import Prediction, Tools
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.model import Finding, Severity
 from stormdeck.advisors.plan import Plan, Refused, plan_from_finding, review
+from stormdeck.base.errors import UserError
 from stormdeck.collectors.placement import (
     NONE_OSD,
     ClusterState,
@@ -283,3 +284,19 @@ def test_collectors_parse_pools_pgs_and_versions() -> None:
     assert parse_pgs({"pg_map": {"pg_stats": []}}) == {}
     assert parse_version({"mon": {"ceph version 18.2.7 (abc) reef (stable)": 1}}) == \
         ("18.2.7", "reef")
+
+
+def test_a_tampered_prediction_in_a_plan_file_is_one_sentence(tmp_path: Path) -> None:
+    plan = plan_from_finding(noup_finding([0]), "fsid-1")
+    raw = json.loads(plan.to_json())
+    nested: dict = {"what": "x"}
+    for _ in range(5000):
+        nested = {"what": "x", "then": nested}
+    raw["prediction"] = {"what": "x", "copies_to_create": "many"}
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(UserError, match="not a plan file"):
+        Plan.load(path)
+    raw["prediction"] = nested
+    with pytest.raises(UserError, match="nested too deep"):
+        Plan.from_dict(raw)
