@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from stormdeck.advisors.actuators import change
+from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.plan import Plan
 from tests.conftest import LabCluster, ceph_json, eventually, run_cli

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from stormdeck.advisors import blast
-from stormdeck.advisors.actuators import change
+from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.blast import Prediction, Tools
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.model import Finding, Severity
