@@ -195,3 +195,36 @@ def test_pg_num_and_down_predictions_and_the_guard_refuses_inactive_pgs(
         drop_pool(cluster, POOL)
         eventually(lambda: clean(cluster), 180)
         cluster.shutdown()
+
+
+@pytest.mark.asyncio
+async def test_o_in_an_osds_detail_predicts_it_going_out(lab_cluster: LabCluster,
+                                                         tmp_path: Path) -> None:
+    """The console's `o` on a daemon's detail: the same prediction, read in a worker."""
+    from textual.widgets import Static
+
+    from stormdeck.advisors.apply import CephAdmin, Executor
+    from stormdeck.advisors.engine import Engine
+    from stormdeck.collectors.ceph.source import CephSource
+    from stormdeck.tui.app import StormdeckApp
+    from stormdeck.tui.feed import Feed
+    from stormdeck.tui.views import DaemonDetail, DaemonTable
+    from tests.unit.test_tui import until
+
+    conf = str(lab_cluster.conf)
+    journal = Journal(tmp_path / "journal.jsonl")
+    app = StormdeckApp(Feed([CephSource(conffile=conf)], Engine(), interval=1.0),
+                       journal=journal,
+                       executor_factory=lambda: Executor(journal, ceph=CephAdmin(conf)))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("2")
+        table = app.query_one(DaemonTable)
+        await until(pilot, lambda: "osd.1" in table.keys, 60)
+        table.move_cursor(row=table.keys.index("osd.1"))
+        await pilot.press("enter")
+        assert isinstance(app.screen, DaemonDetail)
+        await pilot.press("o")
+        box = app.screen.query_one("#detail-whatif", Static)
+        await until(pilot, lambda: "predicted: out osd.1" in str(box.render()), 60)
+        assert "osdmaptool" in str(box.render())
+    assert journal.entries() == []  # a prediction changes nothing

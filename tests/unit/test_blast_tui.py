@@ -45,3 +45,24 @@ async def test_the_review_shows_the_prediction_and_a_refusal_disables_apply(
         else:
             assert not screen.query("#review-refused")
             assert not apply.disabled
+
+
+@pytest.mark.asyncio
+async def test_o_in_an_osds_detail_predicts_in_a_worker_and_says_why_not(tmp_path: Path) -> None:
+    """Without a Ceph connection (the canned frames' executor has none), `o` says so in the
+    detail instead of predicting; the lab test shows it predicting."""
+    from stormdeck.tui.views import DaemonDetail, DaemonTable
+
+    app = StormdeckApp(StaticFeed(frames()),
+                       executor_factory=Recording(tmp_path, read_only=False))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("2")
+        table = app.query_one(DaemonTable)
+        table.move_cursor(row=table.keys.index("osd.1"))
+        await pilot.press("enter")
+        assert isinstance(app.screen, DaemonDetail)
+        await pilot.press("o")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        said = str(app.screen.query_one("#detail-whatif", Static).render())
+        assert "not predicted" in said and "no Ceph connection" in said
