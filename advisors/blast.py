@@ -871,6 +871,19 @@ def plan_prediction(conn: Any, changes: Sequence[Any]) -> Prediction | None:
     return predict_changes(state, tools, changes, verdicts(conn))
 
 
+def against(prediction: Mapping[str, Any], observed: Mapping[str, Any] | None) -> str:
+    """One line for a journal entry: what was predicted, and what `ceph status` said right
+    after the change."""
+    p = Prediction.from_dict(prediction)
+    text = (f"predicted: {len(p.pgs_remapped)} PGs remapped, {p.copies_to_create} copies, "
+            f"{human(p.bytes_to_move)}, {len(p.pgs_inactive)} inactive")
+    if isinstance(observed, Mapping):
+        text += (f"; observed right after: {observed.get('pgs_remapped')} PGs remapped, "
+                 f"{observed.get('misplaced_objects')} objects misplaced, "
+                 f"{observed.get('pgs_inactive')} PGs not active")
+    return text
+
+
 def as_dict(p: Prediction | None) -> dict[str, Any] | None:
     return p.to_dict() if p is not None else None
 

@@ -354,19 +354,9 @@ def cmd_journal(args: argparse.Namespace) -> int:
 
 
 def predicted_against_observed(e: Any) -> str:
-    """One line: what a data-moving change was predicted to move, and what `ceph status`
-    said right after it."""
-    from stormdeck.advisors.blast import Prediction, human
+    from stormdeck.advisors.blast import against
 
-    p = Prediction.from_dict(e.prediction)
-    text = (f"predicted: {len(p.pgs_remapped)} PGs remapped, {p.copies_to_create} copies, "
-            f"{human(p.bytes_to_move)}, {len(p.pgs_inactive)} inactive")
-    o = e.observed
-    if isinstance(o, dict):
-        text += (f"; observed right after: {o.get('pgs_remapped')} PGs remapped, "
-                 f"{o.get('misplaced_objects')} objects misplaced, "
-                 f"{o.get('pgs_inactive')} PGs not active")
-    return text
+    return against(e.prediction, e.observed)
 
 
 def cmd_undo(args: argparse.Namespace) -> int:

@@ -66,3 +66,27 @@ async def test_o_in_an_osds_detail_predicts_in_a_worker_and_says_why_not(tmp_pat
         await pilot.pause()
         said = str(app.screen.query_one("#detail-whatif", Static).render())
         assert "not predicted" in said and "no Ceph connection" in said
+
+
+@pytest.mark.asyncio
+async def test_the_journal_view_shows_prediction_and_outcome(tmp_path: Path) -> None:
+    from stormdeck.advisors.actuators.table import change
+    from stormdeck.advisors.journal import Journal
+    from stormdeck.tui.views import JournalTable
+
+    journal = Journal(tmp_path / "j.jsonl")
+    c = change("pool_set", "rbd", "pg_num", "32", "64")
+    plain = journal.intent(c, "32")
+    journal.end(plain, "applied", after="64")
+    moved = journal.intent(c, "32", prediction=plan_predicted(True).prediction)
+    journal.end(moved, "applied", after="64",
+                observed={"pgs_remapped": 7, "misplaced_objects": 40, "pgs_inactive": 0})
+    app = StormdeckApp(StaticFeed(frames()), journal=journal)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("7")
+        await pilot.pause()
+        table = app.query_one(JournalTable)
+        shown = table.cell(moved, "change").plain
+        assert "predicted:" in shown and "1 inactive" in shown
+        assert "observed right after: 7 PGs remapped, 40 objects misplaced" in shown
+        assert "predicted" not in table.cell(plain, "change").plain

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from textual import work
 from textual.binding import Binding, BindingType
 
+from stormdeck.advisors.blast import against
 from stormdeck.advisors.overrides import is_overridden
 from stormdeck.advisors.plan import Plan, review, runtime_from_options
 from stormdeck.base.errors import UserError
@@ -49,7 +50,9 @@ class JournalTable(VirtualTable):
         if any(e.status in OPEN and not e.undone_by for e in entries):
             self.reread_open()
         self.sync((e.id, (t(e.id), t(clock(e.started)), _status(e.status),
-                          t(e.change.command, limit=80),
+                          t(e.change.command + (f"  [{against(e.prediction, e.observed)}]"
+                                                if e.prediction is not None else ""),
+                            limit=80 if e.prediction is None else 300),
                           t(f"{e.before if e.before is not None else 'unset'} -> {e.after}"
                             + (f" ({e.status.removeprefix('overridden by ')})"
                                if is_overridden(e.status) else "")),
