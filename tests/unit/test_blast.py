@@ -20,8 +20,8 @@ import pytest
 from stormdeck.advisors import blast
 from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.blast import Prediction, Tools
+from stormdeck.advisors.findings import Finding, Severity
 from stormdeck.advisors.journal import Journal
-from stormdeck.advisors.model import Finding, Severity
 from stormdeck.advisors.plan import Plan, Refused, plan_from_finding, review
 from stormdeck.base.errors import UserError
 from stormdeck.collectors.placement import (
