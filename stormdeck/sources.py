@@ -19,7 +19,7 @@ from typing import Any
 from stormdeck.base.errors import UserError
 from stormdeck.base.files import FileMissing, FileProblem, check_regular
 from stormdeck.base.text import printable
-from stormdeck.collectors.curve import CurveSource
+from stormdeck.collectors.curve.source import CurveSource
 from stormdeck.collectors.hub import Source
 from stormdeck.parsing import Parser
 
@@ -326,8 +326,10 @@ def curve_source(args: argparse.Namespace) -> Source:
                         ) from None
     if not (mds or chunkservers or ops or cli):
         raise UserError("the Curve options name no address and no tool")
+    from stormdeck.advisors.curve_schedule import own_schedule_times
+
     return CurveSource(mds=mds, chunkservers=chunkservers, ops_tool=ops, curve_cli=cli,
-                       timeout=min(args.timeout, 5.0))
+                       timeout=min(args.timeout, 5.0), schedules=own_schedule_times)
 
 
 # ---- the executor -------------------------------------------------------------------

@@ -102,7 +102,7 @@ def test_a_secret_removed_stays_told_apart_from_one_set() -> None:
 
 
 def test_curve_conf_values_through_bvars_are_redacted() -> None:
-    from stormdeck.collectors.curve import chunkserver_daemon
+    from stormdeck.collectors.curve.metrics import chunkserver_daemon
 
     p = "chunkserver_10_0_0_1_8200"
     d = chunkserver_daemon("10.0.0.1:8200", {
