@@ -5,10 +5,13 @@ from stormdeck.advisors.rules import (
     cpu,
     disks,
     ec,
+    failing_disk,
     host,
     latency,
     leaders,
     mclock,
+    mclock_capacity,
+    network,
     peering,
     pools,
     release,
@@ -19,7 +22,8 @@ from stormdeck.advisors.rules.base import Context, Rule
 ALL: tuple[type[Rule], ...] = (*cpu.RULES, *latency.RULES, *leaders.RULES, *peering.RULES,
                                *pools.RULES, *ec.RULES, *disks.RULES, *host.RULES,
                                *triage.RULES, *mclock.RULES, *release.RULES,
-                               *capacity.RULES)
+                               *capacity.RULES,
+                               *network.RULES, *failing_disk.RULES, *mclock_capacity.RULES)
 BY_ID: dict[str, type[Rule]] = {r.id: r for r in ALL}
 # The rules an incident is read by: the triage view shows their findings.
 TRIAGE: tuple[type[Rule], ...] = (
