@@ -152,17 +152,6 @@ class Host:
     tuned_profile: str | None = None  # None: unknown; "" : tuned not installed or no profile
     udev: bool | None = None  # False: no udev database here (a container), disks from sysfs
     disk_events: tuple[DiskEvent, ...] = ()  # disks that appeared or vanished since the last poll
-    nics: tuple[Nic, ...] = ()  # its network interfaces' packet rates since the last poll
-
-
-@dataclass(frozen=True, slots=True)
-class Nic:
-    """One network interface's packets, drops and errors per second since the last poll."""
-
-    name: str  # "eth0", "bond0"
-    packets: float  # received + sent
-    drops: float  # dropped in + out
-    errors: float  # errors in + out
 
 
 @dataclass(frozen=True, slots=True)

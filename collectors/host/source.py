@@ -28,7 +28,6 @@ from stormdeck.collectors.host.disks import (
     open_block_devices,
     parse_diskstats,
 )
-from stormdeck.collectors.host.network import nic_counters, nic_rates
 from stormdeck.collectors.host.processes import (
     OSD_NAMES,
     DaemonFsids,
@@ -69,7 +68,6 @@ class HostSource:
         self._procs: dict[tuple[int, float], _ProcSample] = {}
         self._disks: tuple[float, dict[str, DiskCounters]] | None = None
         self._cpu: Any = None
-        self._nics: tuple[float, dict[str, Any]] | None = None
 
     def close(self) -> None:
         if self.watch is not None:
@@ -86,11 +84,9 @@ class HostSource:
         t = psutil.cpu_times()
         busy, iowait = cpu_busy(self._cpu, t) if self._cpu is not None else (None, None)
         self._cpu = t
-        now, counters = time.monotonic(), nic_counters()
-        nics, self._nics = nic_rates(self._nics, now, counters), (now, counters)
         return Host(name=self.hostname, cpus=psutil.cpu_count(), cpu_busy=busy, iowait=iowait,
                     load1=os.getloadavg()[0], tuned_profile=tuned_profile(),
-                    udev=self.devices.udev, disk_events=self._disk_events, nics=nics)
+                    udev=self.devices.udev, disk_events=self._disk_events)
 
     def _belongs(self, pid: int, argv: list[str]) -> bool:
         return self.fsid is None or self._fsids.of(pid, argv) == self.fsid
