@@ -6,12 +6,11 @@ from stormdeck.advisors.rules import (
     disks,
     ec,
     failing_disk,
+    heartbeats,
     host,
     latency,
     leaders,
     mclock,
-    mclock_capacity,
-    network,
     peering,
     pools,
     release,
@@ -23,7 +22,7 @@ ALL: tuple[type[Rule], ...] = (*cpu.RULES, *latency.RULES, *leaders.RULES, *peer
                                *pools.RULES, *ec.RULES, *disks.RULES, *host.RULES,
                                *triage.RULES, *mclock.RULES, *release.RULES,
                                *capacity.RULES,
-                               *network.RULES, *failing_disk.RULES, *mclock_capacity.RULES)
+                               *heartbeats.RULES, *failing_disk.RULES)
 BY_ID: dict[str, type[Rule]] = {r.id: r for r in ALL}
 # The rules an incident is read by: the triage view shows their findings.
 TRIAGE: tuple[type[Rule], ...] = (

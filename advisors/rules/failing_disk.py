@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 
 from stormdeck.advisors.model import Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule
-from stormdeck.advisors.rules.network import flapped
+from stormdeck.advisors.rules.heartbeats import flapped
 from stormdeck.collectors.model import Daemon, HealthCheck, Snapshot, disk_key
 
 _OSD = re.compile(r"\bosd\.(\d+)\b")

@@ -71,8 +71,6 @@ WATCHED_OPTIONS = (
     "osd_recovery_max_active_ssd",
     # Fast EC for new pools and their stripe unit (K5.2, K8.6; Tentacle's osd pool create).
     "osd_pool_default_flag_ec_optimizations", "osd_pool_erasure_code_stripe_unit",
-    # mClock's IOPS capacity per OSD: the boot bench stores it as osd.N.
-    "osd_mclock_max_capacity_iops_hdd", "osd_mclock_max_capacity_iops_ssd",
 )
 
 

@@ -334,7 +334,7 @@ CASES: dict[str, tuple[Callable[[], History], Callable[[], History], Severity]] 
 }
 
 
-CASES.update(RULES2_CASES)  # the network, failing-disk and mClock-capacity rules
+CASES.update(RULES2_CASES)  # the slow-heartbeat and failing-disk rules
 
 
 # What `stormdeck validate` measured, for the rules that act on it only.

@@ -1,17 +1,13 @@
-"""The network, failing-disk and mClock-capacity rules on the lab capture edited into shape."""
+"""The slow-heartbeat and failing-disk rules on the lab capture edited into shape."""
 
 from __future__ import annotations
 
-import time
-from collections import namedtuple
 from collections.abc import Callable
-from dataclasses import replace
 
 from stormdeck.advisors.model import Severity
 from stormdeck.advisors.rules import BY_ID
-from stormdeck.collectors.host.network import nic_rates
-from stormdeck.collectors.model import ConfigOption, HealthCheck, Nic, Snapshot
-from tests.captured import firing, history, run, with_cluster, with_config, with_daemon
+from stormdeck.collectors.model import HealthCheck, Snapshot
+from tests.captured import firing, history, run, with_cluster, with_daemon
 
 History = list[Snapshot]
 Edit = Callable[[Snapshot, int], Snapshot]
@@ -51,14 +47,6 @@ def slow_ops(osd: str) -> Edit:
     return lambda s, i: with_cluster(s, slow_ops=3, slow_ops_daemons=(osd,))
 
 
-def nics(drops: float, errors: float = 0.0, packets: float = 1000.0) -> Edit:
-    def edit(s: Snapshot, i: int) -> Snapshot:
-        h = s.hosts["vm"]
-        nic = Nic(name="eth0", packets=packets, drops=drops, errors=errors)
-        return replace(s, hosts={**s.hosts, "vm": replace(h, nics=(nic,))})
-    return edit
-
-
 # ---- slow heartbeats ------------------------------------------------------------------
 
 def test_slow_heartbeats_beside_flapping_are_critical_and_name_the_shared_osd() -> None:
@@ -76,51 +64,11 @@ def test_slow_heartbeats_beside_slow_ops_warn() -> None:
     assert f.severity == Severity.WARNING and "osd.2 have slow ops" in f.summary
 
 
-def test_slow_heartbeats_beside_nic_drops_name_the_nic() -> None:
-    (f,) = firing(run(long(both(checks(SLOW_BACK), nics(drops=30.0)))),
-                  "ceph.network.slow_heartbeats")
-    assert any(p.startswith("vm eth0: 30.0 drops/s") for p in f.procedure), f.procedure
-
-
 def test_slow_heartbeats_alone_are_left_to_the_health_floor() -> None:
     # Nothing ties them to a symptom: Ceph's own check says it (ceph.health.check).
     assert not firing(run(long(checks(SLOW_BACK))), "ceph.network.slow_heartbeats")
     # Flapping without slow heartbeats is the flapping rule's, not this one's.
     assert not firing(run(long(flapping("osd.1"))), "ceph.network.slow_heartbeats")
-
-
-# ---- NICs ---------------------------------------------------------------------------
-
-def test_nic_errors_follow_ceph_mixins_bounds() -> None:
-    rule = "host.nic.errors"
-    # 0.01% of the packets, or 10 per second (CephNodeNetworkPacketDrops/Errors).
-    assert firing(run(long(nics(drops=0.2, packets=1000.0))), rule)  # 0.02%
-    assert firing(run(long(nics(drops=12.0, packets=10 ** 7))), rule)  # 12/s
-    (f,) = firing(run(long(nics(drops=0.0, errors=0.5))), rule)
-    assert f.target == "vm:eth0" and "errors/s" in f.summary
-    assert not firing(run(long(nics(drops=0.05, packets=1000.0))), rule)  # 0.005%, 0.05/s
-
-
-def test_nic_rates_from_two_polls_skip_resets_and_new_interfaces() -> None:
-    C = namedtuple("C", "packets_recv packets_sent dropin dropout errin errout")
-    a = {"eth0": C(100, 100, 0, 0, 0, 0), "eth1": C(50, 0, 9, 0, 0, 0)}
-    b = {"eth0": C(1100, 1100, 4, 2, 1, 0), "eth1": C(10, 0, 0, 0, 0, 0),
-         "eth2": C(5, 5, 0, 0, 0, 0)}
-    assert nic_rates(None, 10.0, b) == ()
-    (eth0,) = nic_rates((0.0, a), 2.0, b)
-    assert eth0 == Nic("eth0", packets=1000.0, drops=3.0, errors=0.5)
-
-
-def test_the_host_source_reads_this_hosts_nics() -> None:
-    from stormdeck.collectors.host.source import HostSource
-    src = HostSource(watch=False)
-    try:
-        assert not src.poll().hosts[src.hostname].nics  # the first poll has no rates yet
-        time.sleep(0.2)
-        got = src.poll().hosts[src.hostname].nics
-    finally:
-        src.close()
-    assert got and all(n.name != "lo" and n.packets >= 0 and n.drops >= 0 for n in got)
 
 
 # ---- failing disk ---------------------------------------------------------------------
@@ -171,56 +119,13 @@ def test_a_recent_crash_counts_only_beside_flapping() -> None:
     assert f.target == "osd.2" and "crashed and went down and up" in f.summary
 
 
-# ---- mClock capacity -----------------------------------------------------------------
-
-def mclock(values: dict[str, str], kind: str = "hdd", exists: bool = True) -> Edit:
-    name = f"osd_mclock_max_capacity_iops_{kind}"
-    opt = ConfigOption(name, exists=exists, runtime=True,
-                       default="315.000000" if kind == "hdd" else "21500.000000",
-                       type="float", values=values)
-
-    def edit(s: Snapshot, i: int) -> Snapshot:
-        s = with_config(s, "osd_op_queue", "osd", "mclock_scheduler")
-        assert s.cluster is not None
-        return with_cluster(s, config={**s.cluster.config, name: opt})
-    return edit
-
-
-def test_mclock_capacity_outlier_warns_and_fallback_informs() -> None:
-    rule = "ceph.mclock.capacity"
-    found = {f.target: f for f in firing(run(long(mclock(
-        {"osd.0": "310.5", "osd.1": "290.1", "osd.2": "1.2"}))), rule)}
-    assert set(found) == {"osd.2"} and found["osd.2"].severity == Severity.WARNING
-    assert "the median 290.1 of 3 hdd OSDs" in found["osd.2"].summary
-    found = {f.target: f for f in firing(run(long(mclock({"osd.0": "310.5"}))), rule)}
-    assert set(found) == {"osd.1", "osd.2"}
-    assert all(f.severity == Severity.INFO and "fallback" in f.summary
-               for f in found.values())
-
-
-def test_mclock_capacity_is_silent_under_wpq_and_where_measured_alike() -> None:
-    rule = "ceph.mclock.capacity"
-    assert not firing(run(long(mclock({"osd.0": "300", "osd.1": "310", "osd.2": "280"}))),
-                      rule)
-    # The lab's Pacific runs wpq: the capacity means nothing there.
-    wpq = lambda s, i: with_config(mclock({})(s, i), "osd_op_queue", "osd", "wpq")  # noqa: E731
-    assert not firing(run(long(wpq)), rule)
-    assert not firing(run(long(mclock({}, exists=False))), rule)
-
-
 # The shared bad/healthy table (tests/unit/test_rules.py takes these in).
 CASES: dict[str, tuple[Callable[[], History], Callable[[], History], Severity]] = {
     "ceph.network.slow_heartbeats": (lambda: long(both(checks(SLOW_BACK), slow_ops("osd.2"))),
                                      lambda: long(checks(SLOW_BACK)), Severity.WARNING),
-    "host.nic.errors": (lambda: long(nics(drops=30.0)), lambda: long(nics(drops=0.0)),
-                        Severity.WARNING),
     "ceph.osd.failing_disk": (lambda: long(checks(REPAIRS)),
                               lambda: long(checks(damaged(("2.5", "1,0,2")))),
                               Severity.WARNING),
-    "ceph.mclock.capacity": (lambda: long(mclock({"osd.0": "300", "osd.1": "310",
-                                                  "osd.2": "3000"})),
-                             lambda: long(mclock({"osd.0": "300", "osd.1": "310",
-                                                  "osd.2": "280"})), Severity.WARNING),
 }
 
 

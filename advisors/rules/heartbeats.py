@@ -1,4 +1,4 @@
-"""The network behind flapping and slow ops: Ceph's slow heartbeats, and NICs that drop."""
+"""The network behind flapping and slow ops: Ceph's slow heartbeats between OSD pairs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from stormdeck.advisors.model import Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule
-from stormdeck.collectors.model import Cluster, HealthCheck, Snapshot
+from stormdeck.collectors.model import Cluster, HealthCheck
 
 SLOW_PING_CODES = ("OSD_SLOW_PING_TIME_BACK", "OSD_SLOW_PING_TIME_FRONT")
 # The monitors' detail line (src/mon/PGMap.cc, PGMap::get_health_checks): "Slow OSD
@@ -47,36 +47,6 @@ def flapped(ctx: Context, ids: Iterable[str]) -> list[str]:
                   and len(set(ctx.daemon_values(i, "up"))) > 1)
 
 
-def nic_trouble(ctx: Context, host: str) -> list[str]:
-    """The NICs of `host` over ceph-mixin's drop/error thresholds, as text."""
-    return [f"{host} {name}: {what}" for name, what, _ in
-            nic_rates_over(ctx.window, host, float(ctx.p("max_ratio")),
-                           float(ctx.p("max_per_second")))]
-
-
-def nic_rates_over(window: Sequence[Snapshot], host: str, max_ratio: float,
-                   max_per_second: float) -> list[tuple[str, str, float]]:
-    """Each NIC of `host` whose mean drop or error rate over the window passes either
-    bound: (NIC, what, per second). Means of the per-poll rates the host source gave."""
-    sums: dict[str, list[float]] = {}
-    for s in window:
-        h = s.hosts.get(host)
-        for n in (h.nics if h is not None else ()):
-            acc = sums.setdefault(n.name, [0.0, 0.0, 0.0, 0.0])
-            acc[0] += n.packets
-            acc[1] += n.drops
-            acc[2] += n.errors
-            acc[3] += 1
-    out = []
-    for name, (packets, drops, errors, n) in sorted(sums.items()):
-        for what, bad in (("drops", drops), ("errors", errors)):
-            rate = bad / n
-            share = bad / packets if packets > 0 else 0.0
-            if bad > 0 and (share >= max_ratio or rate >= max_per_second):
-                out.append((name, f"{rate:.1f} {what}/s ({share:.3%} of packets)", rate))
-    return out
-
-
 class SlowHeartbeats(Rule):
     id = "ceph.network.slow_heartbeats"
     title = "Slow heartbeats between OSDs behind flapping or slow ops"
@@ -89,8 +59,8 @@ class SlowHeartbeats(Rule):
         "MTU mismatch), not the OSDs: OSDs whose heartbeats miss the grace are reported "
         "down and come back (flapping), and replication to them waits (slow ops). This "
         "rule fires where Ceph's check and such a symptom meet, names the slowest pairs "
-        "and the OSD and host most of them share, and adds the NIC drops and errors the "
-        "host source measured there. Ceph's raw check stays in `ceph.health.check`.")
+        "and the OSD and host most of them share. Alone, Ceph's check stays Ceph's "
+        "(`ceph.health.check`); a NIC's own drops and errors are `host.nic_errors`.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         c: Cluster | None = ctx.cluster
@@ -101,8 +71,7 @@ class SlowHeartbeats(Rule):
         flappers = flapped(ctx, named)
         slow = sorted(named & set(c.slow_ops_daemons))
         hosts = {d.id: d.host for d in ctx.osds() if d.id in named and d.host}
-        nics = [t for h in sorted(set(hosts.values())) for t in nic_trouble(ctx, h)]
-        fire = bool(pairs) and bool(flappers or slow or nics)
+        fire = bool(pairs) and bool(flappers or slow)
         if not fire and not ctx.matters("cluster", False):
             return
         common = Counter(o for p in pairs for o in (p.source, p.to)).most_common(1)
@@ -114,8 +83,6 @@ class SlowHeartbeats(Rule):
             ties.append(f"{', '.join(flappers)} went down and up")
         if slow:
             ties.append(f"{', '.join(slow)} have slow ops")
-        if nics:
-            ties.append("NICs drop or err")
         shown = "; ".join(f"{p.source}->{p.to} {p.network} {p.ms:.0f} ms" for p in pairs[:4])
         summary = (f"{len(pairs)} slow heartbeat pairs ({shown})"
                    + (f"; {shared[0]} is in {shared[1]} of them" if shared else "")
@@ -143,65 +110,8 @@ class SlowHeartbeats(Rule):
                 "side only drops big frames and lets pings of the default size through).",
                 "Holding flapping OSDs down does not fix a network: if many flap at once, "
                 "a short `ceph osd set nodown` with `ceph osd set noout` stops the churn "
-                "while the network is fixed; unset both after.",
-                *nics[:4]),
+                "while the network is fixed; unset both after."),
             badness=(pairs[0].ms if pairs else 0.0) + 1e6 * len(flappers))
 
 
-class NicErrors(Rule):
-    id = "host.nic.errors"
-    title = "A network interface drops packets or has errors"
-    source = "nic-drops-and-errors"
-    explanation = (
-        "Drops and errors on a storage host's NIC (the kernel's counters, /proc/net/dev, "
-        "as psutil reads them) cost retransmits: heartbeats late, OSDs reported down, "
-        "replication and client IO slow. ceph-mixin's CephNodeNetworkPacketDrops and "
-        "CephNodeNetworkPacketErrors fire when drops or errors (in plus out) reach 0.01% "
-        "of the packets or 10 per second; this rule uses the same bounds over its window "
-        "(rates from the host source's polls), per host and interface, loopback left out.")
-
-    def check(self, ctx: Context) -> Iterable[Check]:
-        ratio, per_s = float(ctx.p("max_ratio")), float(ctx.p("max_per_second"))
-        for host, h in ctx.latest.hosts.items():
-            if not h.nics:
-                continue
-            bad = nic_rates_over(ctx.window, host, ratio, per_s)
-            by_nic: dict[str, list[tuple[str, float]]] = {}
-            for name, what, rate in bad:
-                by_nic.setdefault(name, []).append((what, rate))
-            for n in h.nics:
-                found = by_nic.get(n.name)
-                target = f"{host}:{n.name}"
-                if not ctx.matters(target, bool(found)):
-                    continue
-                yield Check(
-                    target=target, fire=bool(found), clear=not found,
-                    severity=Severity.WARNING,
-                    summary=f"{host} {n.name}: " + "; ".join(w for w, _ in found or ()),
-                    evidence=(ctx.evidence("drops", self._series(ctx, host, n.name, "drops"),
-                                           "/s"),
-                              ctx.evidence("errors", self._series(ctx, host, n.name,
-                                                                  "errors"), "/s")),
-                    procedure=(
-                        f"`ip -s link show {n.name}` and `ethtool -S {n.name}` on {host}: "
-                        "which counter rises (rx_missed/no-buffer: ring or CPU; CRC and "
-                        "frame errors: cable, optic or switch port).",
-                        "Drops while the CPUs are busy: ring size (`ethtool -g`), IRQ "
-                        "spread; errors: swap the cable or optic, check the switch port's "
-                        "own counters.",
-                        f"A bond: /proc/net/bonding/{n.name} shows each slave's state and "
-                        "link failures."),
-                    badness=max((r for _, r in found or ()), default=0.0))
-
-    @staticmethod
-    def _series(ctx: Context, host: str, nic: str, attr: str) -> list[float]:
-        out = []
-        for s in ctx.window:
-            h = s.hosts.get(host)
-            for n in (h.nics if h is not None else ()):
-                if n.name == nic:
-                    out.append(float(getattr(n, attr)))
-        return out
-
-
-RULES = (SlowHeartbeats, NicErrors)
+RULES = (SlowHeartbeats,)
