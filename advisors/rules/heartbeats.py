@@ -67,7 +67,15 @@ class SlowHeartbeats(Rule):
         if c is None:
             return
         pairs = slow_pairs(c.checks)
+        # Every OSD a slow pair named within the window: an OSD that went down and came
+        # back starts its ping statistics afresh, and drops out of Ceph's list for a while.
         named = {o for p in pairs for o in (p.source, p.to)}
+        last = None
+        for snap in ctx.window if pairs else ():
+            checks = snap.cluster.checks if snap.cluster else ()
+            if checks is not last:
+                named |= {o for p in slow_pairs(checks) for o in (p.source, p.to)}
+                last = checks
         flappers = flapped(ctx, named)
         slow = sorted(named & set(c.slow_ops_daemons))
         hosts = {d.id: d.host for d in ctx.osds() if d.id in named and d.host}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from stormdeck.advisors.model import Severity
 from stormdeck.advisors.rules import BY_ID
@@ -131,3 +132,42 @@ CASES: dict[str, tuple[Callable[[], History], Callable[[], History], Severity]] 
 
 def test_every_case_is_a_registered_rule() -> None:
     assert set(CASES) <= set(BY_ID)
+
+
+# ---- PGs per OSD ----------------------------------------------------------------------
+
+def few_pgs(mode: str, pgs: int = 12) -> Edit:
+    def edit(s: Snapshot, i: int) -> Snapshot:
+        assert s.cluster is not None
+        s = with_cluster(s, pools=tuple(replace(p, autoscale_mode=mode)
+                                        for p in s.cluster.pools))
+        for n in range(3):
+            s = with_daemon(s, f"osd.{n}", pgs=pgs + n)
+        return s
+    return edit
+
+
+def test_too_few_pgs_per_osd_informs_only_without_the_autoscaler() -> None:
+    rule = "ceph.osd.pgs_too_few"
+    (f,) = firing(run(long(few_pgs("warn"), n=40)), rule)
+    assert f.severity == Severity.INFO and f.summary.startswith("13 PGs per OSD")
+    assert "Ceph aims at 100" in f.summary
+    assert not firing(run(long(few_pgs("on"), n=40)), rule)  # the autoscaler's business
+    assert not firing(run(long(few_pgs("off", pgs=64), n=40)), rule)
+
+
+CASES["ceph.osd.pgs_too_few"] = (lambda: long(few_pgs("off"), n=40),
+                                 lambda: long(few_pgs("off", pgs=64), n=40), Severity.INFO)
+
+
+def test_an_osd_named_earlier_in_the_window_still_ties() -> None:
+    # osd.2 flapped and came back: its ping statistics start afresh and Ceph's list no
+    # longer names it; it did a minute ago.
+    later = HealthCheck(SLOW_BACK.code, SLOW_BACK.severity, SLOW_BACK.summary,
+                        detail=SLOW_BACK.detail[:1])  # osd.1 -> osd.0 only
+
+    def edit(s: Snapshot, i: int) -> Snapshot:
+        s = checks(SLOW_BACK if i < 20 else later)(s, i)
+        return with_daemon(s, "osd.2", up=i != 22)
+    (f,) = firing(run(long(edit)), "ceph.network.slow_heartbeats")
+    assert "osd.2 went down and up" in f.summary and f.severity == Severity.CRITICAL
