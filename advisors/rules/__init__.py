@@ -12,6 +12,7 @@ from stormdeck.advisors.rules import (
     leaders,
     mclock,
     peering,
+    pg_density,
     pools,
     release,
     triage,
@@ -22,7 +23,7 @@ ALL: tuple[type[Rule], ...] = (*cpu.RULES, *latency.RULES, *leaders.RULES, *peer
                                *pools.RULES, *ec.RULES, *disks.RULES, *host.RULES,
                                *triage.RULES, *mclock.RULES, *release.RULES,
                                *capacity.RULES,
-                               *heartbeats.RULES, *failing_disk.RULES)
+                               *heartbeats.RULES, *failing_disk.RULES, *pg_density.RULES)
 BY_ID: dict[str, type[Rule]] = {r.id: r for r in ALL}
 # The rules an incident is read by: the triage view shows their findings.
 TRIAGE: tuple[type[Rule], ...] = (
