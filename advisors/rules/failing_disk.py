@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from stormdeck.advisors.model import Check, Severity
+from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule
 from stormdeck.advisors.rules.heartbeats import flapped
 from stormdeck.collectors.model import Daemon, HealthCheck, Snapshot, disk_key

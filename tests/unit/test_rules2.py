@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from stormdeck.advisors.model import Severity
+from stormdeck.advisors.findings import Severity
 from stormdeck.advisors.rules import BY_ID
 from stormdeck.collectors.model import HealthCheck, Snapshot
 from tests.captured import firing, history, run, with_cluster, with_daemon
