@@ -1,17 +1,19 @@
-"""Slow heartbeats on the real lab: Ceph's own check, quiet alone, critical beside an OSD down."""
+"""The incident-cause rules on the real lab: slow heartbeats beside an OSD down, a read repaired."""
 
 from __future__ import annotations
 
+import json
+import time
 from dataclasses import replace
 
 import pytest
 
 from stormdeck.advisors.engine import Engine
-from stormdeck.advisors.model import Severity
+from stormdeck.advisors.findings import Severity
 from stormdeck.advisors.rules.heartbeats import slow_pairs
 from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.ceph.source import CephSource
-from stormdeck.collectors.hub import History, Hub
+from stormdeck.collectors.hub import History, Hub, merge
 from tests.conftest import LabCluster, ceph_json, eventually
 
 pytestmark = pytest.mark.integration
@@ -63,3 +65,55 @@ def test_slow_heartbeats_are_tied_to_an_osd_that_went_down(lab_cluster: LabClust
         finally:
             hub.stop()
             cluster.shutdown()
+
+
+def test_a_read_repaired_from_a_replica_names_the_osd_and_its_disk(
+        lab_cluster: LabCluster) -> None:
+    # BlueStore's debug injection makes the primary's copy of one object fail to read;
+    # the read is then served and repaired from a replica, and the OSD counts it. With
+    # mon_osd_warn_num_repaired at 0, Ceph raises OSD_TOO_MANY_REPAIRS for that OSD.
+    cluster = lab_cluster.rados()
+    pool, obj = "rules2-repair", "victim"
+    rule = "ceph.osd.failing_disk"
+    engine = Engine(load_settings(), mutes=None)
+    source = CephSource(conffile=str(lab_cluster.conf))
+    primary = None
+    try:
+        ceph_json(cluster, "osd pool create", pool=pool, pg_num=1, pgp_num=1)
+        # The lab's pools have one copy by default: a repair needs a second.
+        ceph_json(cluster, "osd pool set", pool=pool, var="size", val="2",
+                  yes_i_really_mean_it=True)
+        ioctx = cluster.open_ioctx(pool)
+        ioctx.write_full(obj, b"x" * 4096)
+        eventually(lambda: len(ceph_json(cluster, "osd map", pool=pool, object=obj)
+                               ["acting"]) == 2, 30)
+        where = ceph_json(cluster, "osd map", pool=pool, object=obj)
+        primary = int(where["acting_primary"])
+        ceph_json(cluster, "config set", who=f"osd.{primary}",
+                  name="bluestore_debug_inject_read_err", value="true")
+        ret, _out, err = cluster.osd_command(primary, json.dumps(
+            {"prefix": "injectdataerr", "pool": pool, "objname": obj}), b"", timeout=30)
+        assert ret == 0, err
+        assert ioctx.read(obj, 4096) == b"x" * 4096  # served from a replica, repaired
+        ioctx.close()
+        ceph_json(cluster, "config set", who="global", name="mon_osd_warn_num_repaired",
+                  value="0")
+        history: list = []
+
+        def named() -> list:
+            history.append(merge([source.poll()], now=time.time()))
+            return [f for f in engine.evaluate(history)
+                    if f.rule == rule and f.state == "firing"]
+
+        (f,) = eventually(named, 60, interval=1.0)
+        assert f.target == f"osd.{primary}" and f.severity == Severity.WARNING, f
+        assert "reads repaired" in f.summary and "/dev/" in f.summary, f.summary
+    finally:
+        ceph_json(cluster, "config rm", who="global", name="mon_osd_warn_num_repaired")
+        if primary is not None:
+            ceph_json(cluster, "config rm", who=f"osd.{primary}",
+                      name="bluestore_debug_inject_read_err")
+        ceph_json(cluster, "osd pool rm", pool=pool, pool2=pool,
+                  yes_i_really_really_mean_it=True)
+        cluster.shutdown()
+        source.close()
