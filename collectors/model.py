@@ -279,6 +279,7 @@ class Cluster:
     recovering_objects_per_sec: float | None = None
     degraded_objects: int | None = None
     misplaced_objects: int | None = None
+    num_objects: int | None = None  # `status` pgmap: objects stored, before replication
     log: tuple[LogEntry, ...] = ()  # the newest last
     config_log: tuple[ConfigChange, ...] = ()  # the newest last
 

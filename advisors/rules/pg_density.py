@@ -32,7 +32,9 @@ class PgsTooFew(Rule):
         "older releases raised TOO_FEW_PGS below mon_pg_warn_min_per_osd = 30, a check "
         "turned off (0) once the autoscaler came. This rule uses that 30 (min_per_osd): the "
         "mean of the PGs each up-and-in OSD holds (`osd df` PGS, replicas counted). Judged "
-        "only when a pool's autoscaler is off or in warn mode; with it on, pg_num is its "
+        "once the cluster stores min_objects (10000, the old mon_pg_warn_min_objects "
+        "guard) and only when a pool's autoscaler is off or in warn mode; with it on, "
+        "pg_num is its "
         "business. Information: raising pg_num splits PGs and moves data, so it is "
         "planned, not done in an incident.")
 
@@ -42,6 +44,8 @@ class PgsTooFew(Rule):
             return
         if mgr_blind(c):
             return  # a mgr no OSD reports to yet counts 0 PGs everywhere: not judged
+        if c.num_objects is None or c.num_objects < int(ctx.p("min_objects")):
+            return  # little data: nothing to spread unevenly yet
         counts = [d.pgs for d in ctx.osds() if d.pgs is not None and d.up and d.in_]
         if not counts:
             return

@@ -72,6 +72,7 @@ def parse_status(d: Mapping[str, Any]) -> dict[str, Any]:
         "recovering_objects_per_sec": float(pgmap.get("recovering_objects_per_sec", 0)),
         "degraded_objects": int(pgmap.get("degraded_objects", 0)),
         "misplaced_objects": int(pgmap.get("misplaced_objects", 0)),
+        "num_objects": _int(pgmap.get("num_objects")),
     }
 
 

@@ -46,6 +46,9 @@ def test_a_healthy_idle_lab_raises_nothing_untrue(release_cluster: LabCluster,
     # has a volatile write cache nobody measured (information: measure, change nothing).
     # Nothing else.
     expected = {"host.tuned_profile", "disk.write_cache_on"}
+    # The lab turns the autoscaler off (lab/state.py) and keeps one copy per pool: once
+    # earlier tests stored 10,000 objects, its few PGs per OSD are information too.
+    expected.add("ceph.osd.pgs_too_few")
     if lab_cluster.release in ("pacific", "reef"):
         expected.add("ceph.release.advisory")
         assert "ceph.release.advisory" in {f["rule"] for f in firing}

@@ -136,24 +136,25 @@ def test_every_case_is_a_registered_rule() -> None:
 
 # ---- PGs per OSD ----------------------------------------------------------------------
 
-def few_pgs(mode: str, pgs: int = 12) -> Edit:
+def few_pgs(mode: str, pgs: int = 12, objects: int = 50_000) -> Edit:
     def edit(s: Snapshot, i: int) -> Snapshot:
         assert s.cluster is not None
-        s = with_cluster(s, pools=tuple(replace(p, autoscale_mode=mode)
-                                        for p in s.cluster.pools))
+        s = with_cluster(s, num_objects=objects, pools=tuple(
+            replace(p, autoscale_mode=mode) for p in s.cluster.pools))
         for n in range(3):
             s = with_daemon(s, f"osd.{n}", pgs=pgs + n)
         return s
     return edit
 
 
-def test_too_few_pgs_per_osd_informs_only_without_the_autoscaler() -> None:
+def test_too_few_pgs_per_osd_informs_only_without_the_autoscaler_and_with_data() -> None:
     rule = "ceph.osd.pgs_too_few"
     (f,) = firing(run(long(few_pgs("warn"), n=40)), rule)
     assert f.severity == Severity.INFO and f.summary.startswith("13 PGs per OSD")
     assert "Ceph aims at 100" in f.summary
     assert not firing(run(long(few_pgs("on"), n=40)), rule)  # the autoscaler's business
     assert not firing(run(long(few_pgs("off", pgs=64), n=40)), rule)
+    assert not firing(run(long(few_pgs("off", objects=7028), n=40)), rule)  # the lab's
 
 
 CASES["ceph.osd.pgs_too_few"] = (lambda: long(few_pgs("off"), n=40),
