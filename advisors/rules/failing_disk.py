@@ -140,7 +140,9 @@ class FailingDisk(Rule):
                     "peers still hold the data (they need room for it: `ceph osd df`), "
                     "wait for recovery to finish, then replace the disk.",
                     "`ceph crash ls-new` / `ceph crash info ID` for its crashes; `ceph crash "
-                    "archive ID` once read."),
+                    "archive ID` once read; `ceph tell "
+                    f"{d.id} clear_shards_repaired` resets its repair count once the disk is "
+                    "replaced or cleared."),
                 badness=float(len(found)))
 
 

@@ -113,6 +113,8 @@ def test_a_read_repaired_from_a_replica_names_the_osd_and_its_disk(
         if primary is not None:
             ceph_json(cluster, "config rm", who=f"osd.{primary}",
                       name="bluestore_debug_inject_read_err")
+            cluster.osd_command(primary, json.dumps({"prefix": "clear_shards_repaired"}), b"",
+                                timeout=30)
         ceph_json(cluster, "osd pool rm", pool=pool, pool2=pool,
                   yes_i_really_really_mean_it=True)
         cluster.shutdown()
