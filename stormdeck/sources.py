@@ -76,7 +76,7 @@ def addr_list(text: Any) -> str:
 
 def label_matcher(text: Any) -> str:
     """A PromQL label matcher list: cluster="prod" or cluster="prod",dc=~"eu.*"."""
-    from stormdeck.collectors.promql import MatcherError, parse_matchers
+    from stormdeck.collectors.prometheus.promql import MatcherError, parse_matchers
 
     if not isinstance(text, str):
         raise argparse.ArgumentTypeError('takes a label matcher like cluster="prod"')
@@ -298,7 +298,7 @@ def ceph_source(client: CephClient) -> Source:
 
 
 def prometheus_source(args: argparse.Namespace) -> Source:
-    from stormdeck.collectors.prometheus import PrometheusSource
+    from stormdeck.collectors.prometheus.source import PrometheusSource
 
     if getattr(args, "prometheus_insecure", False) and getattr(args, "prometheus_ca", None):
         raise UserError("--prometheus-ca and --prometheus-insecure contradict each other: "

@@ -13,14 +13,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors import overrides
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.ceph import CephSource
 from stormdeck.collectors.hub import History, Hub
-from stormdeck.collectors.prometheus import PrometheusSource
+from stormdeck.collectors.prometheus.source import PrometheusSource
 from stormdeck.lab.cluster import SCRAPE_INTERVAL
-
 from tests.conftest import (
     LabCluster,
     ceph_json,

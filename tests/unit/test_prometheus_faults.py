@@ -8,9 +8,11 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
 from stormdeck.collectors.host import HostSource
 from stormdeck.collectors.hub import Hub
-from stormdeck.collectors.prometheus import PrometheusError, PrometheusSource
+from stormdeck.collectors.prometheus.client import PrometheusError
+from stormdeck.collectors.prometheus.source import PrometheusSource
 
 
 @pytest.fixture

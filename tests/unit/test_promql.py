@@ -1,6 +1,6 @@
 """The label matcher: checked as Prometheus would, and put into every vector selector.
 
-Checked on stormdeck's own queries (collectors/prometheus.py) and on ceph-mixin's alert
+Checked on stormdeck's own queries (collectors/prometheus/queries.py) and on ceph-mixin's alert
 expressions, and every rewritten expression is parsed by Prometheus' own promtool.
 """
 
@@ -11,8 +11,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from stormdeck.collectors.prometheus import ALL_QUERIES, RATE, PrometheusSource, rate_window
-from stormdeck.collectors.promql import MatcherError, inject, parse_matchers
+
+from stormdeck.collectors.prometheus.promql import MatcherError, inject, parse_matchers
+from stormdeck.collectors.prometheus.queries import ALL_QUERIES, RATE, rate_window
+from stormdeck.collectors.prometheus.source import PrometheusSource
 
 M = 'cluster="prod"'
 

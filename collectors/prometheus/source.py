@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from stormdeck.base.secrets import redact_urls, redact_value, safe_url
+from stormdeck.base.secrets import redact_value
 from stormdeck.collectors.model import (
     Cluster,
     CurveCluster,
@@ -27,124 +27,22 @@ from stormdeck.collectors.model import (
     Partial,
     Pool,
 )
-
-RATE = "2m"  # the queries as written: four scrapes at the default 30 s interval
-SCRAPE_INTERVAL = 30.0  # seconds, what --prometheus-scrape-interval assumes unless told
-
-
-def rate_window(scrape_interval: float) -> str:
-    """The range of every rate(): four scrape intervals, as Grafana's $__rate_interval.
-
-    rate() needs two samples in its range and one scrape may fail, so Grafana takes
-    four intervals (grafana.com/blog/2020/09/28, "$__rate_interval for Prometheus
-    rate queries that just work"). A fixed 2m smears a change over two minutes where
-    Prometheus scrapes every 5 s, and misses every other sample where it scrapes
-    once a minute.
-    """
-    return f"{max(1, round(4 * scrape_interval))}s"
-
-# Queries in flight at once: a poll's 37 (55 with Curve) take a round trip per eight,
-# not one each, and stay well under Prometheus's own --query.max-concurrency (20).
-CONCURRENCY = 8
-
-# Per-daemon series, keyed by their `ceph_daemon` label.
-DAEMON_QUERIES: dict[str, str] = {
-    "up": "ceph_osd_up",
-    "in_": "ceph_osd_in",
-    "commit_latency": "ceph_osd_commit_latency_ms / 1000",
-    "apply_latency": "ceph_osd_apply_latency_ms / 1000",
-    "read_iops": f"rate(ceph_osd_op_r[{RATE}])",
-    "write_iops": f"rate(ceph_osd_op_w[{RATE}])",
-    "read_bps": f"rate(ceph_osd_op_r_out_bytes[{RATE}])",
-    "write_bps": f"rate(ceph_osd_op_w_in_bytes[{RATE}])",
-    "op_read_latency": f"rate(ceph_osd_op_r_latency_sum[{RATE}])"
-                       f" / rate(ceph_osd_op_r_latency_count[{RATE}]) > -1",
-    "op_write_latency": f"rate(ceph_osd_op_w_latency_sum[{RATE}])"
-                        f" / rate(ceph_osd_op_w_latency_count[{RATE}]) > -1",
-    # PGs instantiated on the OSD, strays awaiting removal included; librados'
-    # `osd df` counts PGs mapped to it. They agree once strays are purged.
-    "pgs": "ceph_osd_numpg",
-    "utilization": "ceph_osd_stat_bytes_used / ceph_osd_stat_bytes",
-    # CPU: stormdeck's exporter where it runs, else ceph-exporter (Reef+, K7.1).
-    "cores_used": f"sum by (ceph_daemon) (rate(stormdeck_daemon_cpu_seconds_total[{RATE}]))"
-                  f" or sum by (ceph_daemon) (rate(ceph_exporter_cpu_total"
-                  f'{{mode=~"user|kernel|system"}}[{RATE}]))',
-    "cores_allowed": "stormdeck_daemon_cores_allowed",
-    "threads": "stormdeck_daemon_threads",
-    "rss_bytes": "stormdeck_daemon_rss_bytes",
-}
-INT_FIELDS = frozenset({"pgs", "threads", "rss_bytes"})
-BOOL_FIELDS = frozenset({"up", "in_"})
-
-# Disk series from node_exporter, given the host name through node_uname_info.
-_HOSTED = " * on(instance) group_left(nodename) node_uname_info"
-DISK_QUERIES: dict[str, str] = {
-    "disk_util": f"rate(node_disk_io_time_seconds_total[{RATE}])" + _HOSTED,
-    "disk_read_iops": f"rate(node_disk_reads_completed_total[{RATE}])" + _HOSTED,
-    "disk_write_iops": f"rate(node_disk_writes_completed_total[{RATE}])" + _HOSTED,
-    "disk_read_bps": f"rate(node_disk_read_bytes_total[{RATE}])" + _HOSTED,
-    "disk_write_bps": f"rate(node_disk_written_bytes_total[{RATE}])" + _HOSTED,
-    "disk_read_await": f"(rate(node_disk_read_time_seconds_total[{RATE}])"
-                  f" / rate(node_disk_reads_completed_total[{RATE}]) > -1)" + _HOSTED,
-    "disk_write_await": f"(rate(node_disk_write_time_seconds_total[{RATE}])"
-                   f" / rate(node_disk_writes_completed_total[{RATE}]) > -1)" + _HOSTED,
-    "disk_queue_depth": f"rate(node_disk_io_time_weighted_seconds_total[{RATE}])" + _HOSTED,
-}
-
-OTHER_QUERIES: dict[str, str] = {
-    "metadata": "ceph_osd_metadata",
-    "occupation": "ceph_disk_occupation",
-    "health": "ceph_health_status",
-    "slow_ops": "ceph_healthcheck_slow_ops",
-    "pg_total": "sum(ceph_pg_total)",
-    "pg_flags": 'sum by (__name__) ({__name__=~"ceph_pg_[a-z_]+", __name__!="ceph_pg_total"})',
-    "pools": "ceph_pool_metadata",
-    "pool_pgs": "ceph_pg_total",
-    "flags": '{__name__=~"ceph_osd_flag_.+"} == 1',
-    "disk_write_cache": "stormdeck_device_write_cache_on",
-    "disk_device_cache": "stormdeck_device_cache_on",
-    "disk_info": "stormdeck_device_info",
-    "tuned": "stormdeck_host_tuned_profile_info",
-}
-
-# Curve, as Prometheus scrapes each daemon's brpc metrics endpoint: a chunkserver's
-# own series carry its address in the name, and the scrape target in `instance`.
-CURVE_CS = r"chunkserver_[0-9_]+"
-CURVE_QUERIES: dict[str, str] = {
-    "curve_leaders": f'{{__name__=~"{CURVE_CS}_leader_count"}}',
-    "curve_write_latency": f'{{__name__=~"{CURVE_CS}_write_lat_latency"}} / 1e6',
-    "curve_write_latency_p99": f'{{__name__=~"{CURVE_CS}_write_lat_latency_99"}} / 1e6',
-    "curve_write_iops": f'{{__name__=~"{CURVE_CS}_write_iops"}}',
-    "curve_read_iops": f'{{__name__=~"{CURVE_CS}_read_iops"}}',
-    "curve_write_bps": f'{{__name__=~"{CURVE_CS}_write_bps"}}',
-    "curve_read_bps": f'{{__name__=~"{CURVE_CS}_read_bps"}}',
-    "curve_raft_append_latency": "raft_storage_append_entries_latency / 1e6",
-    "curve_raft_append_latency_p99": "raft_storage_append_entries_latency_99 / 1e6",
-    "curve_raft_append_latency_max": "raft_storage_append_entries_max_latency / 1e6",
-    "curve_raft_send_latency": "raft_send_entries_latency / 1e6",
-    "curve_cores_used": "process_cpu_usage",
-    "curve_bthread_usage": "bthread_worker_usage",
-    "curve_bthread_workers": "bthread_worker_count",
-    "curve_config": f'{{__name__=~"{CURVE_CS}_config_.+", conf_value!=""}}',
-    "curve_pools": '{__name__=~"topology_metric_logical_pool_.+_(leadernum_(range|min|max|avg|'
-             'standard_deviation)|copyset_num|chunkserver_num)"}',
-    "curve_cs_leaders_mds": '{__name__=~"topology_metric_chunkserver_id_[0-9]+_(leadernum|'
-                      'leader_count_from_heartbeat|copysetnum)"}',
-    "curve_operators": "mds_scheduler_metric_operator_num",
-}
-
-HEALTH = {0: "HEALTH_OK", 1: "HEALTH_WARN", 2: "HEALTH_ERR"}
-
-# One namespace of query names, so that overriding one by name is unambiguous: a
-# clash would silently replace one field's query with another's.
-ALL_QUERIES = {**DAEMON_QUERIES, **DISK_QUERIES, **OTHER_QUERIES, **CURVE_QUERIES}
-if len(ALL_QUERIES) != sum(map(len, (DAEMON_QUERIES, DISK_QUERIES, OTHER_QUERIES,
-                                     CURVE_QUERIES))):
-    raise RuntimeError("two Prometheus queries share a name")
-
-
-class PrometheusError(Exception):
-    """Prometheus did not answer or refused a query; the text says which."""
+from stormdeck.collectors.prometheus.client import PrometheusClient, PrometheusError
+from stormdeck.collectors.prometheus.promql import inject
+from stormdeck.collectors.prometheus.queries import (
+    ALL_QUERIES,
+    BOOL_FIELDS,
+    CONCURRENCY,
+    CURVE_QUERIES,
+    DAEMON_QUERIES,
+    DISK_QUERIES,
+    HEALTH,
+    INT_FIELDS,
+    OTHER_QUERIES,
+    RATE,
+    SCRAPE_INTERVAL,
+    rate_window,
+)
 
 
 def _value(sample: Mapping[str, Any]) -> float | None:
@@ -153,14 +51,6 @@ def _value(sample: Mapping[str, Any]) -> float | None:
     except (KeyError, IndexError, TypeError, ValueError):
         return None
     return v if math.isfinite(v) else None
-
-
-def _secret(path: str) -> str:
-    """A token or password from its file, without the newline editors add."""
-    from stormdeck.base.files import read_text
-
-    # A regular file of at most 64 KiB: a FIFO or /dev/zero named here must not hang.
-    return read_text(path, 64 << 10).strip()
 
 
 def _short(host: str) -> str:
@@ -188,16 +78,6 @@ class PrometheusSource:
                  user: str | None = None, password_file: str | None = None,
                  concurrency: int = CONCURRENCY,
                  scrape_interval: float = SCRAPE_INTERVAL) -> None:
-        import requests
-        from prometheus_api_client import PrometheusConnect
-        from requests.adapters import HTTPAdapter
-        from stormdeck.collectors.promql import inject
-        from urllib3.util.retry import Retry
-
-        self.url = url.rstrip("/")
-        # What messages show: a password in the URL (http://user:pw@host) never is.
-        self.shown_url = safe_url(self.url)
-        self.timeout = timeout
         self.ceph, self.curve = ceph, curve
         self.window = rate_window(scrape_interval)
         # `[2m]` occurs in the queries only as their range selectors.
@@ -210,36 +90,11 @@ class PrometheusSource:
         self.match = match
         if match:
             self.queries = {k: inject(v, match) for k, v in self.queries.items()}
-        if ca and insecure:
-            raise ValueError("a CA to verify with and no verification contradict each other")
-        session = requests.Session()
-        session.verify = ca if ca else not insecure
-        if insecure:
-            # Asked for by name; a warning per request would only bury the console.
-            import urllib3
-
-            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-        headers = None
-        auth = None
-        if token_file:
-            headers = {"Authorization": f"Bearer {_secret(token_file)}"}
-        if user is not None:
-            if token_file:
-                raise ValueError("a bearer token and basic auth exclude each other")
-            auth = (user, _secret(password_file) if password_file else "")
-        # The client retries with backoff by default, which turns a hung server
-        # into a poll of many timeouts; the next poll is our retry.
-        no_retry = Retry(total=0, raise_on_status=False)
-        self._client = PrometheusConnect(url=self.url, timeout=timeout, session=session,
-                                         headers=headers, auth=auth, retry=no_retry)
-        # The client mounts an adapter for the URL with requests' default of 10 kept
-        # connections; this one, mounted for the same prefix, replaces it with one
-        # sized to the queries in flight, so none is opened and dropped per poll.
-        self.concurrency = max(1, concurrency)
-        self._session = session
-        session.mount(self.url, HTTPAdapter(pool_connections=1,
-                                            pool_maxsize=self.concurrency,
-                                            max_retries=no_retry))
+        self.client = PrometheusClient(url, timeout=timeout, ca=ca, insecure=insecure,
+                                       token_file=token_file, user=user,
+                                       password_file=password_file, concurrency=concurrency)
+        self.url, self.shown_url, self.timeout = url.rstrip("/"), self.client.shown_url, timeout
+        self.concurrency = self.client.concurrency
         # The workers share the session: its urllib3 pool hands each request its own
         # connection under a lock, and Prometheus sets no cookies for them to race on.
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency,
@@ -247,7 +102,7 @@ class PrometheusSource:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self._session.close()
+        self.client.close()
 
     def query_names(self) -> list[str]:
         """The queries one poll sends, the reachability check first."""
@@ -260,40 +115,7 @@ class PrometheusSource:
         return list(dict.fromkeys(names))
 
     def query(self, name: str) -> list[dict[str, Any]]:
-        from prometheus_api_client import PrometheusApiClientException
-
-        expr = self.queries[name]
-        try:
-            result = self._client.custom_query(expr, timeout=self.timeout)
-        except PrometheusApiClientException as exc:
-            if "Status Code 401" in str(exc) or "Status Code 403" in str(exc):
-                raise PrometheusError(
-                    f"Prometheus at {self.shown_url} refused our credentials "
-                    f"({str(exc).split('(')[0].strip()}): set prometheus_token_file, or "
-                    "prometheus_user and prometheus_password_file, for this cluster in the "
-                    "config file") from None
-            raise PrometheusError(f"Prometheus refused the {name} query: "
-                                  f"{redact_urls(str(exc))}") from None
-        except (ValueError, KeyError, TypeError):  # JSON that is torn or of another shape
-            raise PrometheusError(f"Prometheus at {self.shown_url} answered the {name} query with "
-                                  "malformed JSON") from None
-        except Exception as exc:  # requests' connection errors and timeouts
-            from requests.exceptions import SSLError
-
-            if isinstance(exc, SSLError):
-                raise PrometheusError(f"Prometheus at {self.shown_url}: its certificate could not "
-                                      "be verified (give the CA with --prometheus-ca FILE, "
-                                      "or --prometheus-insecure)") from None
-            raise PrometheusError(f"Prometheus at {self.shown_url} did not answer: "
-                                  f"{type(exc).__name__}") from None
-        if not isinstance(result, list):
-            raise PrometheusError(f"Prometheus answered the {name} query with no vector")
-        # Shape-check each sample once here, so the code below can trust it.
-        return [{"metric": s.get("metric") if isinstance(s.get("metric"), dict) else {},
-                 "value": s["value"]}
-                for s in result
-                if isinstance(s, dict) and isinstance(s.get("value"), list)
-                and len(s["value"]) == 2]
+        return self.client.query(self.queries[name], name)
 
     def poll(self) -> Partial:
         names = self.query_names()
