@@ -77,6 +77,7 @@ class History:
         # Every whole snapshot whose daemons moved costs ~5 MB at 10,000 OSDs.
         self.whole = whole
         self._packer = Packer()
+        self._disk_packer = Packer(Disk)  # a fleet's disks move with every scrape too
 
     def append(self, snap: Snapshot) -> None:
         with self._lock:
@@ -89,6 +90,8 @@ class History:
             # Equal content, another representation: a reader holding the old mapping
             # keeps reading it; the Snapshot stays frozen in what it says.
             object.__setattr__(old, "daemons", self._packer.pack(old.daemons))
+        if old.disks and not isinstance(old.disks, PackedDaemons):
+            object.__setattr__(old, "disks", self._disk_packer.pack(old.disks))
 
     def __len__(self) -> int:
         return len(self._items)

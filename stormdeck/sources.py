@@ -147,6 +147,9 @@ def add_source_options(parser: argparse.ArgumentParser) -> None:
                         "system's)")
     g.add_argument("--prometheus-insecure", action="store_true",
                    help="do not verify the https Prometheus' certificate (never the default)")
+    g.add_argument("--prometheus-org-id", metavar="TENANT", default=None,
+                   help="sent as X-Scope-OrgID: the tenant to read in Mimir or Cortex "
+                        "(config key prometheus_org_id)")
     g = parser.add_argument_group("Curve and this host")
     g.add_argument("--curve-mds", metavar="ADDR,...", type=addr_list, default=None,
                    help="Curve MDS dummy addresses (host:7700,...); the leader is found by asking")
@@ -313,6 +316,7 @@ def prometheus_source(args: argparse.Namespace) -> Source:
         token_file=getattr(args, "prometheus_token_file", None),
         user=getattr(args, "prometheus_user", None),
         password_file=getattr(args, "prometheus_password_file", None),
+        org_id=getattr(args, "prometheus_org_id", None),
         scrape_interval=getattr(args, "prometheus_scrape_interval", 30.0))
 
 

@@ -25,13 +25,14 @@ class PrometheusClient:
     https is verified against the system's CAs, or `ca`; `insecure` alone turns
     that off. `token_file` (a bearer token) or `user` with `password_file` (basic
     auth) authenticate; the secrets are read from files so that they never sit on
-    a command line.
+    a command line. `org_id` is sent as X-Scope-OrgID: the tenant of a Mimir, Cortex
+    or Loki-style multi-tenant Prometheus API.
     """
 
     def __init__(self, url: str, timeout: float = 10.0, ca: str | None = None,
                  insecure: bool = False, token_file: str | None = None,
                  user: str | None = None, password_file: str | None = None,
-                 concurrency: int = 8) -> None:
+                 concurrency: int = 8, org_id: str | None = None) -> None:
         import requests
         from prometheus_api_client import PrometheusConnect
         from requests.adapters import HTTPAdapter
@@ -50,10 +51,14 @@ class PrometheusClient:
             import urllib3
 
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-        headers = None
+        headers: dict[str, str] = {}
         auth = None
         if token_file:
-            headers = {"Authorization": f"Bearer {_secret(token_file)}"}
+            headers["Authorization"] = f"Bearer {_secret(token_file)}"
+        if org_id:
+            if any(c in org_id for c in "\r\n\0"):
+                raise ValueError("a tenant (X-Scope-OrgID) is one line of text")
+            headers["X-Scope-OrgID"] = org_id
         if user is not None:
             if token_file:
                 raise ValueError("a bearer token and basic auth exclude each other")
@@ -62,7 +67,7 @@ class PrometheusClient:
         # into a poll of many timeouts; the next poll is our retry.
         no_retry = Retry(total=0, raise_on_status=False)
         self._client = PrometheusConnect(url=self.url, timeout=timeout, session=session,
-                                         headers=headers, auth=auth, retry=no_retry)
+                                         headers=headers or None, auth=auth, retry=no_retry)
         # The client mounts an adapter for the URL with requests' default of 10 kept
         # connections; this one, mounted for the same prefix, replaces it with one
         # sized to the queries in flight, so none is opened and dropped per poll.
@@ -75,12 +80,14 @@ class PrometheusClient:
     def close(self) -> None:
         self._session.close()
 
-    def query(self, expr: str, name: str) -> list[dict[str, Any]]:
-        """One instant query's samples, each shape-checked; `name` is for messages."""
+    def query(self, expr: str, name: str, at: float | None = None) -> list[dict[str, Any]]:
+        """One instant query's samples, each shape-checked, evaluated at `at` (epoch
+        seconds; None: Prometheus' now); `name` is for messages."""
         from prometheus_api_client import PrometheusApiClientException
 
         try:
-            result = self._client.custom_query(expr, timeout=self.timeout)
+            params = {"time": f"{at:.3f}"} if at is not None else None
+            result = self._client.custom_query(expr, params=params, timeout=self.timeout)
         except PrometheusApiClientException as exc:
             if "Status Code 401" in str(exc) or "Status Code 403" in str(exc):
                 raise PrometheusError(

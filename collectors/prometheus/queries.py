@@ -21,65 +21,99 @@ def rate_window(scrape_interval: float) -> str:
 # not one each, and stay well under Prometheus's own --query.max-concurrency (20).
 CONCURRENCY = 8
 
-# Per-daemon series, keyed by their `ceph_daemon` label.
+# Per-daemon series, keyed by their `ceph_daemon` label. Each is `max by` the labels
+# read: only those come back (a tenth of the bytes), and a series Prometheus holds
+# twice (a scrape job duplicated, Thanos replicas not deduplicated) counts once; a
+# `sum` would double it (2.000x the cores used, measured).
+def _per_daemon(expr: str) -> str:
+    return f"max by (ceph_daemon) ({expr})"
+
+
 DAEMON_QUERIES: dict[str, str] = {
-    "up": "ceph_osd_up",
-    "in_": "ceph_osd_in",
-    "commit_latency": "ceph_osd_commit_latency_ms / 1000",
-    "apply_latency": "ceph_osd_apply_latency_ms / 1000",
-    "read_iops": f"rate(ceph_osd_op_r[{RATE}])",
-    "write_iops": f"rate(ceph_osd_op_w[{RATE}])",
-    "read_bps": f"rate(ceph_osd_op_r_out_bytes[{RATE}])",
-    "write_bps": f"rate(ceph_osd_op_w_in_bytes[{RATE}])",
-    "op_read_latency": f"rate(ceph_osd_op_r_latency_sum[{RATE}])"
-                       f" / rate(ceph_osd_op_r_latency_count[{RATE}]) > -1",
-    "op_write_latency": f"rate(ceph_osd_op_w_latency_sum[{RATE}])"
-                        f" / rate(ceph_osd_op_w_latency_count[{RATE}]) > -1",
+    "up": _per_daemon("ceph_osd_up"),
+    "in_": _per_daemon("ceph_osd_in"),
+    "commit_latency": _per_daemon("ceph_osd_commit_latency_ms") + " / 1000",
+    "apply_latency": _per_daemon("ceph_osd_apply_latency_ms") + " / 1000",
+    "read_iops": _per_daemon(f"rate(ceph_osd_op_r[{RATE}])"),
+    "write_iops": _per_daemon(f"rate(ceph_osd_op_w[{RATE}])"),
+    "read_bps": _per_daemon(f"rate(ceph_osd_op_r_out_bytes[{RATE}])"),
+    "write_bps": _per_daemon(f"rate(ceph_osd_op_w_in_bytes[{RATE}])"),
+    "op_read_latency": _per_daemon(f"rate(ceph_osd_op_r_latency_sum[{RATE}])"
+                                   f" / rate(ceph_osd_op_r_latency_count[{RATE}]) > -1"),
+    "op_write_latency": _per_daemon(f"rate(ceph_osd_op_w_latency_sum[{RATE}])"
+                                    f" / rate(ceph_osd_op_w_latency_count[{RATE}]) > -1"),
     # PGs instantiated on the OSD, strays awaiting removal included; librados'
     # `osd df` counts PGs mapped to it. They agree once strays are purged.
-    "pgs": "ceph_osd_numpg",
-    "utilization": "ceph_osd_stat_bytes_used / ceph_osd_stat_bytes",
-    # CPU: stormdeck's exporter where it runs, else ceph-exporter (Reef+, K7.1).
-    "cores_used": f"sum by (ceph_daemon) (rate(stormdeck_daemon_cpu_seconds_total[{RATE}]))"
-                  f" or sum by (ceph_daemon) (rate(ceph_exporter_cpu_total"
-                  f'{{mode=~"user|kernel|system"}}[{RATE}]))',
-    "cores_allowed": "stormdeck_daemon_cores_allowed",
-    "threads": "stormdeck_daemon_threads",
-    "rss_bytes": "stormdeck_daemon_rss_bytes",
+    "pgs": _per_daemon("ceph_osd_numpg"),
+    "utilization": _per_daemon("ceph_osd_stat_bytes_used / ceph_osd_stat_bytes"),
+    # CPU: stormdeck's exporter where it runs, else ceph-exporter (Reef+, K7.1), whose
+    # modes are summed once each.
+    "cores_used": _per_daemon(f"rate(stormdeck_daemon_cpu_seconds_total[{RATE}])")
+                  + " or sum by (ceph_daemon) (max by (ceph_daemon, mode) "
+                  f'(rate(ceph_exporter_cpu_total{{mode=~"user|kernel|system"}}[{RATE}])))',
+    "cores_allowed": _per_daemon("stormdeck_daemon_cores_allowed"),
+    "threads": _per_daemon("stormdeck_daemon_threads"),
+    "rss_bytes": _per_daemon("stormdeck_daemon_rss_bytes"),
 }
 INT_FIELDS = frozenset({"pgs", "threads", "rss_bytes"})
 BOOL_FIELDS = frozenset({"up", "in_"})
 
-# Disk series from node_exporter, given the host name through node_uname_info.
-_HOSTED = " * on(instance) group_left(nodename) node_uname_info"
+
+# Disk series from node_exporter, given the host name through node_uname_info (itself
+# deduplicated, or a second copy of it makes the join refuse to match).
+def _hosted(expr: str) -> str:
+    return (f"max by (nodename, device) (({expr}) * on(instance) group_left(nodename) "
+            "max by (instance, nodename) (node_uname_info))")
+
+
 DISK_QUERIES: dict[str, str] = {
-    "disk_util": f"rate(node_disk_io_time_seconds_total[{RATE}])" + _HOSTED,
-    "disk_read_iops": f"rate(node_disk_reads_completed_total[{RATE}])" + _HOSTED,
-    "disk_write_iops": f"rate(node_disk_writes_completed_total[{RATE}])" + _HOSTED,
-    "disk_read_bps": f"rate(node_disk_read_bytes_total[{RATE}])" + _HOSTED,
-    "disk_write_bps": f"rate(node_disk_written_bytes_total[{RATE}])" + _HOSTED,
-    "disk_read_await": f"(rate(node_disk_read_time_seconds_total[{RATE}])"
-                  f" / rate(node_disk_reads_completed_total[{RATE}]) > -1)" + _HOSTED,
-    "disk_write_await": f"(rate(node_disk_write_time_seconds_total[{RATE}])"
-                   f" / rate(node_disk_writes_completed_total[{RATE}]) > -1)" + _HOSTED,
-    "disk_queue_depth": f"rate(node_disk_io_time_weighted_seconds_total[{RATE}])" + _HOSTED,
+    "disk_util": _hosted(f"rate(node_disk_io_time_seconds_total[{RATE}])"),
+    "disk_read_iops": _hosted(f"rate(node_disk_reads_completed_total[{RATE}])"),
+    "disk_write_iops": _hosted(f"rate(node_disk_writes_completed_total[{RATE}])"),
+    "disk_read_bps": _hosted(f"rate(node_disk_read_bytes_total[{RATE}])"),
+    "disk_write_bps": _hosted(f"rate(node_disk_written_bytes_total[{RATE}])"),
+    "disk_read_await": _hosted(f"rate(node_disk_read_time_seconds_total[{RATE}])"
+                               f" / rate(node_disk_reads_completed_total[{RATE}]) > -1"),
+    "disk_write_await": _hosted(f"rate(node_disk_write_time_seconds_total[{RATE}])"
+                                f" / rate(node_disk_writes_completed_total[{RATE}]) > -1"),
+    "disk_queue_depth": _hosted(f"rate(node_disk_io_time_weighted_seconds_total[{RATE}])"),
 }
 
 OTHER_QUERIES: dict[str, str] = {
-    "metadata": "ceph_osd_metadata",
-    "occupation": "ceph_disk_occupation",
-    "health": "ceph_health_status",
-    "slow_ops": "ceph_healthcheck_slow_ops",
-    "pg_total": "sum(ceph_pg_total)",
-    "pg_flags": 'sum by (__name__) ({__name__=~"ceph_pg_[a-z_]+", __name__!="ceph_pg_total"})',
-    "pools": "ceph_pool_metadata",
-    "pool_pgs": "ceph_pg_total",
-    "flags": '{__name__=~"ceph_osd_flag_.+"} == 1',
-    "disk_write_cache": "stormdeck_device_write_cache_on",
-    "disk_device_cache": "stormdeck_device_cache_on",
-    "disk_info": "stormdeck_device_info",
-    "tuned": "stormdeck_host_tuned_profile_info",
+    "metadata": "max by (ceph_daemon, hostname, device_class, objectstore, ceph_version) "
+                "(ceph_osd_metadata)",
+    "occupation": "max by (ceph_daemon, device, devices, instance) (ceph_disk_occupation)",
+    "health": "max(ceph_health_status)",
+    # Every check the mgr has seen, 1 while it is raised (Pacific+).
+    "health_detail": "max by (name, severity) (ceph_health_detail) == 1",
+    "slow_ops": "max(ceph_healthcheck_slow_ops)",
+    "pg_total": "sum(max by (pool_id) (ceph_pg_total))",
+    "pg_flags": 'sum by (__name__) (max by (__name__, pool_id) '
+                '({__name__=~"ceph_pg_[a-z_]+", __name__!="ceph_pg_total"}))',
+    "pools": "max by (pool_id, name, type, description) (ceph_pool_metadata)",
+    "pool_pgs": "max by (pool_id) (ceph_pg_total)",
+    "client_read_iops": f"sum(max by (pool_id) (rate(ceph_pool_rd[{RATE}])))",
+    "client_write_iops": f"sum(max by (pool_id) (rate(ceph_pool_wr[{RATE}])))",
+    "client_read_bps": f"sum(max by (pool_id) (rate(ceph_pool_rd_bytes[{RATE}])))",
+    "client_write_bps": f"sum(max by (pool_id) (rate(ceph_pool_wr_bytes[{RATE}])))",
+    "flags": 'max by (__name__) ({__name__=~"ceph_osd_flag_.+"}) == 1',
+    "disk_write_cache": "max by (hostname, device) (stormdeck_device_write_cache_on)",
+    "disk_device_cache": "max by (hostname, device) (stormdeck_device_cache_on)",
+    "disk_info": "max by (hostname, device, rotational, virtual, transport, model) "
+                 "(stormdeck_device_info)",
+    "tuned": "max by (hostname, profile) (stormdeck_host_tuned_profile_info)",
+    # Daemons whose up series Prometheus holds more than once: named in a warning.
+    "duplicates": "count by (ceph_daemon) (ceph_osd_up) > 1",
+    # When the mgr's newest scrape was taken: a poll reads the fleet once per scrape,
+    # every query evaluated at this instant (so all see the same, complete scrape).
+    "newest": "max(timestamp(ceph_health_status))",
 }
+
+# What changes when a daemon or disk is added or replaced, not between scrapes: read
+# again every STATIC_EVERY seconds, or when a daemon appears that they do not name.
+STATIC_QUERIES = frozenset({"metadata", "occupation", "pools", "disk_info", "tuned",
+                            "cores_allowed"})
+STATIC_EVERY = 300.0
 
 # Curve, as Prometheus scrapes each daemon's brpc metrics endpoint: a chunkserver's
 # own series carry its address in the name, and the scrape target in `instance`.

@@ -9,12 +9,13 @@ series can be used instead.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from stormdeck.base.secrets import redact_value
 from stormdeck.collectors.model import (
@@ -23,6 +24,7 @@ from stormdeck.collectors.model import (
     CurvePool,
     Daemon,
     Disk,
+    HealthCheck,
     Host,
     Partial,
     Pool,
@@ -41,6 +43,8 @@ from stormdeck.collectors.prometheus.queries import (
     OTHER_QUERIES,
     RATE,
     SCRAPE_INTERVAL,
+    STATIC_EVERY,
+    STATIC_QUERIES,
     rate_window,
 )
 
@@ -55,6 +59,40 @@ def _value(sample: Mapping[str, Any]) -> float | None:
 
 def _short(host: str) -> str:
     return host.split(".")[0]
+
+
+_VERSION = re.compile(r"ceph version (\d+\.\d+\.\d+)\S* \([0-9a-f]+\) (\w+)")
+_R = TypeVar("_R")
+
+
+def _replace(part: Partial, **changes: Any) -> Partial:
+    return dataclasses.replace(part, **changes)
+
+
+class _Reuse(Generic[_R]):
+    """The records of the last read, handed back by identity where equal to the new:
+    an unchanged daemon, disk or host is the same object in every snapshot, so the
+    History holds one of it, and a mapping with nothing changed is the same mapping
+    (the hub's merge then reuses what it made of it)."""
+
+    def __init__(self) -> None:
+        self._last: Mapping[str, _R] = {}
+
+    def reuse(self, new: Mapping[str, _R]) -> Mapping[str, _R]:
+        last = self._last
+        out: dict[str, _R] = {}
+        same = len(new) == len(last)
+        for key, rec in new.items():
+            old = last.get(key)
+            if old is not None and old == rec:
+                out[key] = old
+            else:
+                out[key] = rec
+                same = False
+        if same and list(out) == list(last):
+            return last
+        self._last = out
+        return out
 
 
 class PrometheusSource:
@@ -77,7 +115,7 @@ class PrometheusSource:
                  insecure: bool = False, token_file: str | None = None,
                  user: str | None = None, password_file: str | None = None,
                  concurrency: int = CONCURRENCY,
-                 scrape_interval: float = SCRAPE_INTERVAL) -> None:
+                 scrape_interval: float = SCRAPE_INTERVAL, org_id: str | None = None) -> None:
         self.ceph, self.curve = ceph, curve
         self.window = rate_window(scrape_interval)
         # `[2m]` occurs in the queries only as their range selectors.
@@ -92,21 +130,34 @@ class PrometheusSource:
             self.queries = {k: inject(v, match) for k, v in self.queries.items()}
         self.client = PrometheusClient(url, timeout=timeout, ca=ca, insecure=insecure,
                                        token_file=token_file, user=user,
-                                       password_file=password_file, concurrency=concurrency)
+                                       password_file=password_file, concurrency=concurrency,
+                                       org_id=org_id)
         self.url, self.shown_url, self.timeout = url.rstrip("/"), self.client.shown_url, timeout
         self.concurrency = self.client.concurrency
         # The workers share the session: its urllib3 pool hands each request its own
         # connection under a lock, and Prometheus sets no cookies for them to race on.
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency,
                                         thread_name_prefix="prometheus-query")
+        self.scrape_interval = scrape_interval
+        self._at: float | None = None  # the instant every query of a read is evaluated at
+        self._last: Partial | None = None
+        self._read_newest: float | None = None  # the mgr scrape the last read saw
+        self._read_mono: float | None = None
+        self._static: dict[str, list[dict[str, Any]]] = {}
+        self._static_mono: float | None = None
+        self._daemons: _Reuse[Daemon] = _Reuse()
+        self._disks_seen: _Reuse[Disk] = _Reuse()
+        self._hosts: _Reuse[Host] = _Reuse()
+        self._pools: _Reuse[Pool] = _Reuse()
+        self._cluster_last: Cluster | None = None
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self.client.close()
 
     def query_names(self) -> list[str]:
-        """The queries one poll sends, the reachability check first."""
-        names = ["health", *DAEMON_QUERIES, *DISK_QUERIES, *OTHER_QUERIES] if self.ceph \
+        """The queries one read of the fleet sends, the reachability check first."""
+        names = ["newest", *DAEMON_QUERIES, *DISK_QUERIES, *OTHER_QUERIES] if self.ceph \
             else []
         if self.curve:
             # Not curve_cs_leaders_mds: no field reads it, for its series are keyed by
@@ -115,46 +166,106 @@ class PrometheusSource:
         return list(dict.fromkeys(names))
 
     def query(self, name: str) -> list[dict[str, Any]]:
-        return self.client.query(self.queries[name], name)
+        return self.client.query(self.queries[name], name, self._at)
+
+    def forget_newest(self) -> None:
+        """Read the whole fleet at the next poll, as if a new scrape had landed."""
+        self._read_newest = None
+        self._read_mono = None
 
     def poll(self) -> Partial:
-        names = self.query_names()
-        # The first query doubles as the reachability check: if it fails, all fail, and a
-        # server that is down is asked once, not once per query.
-        first = self.query(names[0])
-        results = {names[0]: first}
+        """The fleet as the mgr's newest scrape left it: read once per scrape.
+
+        The hub asks every second; one tiny query says when the mgr's newest scrape
+        was taken. Until a newer one lands, the Partial read from the last is handed
+        back (the same mappings, so nothing is built again); when one does, every
+        query is evaluated at that instant, so rates and states all come from one
+        complete scrape. Without the mgr's series (Curve alone, or before its first
+        scrape) every poll reads, at Prometheus' now.
+        """
+        self._at = None
+        newest: float | None = None
+        if self.ceph:
+            # Doubles as the reachability check: if it fails, all would, and a server
+            # that is down is asked once, not once per query.
+            rows = self.query("newest")
+            newest = _value(rows[0]) if rows else None
+        last, mono = self._last, time.monotonic()
+        if last is not None and newest is not None and newest == self._read_newest:
+            return _replace(last, time=time.time())
+        self._at = newest
+        names = [n for n in self.query_names() if n != "newest"]
+        static_due = self._static_mono is None or mono - self._static_mono >= STATIC_EVERY
+        moving = [n for n in names if n not in STATIC_QUERIES]
+        results, errors = self._ask(moving if not static_due else names)
+        if static_due:
+            self._static = {n: results[n] for n in STATIC_QUERIES if n in results}
+            self._static_mono = mono
+        else:
+            unnamed = {s["metric"].get("ceph_daemon") for s in results.get("up", ())} - \
+                {s["metric"].get("ceph_daemon") for s in self._static.get("metadata", ())}
+            if unnamed:  # a daemon added or replaced since: what it is, read now
+                more, more_errors = self._ask([n for n in names if n in STATIC_QUERIES])
+                self._static = more
+                self._static_mono = mono
+                errors += more_errors
+            results.update(self._static)
+
+        def q(name: str) -> list[dict[str, Any]]:
+            return results.get(name, [])
+
+        daemons: Mapping[str, Daemon] = {}
+        disks: Mapping[str, Disk] = {}
+        cluster = curve = None
+        if self.ceph:
+            daemons = self._osds(q)
+            disks = self._disks(q, daemons)
+            cluster = self._cluster(q, daemons)
+            errors += self._duplicates(q)
+            if newest is not None and time.time() - newest > 3 * self.scrape_interval + 30:
+                errors.append(f"Prometheus' newest scrape of the mgr is "
+                              f"{time.time() - newest:.0f} s old: is its target down?")
+        if self.curve:
+            chunkservers, curve = self._curve(q)
+            daemons = {**daemons, **chunkservers}
+        hosts: dict[str, Host] = {}
+        for s in q("tuned") if self.ceph else ():
+            m = s.get("metric", {})
+            if m.get("hostname"):
+                name = _short(m["hostname"])
+                hosts[name] = Host(name=name, tuned_profile=m.get("profile", ""))
+        part = Partial(source=self.name, time=time.time(), cluster=cluster,
+                       daemons=daemons, disks=disks, errors=tuple(errors), curve=curve,
+                       hosts=self._hosts.reuse(hosts))
+        self._last, self._read_newest, self._read_mono = part, newest, mono
+        return part
+
+    def _ask(self, names: list[str]) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
+        """`names` asked `concurrency` at a time; a query that fails is an error and
+        an empty answer, the rest stand."""
+        results: dict[str, list[dict[str, Any]]] = {}
         errors: list[str] = []
-        futures = {name: self._pool.submit(self.query, name) for name in names[1:]}
+        futures = {name: self._pool.submit(self.query, name) for name in names}
         for name, fut in futures.items():  # in query order, so errors read the same each poll
             try:
                 results[name] = fut.result()
             except PrometheusError as exc:
                 errors.append(str(exc))
                 results[name] = []
+        return results, errors
 
-        def q(name: str) -> list[dict[str, Any]]:
-            return results[name]
+    def _duplicates(self, q: Any) -> list[str]:
+        twice = sorted((s["metric"].get("ceph_daemon", "?"), _value(s) or 0)
+                       for s in q("duplicates"))
+        if not twice:
+            return []
+        name, n = twice[0]
+        more = f" and {len(twice) - 1} more daemons" if len(twice) > 1 else ""
+        return [f"Prometheus holds {n:.0f} copies of ceph_osd_up for {name}{more} (a scrape "
+                "job twice, or replicas not deduplicated): each figure is taken once; "
+                "narrow with --prometheus-match"]
 
-        daemons: dict[str, Daemon] = {}
-        disks: dict[str, Disk] = {}
-        cluster = curve = None
-        if self.ceph:
-            daemons = self._osds(q)
-            disks = self._disks(q, daemons)
-            cluster = self._cluster(first, q)
-        if self.curve:
-            chunkservers, curve = self._curve(q)
-            daemons.update(chunkservers)
-        hosts = {}
-        for s in q("tuned") if self.ceph else ():
-            m = s.get("metric", {})
-            if m.get("hostname"):
-                name = _short(m["hostname"])
-                hosts[name] = Host(name=name, tuned_profile=m.get("profile", ""))
-        return Partial(source=self.name, time=time.time(), cluster=cluster, daemons=daemons,
-                       disks=disks, errors=tuple(errors), curve=curve, hosts=hosts)
-
-    def _osds(self, q: Any) -> dict[str, Daemon]:
+    def _osds(self, q: Any) -> Mapping[str, Daemon]:
         fields: dict[str, dict[str, Any]] = {}
         for field_name in DAEMON_QUERIES:
             for s in q(field_name):
@@ -184,8 +295,8 @@ class PrometheusSource:
                 names = [m["device"].removeprefix("/dev/")]
             d["devices"] = tuple(sorted(set(d.get("devices", ())) | set(names)))
             d.setdefault("host", _short(m["instance"]) if m.get("instance") else None)
-        return {name: Daemon(id=name, kind="osd", **f) for name, f in fields.items()
-                if name.startswith("osd.")}
+        return self._daemons.reuse({name: Daemon(id=name, kind="osd", **f)
+                                    for name, f in fields.items() if name.startswith("osd.")})
 
     def _curve(self, q: Any) -> tuple[dict[str, Daemon], CurveCluster]:
         fields: dict[str, dict[str, Any]] = {}
@@ -234,7 +345,7 @@ class PrometheusSource:
             operators=int(_value(ops[0]) or 0) if ops else None)
         return daemons, cluster
 
-    def _disks(self, q: Any, daemons: Mapping[str, Daemon]) -> dict[str, Disk]:
+    def _disks(self, q: Any, daemons: Mapping[str, Daemon]) -> Mapping[str, Disk]:
         values: dict[tuple[str, str], dict[str, Any]] = {}
         for query_name in DISK_QUERIES:
             field_name = query_name.removeprefix("disk_")
@@ -279,9 +390,10 @@ class PrometheusSource:
             disk = Disk(host=host, name=dev, daemons=tuple(sorted(holders.get((host, dev), ()))),
                         **f)
             out[disk.key] = disk
-        return out
+        return self._disks_seen.reuse(out)
 
-    def _cluster(self, health: list[dict[str, Any]], q: Any) -> Cluster:
+    def _cluster(self, q: Any, daemons: Mapping[str, Daemon]) -> Cluster:
+        health = q("health")
         status = _value(health[0]) if health else None
         slow = q("slow_ops")
         total = q("pg_total")
@@ -292,7 +404,7 @@ class PrometheusSource:
             if name.startswith("ceph_pg_") and v is not None:
                 flags[name.removeprefix("ceph_pg_")] = int(v)
         pool_pgs = {s["metric"].get("pool_id"): _value(s) for s in q("pool_pgs")}
-        pools = []
+        pools: dict[str, Pool] = {}
         for s in q("pools"):
             m = s.get("metric", {})
             try:
@@ -311,18 +423,54 @@ class PrometheusSource:
                 except ValueError:
                     pass
             pg = pool_pgs.get(m["pool_id"])
-            pools.append(Pool(id=pid, name=m.get("name", str(pid)),
-                              type="erasure" if erasure else "replicated",
-                              size=size, min_size=None, pg_num=int(pg) if pg else 0,
-                              ec_k=k, ec_m=mm))
+            pools[str(pid)] = Pool(id=pid, name=m.get("name", str(pid)),
+                                   type="erasure" if erasure else "replicated",
+                                   size=size, min_size=None, pg_num=int(pg) if pg else 0,
+                                   ec_k=k, ec_m=mm)
         # librados spells it nodeep-scrub; the exporter can only use underscores.
         osd_flags = tuple(sorted(
             s["metric"]["__name__"].removeprefix("ceph_osd_flag_").replace("nodeep_", "nodeep-")
             for s in q("flags") if "__name__" in s.get("metric", {})))
         num_pgs = _value(total[0]) if total else None
-        return Cluster(
+        slow_ops = int(_value(slow[0]) or 0) if slow else None
+        checks = []
+        for s in q("health_detail"):
+            m = s.get("metric", {})
+            code = str(m.get("name") or "")
+            if code:
+                checks.append(HealthCheck(
+                    code=code, severity=str(m.get("severity") or "HEALTH_WARN"),
+                    # The mgr exports a check's name and severity, not its message.
+                    summary=f"{slow_ops} slow ops" if code == "SLOW_OPS" and slow_ops
+                    else "raised (Prometheus has no message)",
+                    count=slow_ops if code == "SLOW_OPS" else None))
+        osds = [d for d in daemons.values() if d.kind == "osd"]
+        found = set()
+        for s in q("metadata"):
+            v = _VERSION.search(s.get("metric", {}).get("ceph_version", ""))
+            if v:
+                found.add((tuple(int(x) for x in v.group(1).split(".")), v.group(2)))
+        oldest = min(found) if found else None
+
+        def one(name: str) -> float | None:
+            rows = q(name)
+            return _value(rows[0]) if rows else None
+        pool_list = self._pools.reuse(pools)
+        cluster = Cluster(
             health=HEALTH.get(int(status)) if status is not None else None,
+            checks=tuple(sorted(checks, key=lambda c: c.code)),
             num_pgs=int(num_pgs) if num_pgs is not None else None,
-            pg_flags=flags,
-            slow_ops=int(_value(slow[0]) or 0) if slow else None,
-            osd_flags=osd_flags, pools=tuple(sorted(pools, key=lambda p: p.id)))
+            pg_flags=flags, slow_ops=slow_ops, osd_flags=osd_flags,
+            pools=tuple(sorted(pool_list.values(), key=lambda p: p.id)),
+            num_osds=len(osds) if osds else None,
+            num_up_osds=sum(1 for d in osds if d.up) if osds else None,
+            num_in_osds=sum(1 for d in osds if d.in_) if osds else None,
+            release=oldest[1] if oldest else None,
+            version=".".join(map(str, oldest[0])) if oldest else None,
+            versions_mixed=len(found) > 1,
+            client_read_iops=one("client_read_iops"), client_write_iops=one("client_write_iops"),
+            client_read_bps=one("client_read_bps"), client_write_bps=one("client_write_bps"))
+        if cluster == self._cluster_last:
+            return self._cluster_last
+        self._cluster_last = cluster
+        return cluster

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Optional
 
 from stormdeck.collectors.hub import History
-from stormdeck.collectors.packing import FIGURES, PackedDaemons, Packer
-
+from stormdeck.collectors.packing import FIGURES, PackedDaemons, Packer, figures_of
 from tests.captured import history, lab_snapshot
 
 
@@ -77,3 +77,40 @@ def test_values_of_a_packed_mapping_are_those_of_its_daemons() -> None:
             want = [getattr(d, attr, None) for d in s.daemons.values()]
             assert values_of(packed, attr) == want
             assert values_of(s.daemons, attr) == want
+
+
+@dataclass(frozen=True)
+class Gauge:
+    """Figures spelt three ways: all are `float | None` to the type system."""
+
+    name: str
+    a: float | None = None
+    b: Optional[float] = None  # noqa: UP045 - the spelling a string match missed
+    c: None | float = None  # noqa: RUF036 - another spelling
+    n: int | None = None
+
+
+def test_figures_are_picked_by_type_however_spelt() -> None:
+    assert figures_of(Gauge) == ("a", "b", "c")
+    packer = Packer(Gauge)
+    rows = {str(i): Gauge(str(i), a=i * 1.5, b=None if i % 2 else i / 3, c=-i, n=i)
+            for i in range(5)}
+    packed = packer.pack(rows)
+    assert isinstance(packed, PackedDaemons) and dict(packed) == rows
+    assert set(packed._figures) == {"a", "b", "c"}  # n is no figure: kept in the templates
+
+
+def test_history_packs_older_snapshots_disks_too() -> None:
+    snaps = history(6, step=1.0)
+    h = History(10, whole=2)
+    made = []
+    for i, s in enumerate(snaps):
+        disks = {k: replace(d, util=0.01 * i, read_iops=float(i)) for k, d in s.disks.items()}
+        assert disks, "the captured history has disks"
+        snap = replace(s, disks=disks)
+        made.append(dict(disks))
+        h.append(snap)
+    held = list(h)
+    assert all(isinstance(s.disks, PackedDaemons) for s in held[:-2])
+    assert not isinstance(held[-1].disks, PackedDaemons)
+    assert [dict(s.disks) for s in held] == made  # what they say does not change
