@@ -18,8 +18,8 @@ from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.model import Change
 from stormdeck.advisors.plan import Plan
-from stormdeck.collectors.ceph import CephSource
-from stormdeck.collectors.host import HostSource
+from stormdeck.collectors.ceph.source import CephSource
+from stormdeck.collectors.host.source import HostSource
 from stormdeck.collectors.prometheus.source import PrometheusSource
 from stormdeck.tui.app import StormdeckApp
 from stormdeck.tui.feed import Feed

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from stormdeck.collectors.host import HostSource
+from stormdeck.collectors.host.source import HostSource
 from stormdeck.collectors.hub import Hub
 from stormdeck.collectors.prometheus.client import PrometheusError
 from stormdeck.collectors.prometheus.source import PrometheusSource

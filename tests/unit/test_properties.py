@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from stormdeck.advisors.plan import Plan
 from stormdeck.base.errors import UserError
 from stormdeck.collectors import curve
-from stormdeck.collectors.ceph import CommandError
+from stormdeck.collectors.ceph.connection import CommandError
 from stormdeck.collectors.prometheus.client import PrometheusError
 from stormdeck.collectors.prometheus.source import PrometheusSource
 from stormdeck.collectors.recording import MAGIC, Recording
