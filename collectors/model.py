@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -199,11 +199,17 @@ class Pool:
     pgs_by_osd: Mapping[str, int] = field(default_factory=dict)
     pg_num_target: int | None = None  # where pg_num is heading while PGs split or merge
     autoscale_mode: str | None = None  # "on" | "warn" | "off"
+    # The pg_num the autoscaler would give the pool (`osd pool autoscale-status`
+    # pg_num_final); None when not asked or the mgr module is off.
+    autoscale_target: int | None = None
     # The erasure-code profile's plugin, technique, failure domain and device class.
     ec_plugin: str | None = None
     ec_technique: str | None = None
     ec_failure_domain: str | None = None
     ec_device_class: str | None = None
+    # Every key of the erasure-code profile as `osd dump` gives it (crush-root too), so a
+    # profile copied from it keeps them all.
+    ec_profile_settings: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ec_optimizations(self) -> bool:
@@ -261,6 +267,9 @@ class Cluster:
     osd_flags: tuple[str, ...] = ()
     osdmap_epoch: int | None = None
     require_min_compat_client: str | None = None  # "luminous", "reef", ...
+    # Clients connected now, by the release their features say (`ceph features`):
+    # {"luminous": 4, "reef": 2}; empty when not asked. Later clients are not in it.
+    client_releases: Mapping[str, int] = field(default_factory=dict)
     # osd id -> primary affinity, for OSDs whose affinity is not 1 (`osd dump`)
     primary_affinity: Mapping[str, float] = field(default_factory=dict)
     num_osds: int | None = None
@@ -396,6 +405,57 @@ class Partial:
     hosts: Mapping[str, Host] = field(default_factory=dict)
 
 
+class Daemons(Mapping[str, "Daemon"]):
+    """A snapshot's daemons. What they say never changes; how they are stored may: the
+    History packs an older snapshot's into columns (collectors/packing.py) through
+    compact(), so the Snapshot that holds them is never touched. Each snapshot has its
+    own (Snapshot.__post_init__), so packing an old one leaves a newer one, which may
+    share the same mapping underneath, whole."""
+
+    # get, keys, values and items are the stored mapping's own (bound per instance, as
+    # it is stored now): a view reads thousands of daemons a frame, at the dict's speed.
+    __slots__ = ("_m", "get", "items", "keys", "values")
+
+    def __init__(self, daemons: Mapping[str, Daemon]) -> None:
+        self._hold(daemons.inner if isinstance(daemons, Daemons) else daemons)
+
+    def _hold(self, m: Mapping[str, Daemon]) -> None:
+        self._m = m
+        self.get, self.keys, self.values, self.items = m.get, m.keys, m.values, m.items
+
+    @property
+    def inner(self) -> Mapping[str, Daemon]:
+        """What they are stored in now: a dict, or a packing of one."""
+        return self._m
+
+    def compact(self, pack: Callable[[Mapping[str, Daemon]], Mapping[str, Daemon]]) -> None:
+        """Store them as `pack` does (an equal mapping, another representation)."""
+        self._hold(pack(self._m))
+
+    def __getitem__(self, key: str) -> Daemon:
+        return self._m[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._m)
+
+    def __len__(self) -> int:
+        return len(self._m)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._m
+
+    def __eq__(self, other: object) -> bool:
+        return self._m == (other.inner if isinstance(other, Daemons) else other)
+
+    __hash__ = None  # type: ignore[assignment]  # as a dict's
+
+    def __repr__(self) -> str:
+        return f"Daemons({self._m!r})"
+
+    def __reduce__(self) -> Any:
+        return (Daemons, (dict(self._m),))
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     time: float
@@ -405,6 +465,10 @@ class Snapshot:
     sources: Mapping[str, SourceHealth]
     curve: CurveCluster | None = None
     hosts: Mapping[str, Host] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Made, not changed: each snapshot holds its own Daemons (see Daemons).
+        object.__setattr__(self, "daemons", Daemons(self.daemons))
 
 
 # ---- merging ------------------------------------------------------------------

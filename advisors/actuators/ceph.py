@@ -8,8 +8,9 @@ import time
 from stormdeck.advisors import overrides
 from stormdeck.advisors.actuators.base import Actuator, Backends, Verified, same
 from stormdeck.advisors.ceph_admin import CephAdmin
-from stormdeck.advisors.model import Change
+from stormdeck.advisors.findings import Change
 from stormdeck.base.errors import UserError
+from stormdeck.collectors.model import Cluster
 
 
 class CephConfig(Actuator):
@@ -32,6 +33,11 @@ class CephConfig(Actuator):
         if section == "mon":
             return "all monitors"
         return "cluster"  # global, mgr, client, a CRUSH-located mask: assume the widest
+
+    def vet(self, cluster: Cluster | None, c: Change) -> str | None:
+        """An option the release lacks (K3.8) or the running scheduler overrides
+        (advisors/overrides.py) is not proposed."""
+        return overrides.vet(cluster, c.key, c.target)
 
     def runtime(self, ceph: CephAdmin | None, c: Change) -> bool | None:
         """What the running cluster's `config help` says (can_update_at_runtime)."""
@@ -177,6 +183,11 @@ class OsdFlag(Actuator):
     def apply(self, b: Backends, c: Change, value: str | None) -> None:
         on = (value or "unset") == "set"
         if self._one_osd(c):
+            if on and c.key == "noup":
+                # Held down, the OSD's PGs must stay active: Ceph's own word, asked now.
+                why = b.need_ceph().ok_to_stop(c.target)
+                if why:
+                    raise UserError(f"not holding {c.target} down: {why} (osd ok-to-stop)")
             b.need_ceph().set_group_flag(c.key, c.target, on)
         else:
             b.need_ceph().set_flag(c.key, on)

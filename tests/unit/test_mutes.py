@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from stormdeck.advisors.findings import Finding, Severity
 from stormdeck.advisors.lock import writer
-from stormdeck.advisors.model import Finding, Severity
 from stormdeck.advisors.mutes import MuteStore
 from stormdeck.base.errors import UserError
 from tests.conftest import run_cli
@@ -116,7 +116,7 @@ def test_a_store_opened_earlier_does_not_drop_a_mute_added_since(tmp_path: Path)
 ADD = """
 import sys, time
 from pathlib import Path
-from stormdeck.advisors.model import Finding, Severity
+from stormdeck.advisors.findings import Finding, Severity
 from stormdeck.advisors.mutes import MuteStore
 go = Path(sys.argv[2])
 while not go.exists():
@@ -262,7 +262,9 @@ def scrub_engine(store: MuteStore):
 def scrub_findings(store: MuteStore, fsid: str | None) -> list[Finding]:
     from tests.captured import history, with_cluster
 
-    snaps = history(5, step=1.0, edit=lambda s, i: with_cluster(s, fsid=fsid))
+    # Three PGs scrub: the rule speaks only while a scrub runs (issue 31).
+    snaps = history(5, step=1.0, edit=lambda s, i: with_cluster(
+        s, fsid=fsid, pg_states={"active+clean": 30, "active+clean+scrubbing": 3}))
     engine = scrub_engine(store)
     out: list[Finding] = []
     for i in range(1, len(snaps) + 1):

@@ -49,14 +49,30 @@ def test_generations_share_what_did_not_change() -> None:
 
 def test_history_packs_all_but_the_newest_and_keeps_the_snapshots() -> None:
     snaps = moving(40)
+    held = [s.daemons for s in snaps]
     h = History(maxlen=30, whole=5)
     for s in snaps:
         h.append(s)
     kept = list(h)
     assert kept == snaps[-30:]
-    assert all(isinstance(s.daemons, PackedDaemons) for s in kept[:-5])
-    assert not any(isinstance(s.daemons, PackedDaemons) for s in kept[-5:])
+    assert all(isinstance(s.daemons.inner, PackedDaemons) for s in kept[:-5])
+    assert not any(isinstance(s.daemons.inner, PackedDaemons) for s in kept[-5:])
     assert [x is y for x, y in zip(kept, snaps[-30:], strict=True)] == [True] * 30
+    # Nothing mutates a Snapshot: every field holds the object it was made with (before,
+    # History set the frozen snapshot's daemons field to the packed mapping).
+    assert all(s.daemons is d for s, d in zip(snaps, held, strict=True))
+
+
+def test_a_newer_snapshot_sharing_the_mapping_stays_whole() -> None:
+    old = lab_snapshot()
+    new = replace(old, time=old.time + 1)  # the hub's memo: the same daemons underneath
+    assert new.daemons is not old.daemons and new.daemons.inner is old.daemons.inner
+    h = History(maxlen=10, whole=1)
+    h.append(old)
+    h.append(new)
+    assert isinstance(old.daemons.inner, PackedDaemons)
+    assert not isinstance(new.daemons.inner, PackedDaemons)
+    assert dict(old.daemons) == dict(new.daemons)
 
 
 def test_a_nan_figure_comes_back_unknown() -> None:
@@ -79,6 +95,24 @@ def test_values_of_a_packed_mapping_are_those_of_its_daemons() -> None:
             assert values_of(s.daemons, attr) == want
 
 
+
+@dataclass(frozen=True)
+class Spelled:
+    """Figures spelled three ways, and fields that are no figure."""
+
+    a: float | None = None
+    b: Optional[float] = None  # noqa: UP045 - the spelling under test
+    c: float = 0.0
+    d: int | None = None
+    e: str | None = None
+
+
+def test_figures_are_found_by_type_however_the_annotation_is_spelled() -> None:
+    # Before, only a field annotated exactly "float | None" was packed.
+    assert figures_of(Spelled) == ("a", "b", "c")
+    assert "read_iops" in FIGURES and "up" not in FIGURES
+
+
 @dataclass(frozen=True)
 class Gauge:
     """Figures spelt three ways: all are `float | None` to the type system."""
@@ -98,19 +132,3 @@ def test_figures_are_picked_by_type_however_spelt() -> None:
     packed = packer.pack(rows)
     assert isinstance(packed, PackedDaemons) and dict(packed) == rows
     assert set(packed._figures) == {"a", "b", "c"}  # n is no figure: kept in the templates
-
-
-def test_history_packs_older_snapshots_disks_too() -> None:
-    snaps = history(6, step=1.0)
-    h = History(10, whole=2)
-    made = []
-    for i, s in enumerate(snaps):
-        disks = {k: replace(d, util=0.01 * i, read_iops=float(i)) for k, d in s.disks.items()}
-        assert disks, "the captured history has disks"
-        snap = replace(s, disks=disks)
-        made.append(dict(disks))
-        h.append(snap)
-    held = list(h)
-    assert all(isinstance(s.disks, PackedDaemons) for s in held[:-2])
-    assert not isinstance(held[-1].disks, PackedDaemons)
-    assert [dict(s.disks) for s in held] == made  # what they say does not change
