@@ -1,65 +1,38 @@
-"""The Curve leader schedule as the executor runs it: one logical pool's, by curve_ops_tool or,
-where that is missing, by the Go `curve` CLI (tools-v2)."""
+"""When stormdeck's own Curve leader schedules ran, from the journal, for the source to stamp."""
+
+# The Curve source calls this as it collects, so that each snapshot carries the times;
+# the rules never read the journal.
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-from collections.abc import Sequence
 from pathlib import Path
 
-from stormdeck.advisors.findings import Change
-from stormdeck.base.errors import UserError
-from stormdeck.collectors.curve import CurveError, is_go_cli, run_schedule, schedule_argv
-
-ALL_POOLS = "all-pools"  # a change's target when the pools' ids could not be read
-POOL_ID = re.compile(r"^\d{1,9}$")  # what a change's pool_id argument may hold
+from stormdeck.advisors.actuators.table import moves_leaders
+from stormdeck.advisors.apply import journal_path
+from stormdeck.advisors.journal import Journal
 
 
-def journal_file() -> Path:
-    """The change journal, where apply.journal_path() puts it (settings.state_dir): the
-    rules read which schedules stormdeck ran, and settings imports the rules, so the
-    path is spelled out here; a test keeps the two the same."""
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "stormdeck" / "journal.jsonl"
-
-
-def pool_id_of(change: Change) -> int | None:
-    """The logical pool a schedule change is for; None: every pool (the all-pools form)."""
-    if change.target == ALL_POOLS:
-        return None
-    # From the change's own argument, never its command text: that is for people to read.
-    pool_id = change.arg("pool_id")
-    if pool_id is None or not POOL_ID.match(pool_id):
-        raise UserError(f"the leader schedule for {change.target} names no logical pool id: "
-                        "make a new plan")
-    return int(pool_id)
-
-
-def schedule_tool(configured: Sequence[str] = ("curve_ops_tool",)) -> list[str]:
-    """The tool that runs the schedule: the one configured where it is installed, else the
-    Go CLI `curve` (newer deployments ship only that)."""
-    tool = list(configured) or ["curve_ops_tool"]
-    if shutil.which(tool[0]) or is_go_cli(tool):
-        return tool
-    if shutil.which("curve"):
-        return ["curve"]
-    raise UserError(f"neither {tool[0]} nor the Go CLI `curve` is installed here: "
-                    "the leader schedule needs one of them")
-
-
-def command_for(change: Change, configured: Sequence[str] = ("curve_ops_tool",)) -> list[str]:
-    """The exact argv that runs this change's schedule (for review and tests)."""
-    return schedule_argv(schedule_tool(configured), pool_id_of(change))
-
-
-def run_leader_schedule(change: Change, configured: Sequence[str] = ("curve_ops_tool",),
-                        timeout: float = 120.0) -> str:
-    """Run the schedule for the change's pool alone (all pools for ALL_POOLS); the command
-    as run. UserError, in the tool's words, when the MDS refuses it."""
-    tool = schedule_tool(configured)
+def own_schedule_times(path: Path | None = None) -> tuple[tuple[float, float | None], ...]:
+    """When stormdeck's own leader schedules ran, from the journal: (started, ended or None
+    while running). The Curve source stamps these on each snapshot at collection time, so
+    the rules judge what was known then (a replay is not judged by today's journal)."""
+    path = path or journal_path()
     try:
-        return run_schedule(tool, pool_id_of(change), timeout=timeout)
-    except CurveError as exc:
-        raise UserError(str(exc)) from None
+        st = path.stat()
+    except OSError:
+        return ()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if _READ.get("key") != key:
+        try:
+            entries = Journal(path).entries()
+        except Exception:  # a journal that does not read explains nothing; say nothing
+            entries = []
+        _READ["key"] = key
+        _READ["times"] = tuple((e.started, e.ended) for e in entries
+                               if moves_leaders(e.change.kind))
+    return _READ["times"]
+
+
+# The journal as last read (its path, mtime and size, and what it said): a poll a second
+# must not parse a long journal each time. It is a reader's cache, never the rules' input.
+_READ: dict = {}

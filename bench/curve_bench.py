@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from stormdeck.collectors.curve import CurveSource  # noqa: E402
+from stormdeck.collectors.curve.source import CurveSource  # noqa: E402
 
 SERVER = """
 import json, resource, sys

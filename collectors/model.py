@@ -78,6 +78,9 @@ class Daemon:
     bthread_usage: float | None = None  # busy workers, in cores
     bthread_workers: int | None = None
     leader_delta: int | None = None  # change in leaders since the previous poll
+    # Whose count `leaders` is: "chunkserver" (its own bvar, live) or "mds" (the leader
+    # MDS's topology, refreshed every 10 s), so a delta is judged against the right clock.
+    leaders_from: str | None = None
     term_rises: int | None = None  # copysets whose raft term rose since the last look
     # Of those rises, the ones no MDS TransferLeader operator explains: elections.
     elections: int | None = None
@@ -377,6 +380,12 @@ class CurveCluster:
     transfer_copysets: tuple[str, ...] = ()
     # Tool calls that failed this time: their values are None, not the last good ones.
     tool_errors: Mapping[str, str] = field(default_factory=dict)  # call -> error
+    # stormdeck's own leader schedules (start, end or None while running), epoch seconds,
+    # as its journal said when this was collected: a replay judges what was known then.
+    own_schedules: tuple[tuple[float, float | None], ...] = ()
+    # Where each pool's id came from (pool name -> "curve bs list logical-pool", "the MDS's
+    # topology service", ...), or why no id: said where a schedule must target every pool.
+    pool_ids_from: Mapping[str, str] = field(default_factory=dict)
 
 
 # ---- sources and the whole ------------------------------------------------------

@@ -23,6 +23,7 @@ import asyncio
 import fnmatch
 import json
 import random
+import socket
 import threading
 import time
 import urllib.parse
@@ -174,9 +175,10 @@ class Operator:
 
 @dataclass
 class Mds:
-    port: int
+    port: int  # its dummy port: /vars, whether leader or not
     leader: bool
     mode: str = "ok"
+    main_port: int = 0  # mds.listen.addr's port: the topology service, on the leader only
 
     @property
     def addr(self) -> str:
@@ -194,7 +196,7 @@ class CurveWire:
     def __init__(self, chunkservers: int = 6, copysets: int = 100,
                  leaders: list[int] | None = None, slow_seconds: float = 3.0,
                  pools: Sequence[tuple[str, int, int, list[int] | None]] | None = None,
-                 heartbeat: float = 0.3) -> None:
+                 heartbeat: float = 0.3, topology_service: bool = False) -> None:
         self.slow_seconds = slow_seconds
         self.heartbeat = heartbeat
         self.flapping = False
@@ -212,6 +214,16 @@ class CurveWire:
                                         name="curve-wire")
         self._thread.start()
         self.mds = [Mds(self._listen(), True), Mds(self._listen(), False)]
+        # The leader's main port serves TopologyService over brpc's HTTP+JSON when asked
+        # for; otherwise nothing listens there, as where a firewall keeps it from us.
+        if topology_service:
+            self.mds[0].main_port = self._listen()
+        else:
+            with socket.socket() as probe:  # a port nothing listens on once it is closed
+                probe.bind(("127.0.0.1", 0))
+                self.mds[0].main_port = probe.getsockname()[1]
+        self.mds[1].main_port = self.mds[0].main_port + 1
+        self.topology_calls: list[str] = []
         self.control_port = self._listen()
         specs = list(pools) if pools else [(POOL, chunkservers, copysets, leaders)]
         self.pools: list[Pool] = []
@@ -414,7 +426,12 @@ class CurveWire:
                                 "curve_version": "1.2.5+2c4861ca",
                                 "mds_config_mds_heartbeat_interval_ms":
                                     '{"conf_name":"mds.heartbeat.intervalMs",'
-                                    '"conf_value":"10000"}'}
+                                    '"conf_value":"10000"}',
+                                # Configuration::ExposeMetric("mds_config"): every conf key
+                                # a JSON string bvar (src/common/configuration.cpp).
+                                "mds_config_mds_listen_addr":
+                                    '{"conf_name":"mds.listen.addr",'
+                                    f'"conf_value":"127.0.0.1:{mds.main_port}"}}'}
         if not mds.leader:
             return v  # only the leader MDS fills in the topology metrics
         with self._lock:
@@ -448,13 +465,50 @@ class CurveWire:
                       "startEpoch": str(cs.term)}
                 v[f"mds_scheduler_metric_copyset_{cs.pool}_{cs.id}"] = "{" + ",".join(
                     f'"{k}":"{kv[k]}"' for k in sorted(kv)) + "}"
+            v["topology_metric_cluster_logicalpool_num"] = len(self.pools)
+            v["topology_metric_cluster_chunkserver_num"] = len(self.chunkservers)
+            # ChunkServerMetric (src/mds/topology/topology_metric.h): prefix
+            # "topology_metric_chunkserver_Id_", names such as "<id>_leaderCount_from_heartbeat"
+            # and "<id>_writeIOPS", as bvar's to_underscored_name mangles them.
             for c in self.chunkservers:
                 k = f"topology_metric_chunkserver_id_{c.id}"
                 v.update({f"{k}_leadernum": c.leaders, f"{k}_copysetnum": c.copysets,
                           f"{k}_leader_count_from_heartbeat": c.leaders,
+                          f"{k}_copyset_count_from_heartbeat": c.copysets,
                           f"{k}_scatterwidth": 4, f"{k}_read_iops": 120,
-                          f"{k}_write_iops": 850})
+                          f"{k}_write_iops": 850, f"{k}_read_rate": 491520,
+                          f"{k}_write_rate": 3481600, f"{k}_disk_capacity": 41875931136,
+                          f"{k}_disk_used": 1073741824})
         return v
+
+    # -- the MDS's topology service (proto/topology.proto), as brpc's HTTP+JSON gives it --
+
+    def topology(self, method: str, body: dict) -> tuple[int, str]:
+        """A TopologyService call's HTTP status and JSON: fields by their proto names,
+        enums by name, bytes in base64 (brpc's pb2json)."""
+        self.topology_calls.append(method)
+        if method == "ListPhysicalPool":
+            return 200, json.dumps({"statusCode": 0, "physicalPoolInfos": [
+                {"physicalPoolID": p.id, "physicalPoolName": f"pool{p.id}",
+                 "desc": "", "poolsetId": 1, "poolsetName": "default"} for p in self.pools]})
+        if method == "ListLogicalPool":
+            pid = body.get("physicalPoolID")
+            return 200, json.dumps({"statusCode": 0, "logicalPoolInfos": [
+                {"logicalPoolID": p.id, "logicalPoolName": p.name, "physicalPoolID": p.id,
+                 "type": "PAGEFILE", "createTime": 1700000000,
+                 "redundanceAndPlaceMentPolicy": "eyJyZXBsaWNhTnVtIjozfQ==",
+                 "userPolicy": "e30=", "allocateStatus": "ALLOW", "scanEnable": True}
+                for p in self.pools if p.id == pid]})
+        if method == "GetChunkServerInCluster":
+            return 200, json.dumps({"statusCode": 0, "chunkServerInfos": [
+                {"chunkServerID": c.id, "diskType": "nvme", "hostIp": "127.0.0.1",
+                 "port": c.port, "status": "READWRITE", "diskStatus": "DISKNORMAL",
+                 "onlineState": "OFFLINE" if c.mode == "refuse" else "ONLINE",
+                 "mountPoint": f"local:///data/chunkserver{c.id}", "diskCapacity": 41875931136,
+                 "diskUsed": 1073741824, "externalIp": "127.0.0.1", "version": "1.2.5"}
+                for c in self.chunkservers]})
+        # brpc's answer to a method the service lacks.
+        return 404, f"Fail to find method={method}\n"
 
     # -- the tools --
 
@@ -585,9 +639,18 @@ class CurveWire:
         # Leaders move and terms rise between any two looks, as in K2.3's election storms.
         self.elect(max(2, sum(len(p.copysets) for p in self.pools) // 20))
 
-    def respond(self, port: int, path: str) -> tuple[int, str]:
+    def respond(self, port: int, path: str, body: bytes = b"") -> tuple[int, str]:
         self.requests += 1
         self._tick()
+        if port == self.mds[0].main_port:
+            service, _, method = path.split("?")[0].lstrip("/").partition("/")
+            if service != "curve.mds.topology.TopologyService":
+                return 404, f"Fail to find service={service}\n"
+            try:
+                doc = json.loads(body or b"{}")
+            except ValueError:
+                return 400, "Fail to parse JSON\n"
+            return self.topology(method, doc if isinstance(doc, dict) else {})
         if port == self.control_port and path.startswith(CONTROL):
             kind, _, query = path.removeprefix(CONTROL).partition("?")
             argv = json.loads(urllib.parse.parse_qs(query)["argv"][0])
@@ -634,6 +697,9 @@ class CurveWire:
             while True:
                 request = await reader.readuntil(b"\r\n\r\n")
                 path = request.split(b" ", 2)[1].decode()
+                length = next((int(line.split(b":", 1)[1]) for line in request.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                payload = await reader.readexactly(length) if length else b""
                 close = b"\r\nconnection: close" in request.lower()
                 cs = next((c for c in self.chunkservers if c.port == port), None)
                 if cs is not None and cs.mode == "slow":
@@ -645,7 +711,7 @@ class CurveWire:
                     status, body = await asyncio.get_running_loop().run_in_executor(
                         None, self.respond, port, path)
                 else:
-                    status, body = self.respond(port, path)
+                    status, body = self.respond(port, path, payload)
                 data = body.encode("utf-8", errors="replace")
                 writer.write(f"HTTP/1.1 {status} {'OK' if status == 200 else 'Not Found'}\r\n"
                              f"Content-Type: text/plain\r\nContent-Length: {len(data)}\r\n"

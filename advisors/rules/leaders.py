@@ -6,10 +6,9 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from stormdeck.advisors.actuators.table import change, moves_leaders
-from stormdeck.advisors.curve_schedule import ALL_POOLS, journal_file
+from stormdeck.advisors.actuators.curve import ALL_POOLS
+from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.findings import Check, Severity
-from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.rules.base import ANY, Context, Proposes, Rule, mean
 
 # Ceph releases in order: require_min_compat_client is compared by it, never lowered.
@@ -234,27 +233,20 @@ class PrimarySpread(Rule):
                 "reef`.")
 
 
-def own_schedules(settle: float) -> list[tuple[float, float]]:
-    """When stormdeck's own leader schedules ran (the journal), each widened by `settle`
-    seconds for its transfers to land: term rises then are transfers, not elections."""
-    path = journal_file()
-    try:
-        st = path.stat()
-    except OSError:
+def own_schedules(ctx: Context, settle: float) -> list[tuple[float, float]]:
+    """When stormdeck's own leader schedules ran, as the newest snapshot carries them (the
+    source stamps them from the journal as it collects), each widened by `settle` seconds
+    for its transfers to land: term rises then are transfers, not elections."""
+    cv = ctx.latest.curve
+    if cv is None:
         return []
-    key = (str(path), st.st_mtime_ns, st.st_size)
-    if _SCHEDULES[0] != key:
-        try:
-            entries = Journal(path).entries()
-        except Exception:  # a journal that does not read explains nothing; say nothing
-            entries = []
-        _SCHEDULES[:] = [key, [(e.started, e.ended) for e in entries
-                               if moves_leaders(e.change.kind)]]
     return [(start, (end if end is not None else start + 600.0) + settle)
-            for start, end in _SCHEDULES[1]]
+            for start, end in cv.own_schedules]
 
 
-_SCHEDULES: list = [None, []]  # (journal key, [(started, ended)]): read again when it changes
+# How long after the MDS last showed a TransferLeader operator a leader move may still be
+# its doing: the operator ends at a heartbeat (10 s), the MDS's counts follow within 10 s.
+TRANSFER_LOOKBACK = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +260,7 @@ class Elections:
     moving: list[str]  # chunkservers whose leaders kept moving with no transfer about
     raft_seen: bool  # whether any raft page was compared at all
     busy: list[float]  # bthread usage / workers, now
+    mds_counts: bool = False  # whether leader counts came from the leader MDS's series
 
     @property
     def flapping(self) -> bool:
@@ -277,10 +270,14 @@ class Elections:
 
 def judge_elections(ctx: Context, settle: float = 60.0, moving_fraction: float = 0.3
                     ) -> Elections:
-    mine = own_schedules(settle)
+    mine = own_schedules(ctx, settle)
     elections = transfers = 0.0
     candidate_looks = most = 0
     raft_seen = False
+    # When the MDS showed a TransferLeader operator: a leader move up to TRANSFER_LOOKBACK
+    # later may be its doing (the MDS's counts lag the operator that moved them).
+    shown = [s.time for s in ctx.window if s.curve is not None
+             and (s.curve.transfer_copysets or s.curve.transfer_leader_ops)]
     quiet: list = []  # snapshots in which no transfer was about
     for snap in ctx.window:
         css = [d for d in snap.daemons.values() if d.kind == "chunkserver"]
@@ -288,9 +285,7 @@ def judge_elections(ctx: Context, settle: float = 60.0, moving_fraction: float =
         unexplained = sum(d.elections or 0 for d in css)
         raft_seen = raft_seen or any(d.term_rises is not None for d in css)
         ours = any(a <= snap.time <= b for a, b in mine)
-        cv = snap.curve
-        mds_moving = cv is not None and (bool(cv.transfer_copysets)
-                                         or bool(cv.transfer_leader_ops))
+        mds_moving = any(snap.time - TRANSFER_LOOKBACK <= t <= snap.time for t in shown)
         if ours:
             transfers += rises
         else:
@@ -303,15 +298,25 @@ def judge_elections(ctx: Context, settle: float = 60.0, moving_fraction: float =
         if not ours and not mds_moving:
             quiet.append(snap)
     moving = []
+    latest = list(ctx.chunkservers())
+    mds_counts = any(d.leaders_from == "mds" for d in latest)
     if len(quiet) >= 3:
-        need = max(2, int(len(quiet) * moving_fraction))
-        for d in ctx.chunkservers():
+        # A chunkserver's own count is live: judged against every quiet poll. The MDS's
+        # is refreshed every 10 s, so most polls cannot show a move: judged against the
+        # quiet polls in which the MDS's counts moved at all.
+        changed = sum(1 for s in quiet if any(
+            d.leader_delta for d in s.daemons.values()
+            if d.kind == "chunkserver" and d.leaders_from == "mds"))
+        need_own = max(2, int(len(quiet) * moving_fraction))
+        need_mds = max(2, int(changed * moving_fraction))
+        for d in latest:
             moves = sum(1 for s in quiet if d.id in s.daemons and s.daemons[d.id].leader_delta)
-            if moves >= need:
+            if moves >= (need_mds if d.leaders_from == "mds" else need_own):
                 moving.append(d.id)
     busy = [d.bthread_usage / d.bthread_workers for d in ctx.chunkservers()
             if d.bthread_usage is not None and d.bthread_workers]
-    return Elections(elections, transfers, candidate_looks, most, moving, raft_seen, busy)
+    return Elections(elections, transfers, candidate_looks, most, moving, raft_seen, busy,
+                     mds_counts)
 
 
 class CurveLeaderSpread(Rule):
@@ -350,7 +355,10 @@ class CurveLeaderSpread(Rule):
                 "curve_leader_schedule", pool.name, "rapid-leader-schedule",
                 f"range {pool.leader_range:g}", f"range <= {limit:g}",
                 args={"pool_id": str(pool.pool_id)},
-                note=f"moves the leaders of logical pool {pool.pool_id} alone (with the Go "
+                note=f"moves the leaders of logical pool {pool.pool_id} alone"
+                     + (f" (its id from {cv.pool_ids_from[pool.name]})"
+                        if pool.name in cv.pool_ids_from else "")
+                     + " (with the Go "
                      f"CLI: curve bs update leader-schedule --logicalpoolid {pool.pool_id}); "
                      "there is nothing to undo, and it may need a second run")
             yield Check(
@@ -391,10 +399,18 @@ class CurveLeaderSpread(Rule):
             target=ALL_POOLS, fire=bool(bad), clear=not bad, severity=Severity.WARNING,
             summary=f"logical pools {names} over {limit:g}; their ids could not be read "
                     "from the cluster, so a schedule can only be proposed for all pools"
+                    + self._why_no_id(ctx, bad or pools)
                     + (f"; no schedule while {'; '.join(blockers)}" if blockers else ""),
             evidence=(ctx.evidence("largest leadernum_range", series, "leaders"),),
             changes=() if blockers else (proposal,), procedure=self._wait(blockers),
             badness=worst.leader_range)
+
+    @staticmethod
+    def _why_no_id(ctx: Context, pools: list) -> str:
+        cv = ctx.latest.curve
+        why = {cv.pool_ids_from[p.name] for p in pools
+               if cv is not None and p.name in cv.pool_ids_from}
+        return f" ({'; '.join(sorted(why))})" if why else ""
 
     @staticmethod
     def _blockers(ctx: Context) -> list[str]:
@@ -448,12 +464,7 @@ class CurveLeaderFlapping(Rule):
             target="cluster", fire=fire,
             clear=e.elections == 0 and e.candidate_looks == 0 and not e.moving,
             severity=Severity.WARNING,
-            summary=f"{e.elections:.0f} raft elections (term rises no leader transfer "
-                    f"explains) and copysets standing as CANDIDATE in {e.candidate_looks} "
-                    f"looks in {ctx.span:.0f} s; {e.transfers:.0f} term rises were "
-                    f"transfers" + (f"; leaders moved on {len(e.moving)} of {len(css)} "
-                                    "chunkservers with no transfer about" if e.moving else "")
-                    + busy,
+            summary=self._summary(e, ctx, len(css)) + busy,
             evidence=(ctx.evidence("raft elections", [e.elections]),
                       ctx.evidence("term rises from transfers", [e.transfers]),
                       ctx.evidence("copysets as CANDIDATE", [float(e.candidates)]),
@@ -468,6 +479,23 @@ class CurveLeaderFlapping(Rule):
                 "chunkserver --host HOST`, wait for its copysets to be healthy, then the "
                 "next host; then run the leader schedule.",),
             badness=e.elections + e.candidates + len(e.moving))
+
+
+    @staticmethod
+    def _summary(e: Elections, ctx: Context, chunkservers: int) -> str:
+        moved = (f"leaders moved on {len(e.moving)} of {chunkservers} chunkservers with no "
+                 "transfer about")
+        if not e.raft_seen:
+            # No raft page compared: no term was seen, so no election is counted; the
+            # moving counts are all there is, and whose counts they are is said.
+            return ((moved if e.moving else "leaders moved on no chunkserver without a "
+                     "transfer about") + f" in {ctx.span:.0f} s; "
+                    + ("from the MDS's counts, no raft pages read" if e.mds_counts else
+                       "from the chunkservers' own counts, no raft pages read"))
+        return (f"{e.elections:.0f} raft elections (term rises no leader transfer explains) "
+                f"and copysets standing as CANDIDATE in {e.candidate_looks} looks in "
+                f"{ctx.span:.0f} s; {e.transfers:.0f} term rises were transfers"
+                + (f"; {moved}" if e.moving else ""))
 
 
 class BthreadSaturated(Rule):

@@ -8,16 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from stormdeck.collectors.curve import (
+from stormdeck.advisors.actuators.curve import schedule_argv, schedule_refusal
+from stormdeck.collectors.curve.metrics import (
+    mds_pools,
+    mds_transfers,
+    raft_group,
+)
+from stormdeck.collectors.curve.parse import (
     CLI_CHUNKSERVER_HEADER,
     ChunkserverInfo,
     CurveError,
-    CurveSource,
     LogicalPoolInfo,
     bvar_name,
     conf_value,
-    mds_pools,
-    mds_transfers,
     parse_chunkserver_status,
     parse_cli_chunkservers,
     parse_cli_copysets_status,
@@ -28,10 +31,8 @@ from stormdeck.collectors.curve import (
     parse_prometheus_text,
     parse_raft_stat,
     parse_vars,
-    raft_group,
-    schedule_argv,
-    schedule_refusal,
 )
+from stormdeck.collectors.curve.source import CurveSource
 from stormdeck.collectors.hub import Hub
 from tests.curve_wire import CLI_CHUNKSERVER_HEADER as WIRE_HEADER
 from tests.curve_wire import POOL, CurveWire

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from stormdeck.advisors.apply import journal_path
-from stormdeck.advisors.curve_schedule import (
+from stormdeck.advisors.actuators.curve import (
     ALL_POOLS,
     command_for,
-    journal_file,
     pool_id_of,
     run_leader_schedule,
 )
+from stormdeck.advisors.apply import journal_path
+from stormdeck.advisors.curve_schedule import own_schedule_times
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.findings import Change, Check
 from stormdeck.advisors.journal import Journal
@@ -25,7 +25,7 @@ from stormdeck.advisors.rules.base import Context
 from stormdeck.advisors.rules.leaders import CurveLeaderFlapping, CurveLeaderSpread
 from stormdeck.advisors.settings import load_settings
 from stormdeck.base.errors import UserError
-from stormdeck.collectors.curve import CurveSource
+from stormdeck.collectors.curve.source import CurveSource
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import Snapshot, SourceHealth
 from tests.conftest import run_cli
@@ -73,6 +73,7 @@ def test_each_imbalanced_pool_gets_its_own_schedule(tmp_path: Path) -> None:
                                   f"-logical_pool_id={pool_id} -scheduleAll=false")
         assert change.blast_radius == "pool" and change.target == name
         assert f"--logicalpoolid {pool_id}" in change.note
+        assert "(its id from curve_ops_tool logical-pool-list)" in change.note
         assert pool_id_of(change) == pool_id
 
 
@@ -181,16 +182,13 @@ def test_the_go_cli_runs_the_schedule_where_curve_ops_tool_is_missing(
             run_leader_schedule(change)
 
 
-def test_the_rules_read_the_journal_the_executor_writes() -> None:
-    assert journal_file() == journal_path()
-
-
 # ---- flapping: elections fire it, transfers do not -----------------------------------------
 
 
 def watch(wire: CurveWire, seconds: float, every: float = 0.25, between=None) -> list[Snapshot]:
     """Poll the wire as the console would, the raft pages every poll, for `seconds`."""
-    src = CurveSource(mds=[m.addr for m in wire.mds], chunkservers=list(wire.addrs()))
+    src = CurveSource(mds=[m.addr for m in wire.mds], chunkservers=list(wire.addrs()),
+                      schedules=own_schedule_times)
     src.RAFT_EVERY = 0
     out = []
     end = time.monotonic() + seconds
@@ -234,7 +232,7 @@ def test_flapping_stays_quiet_through_stormdecks_own_schedule(state: Path) -> No
 
     def run(journaled: bool) -> Check:
         with CurveWire(leaders=[24, 18, 16, 16, 14, 12], heartbeat=0.02) as wire:
-            journal = Journal(journal_file())
+            journal = Journal(journal_path())
             entry = journal.intent(change, None) if journaled else None
             ran = []
 

@@ -292,7 +292,7 @@ def test_every_rules_proposals_pass_the_plan_check(tmp_path: Path) -> None:
 
 def test_the_all_pools_leader_schedule_passes_the_plan_check() -> None:
     from stormdeck.advisors.rules.leaders import CurveLeaderSpread
-    from stormdeck.collectors.curve import CurveSource
+    from stormdeck.collectors.curve.source import CurveSource
     from tests.curve_wire import CurveWire
 
     with CurveWire(pools=TWO_POOLS) as wire:

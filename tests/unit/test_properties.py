@@ -16,9 +16,11 @@ from hypothesis import strategies as st
 
 from stormdeck.advisors.plan import Plan
 from stormdeck.base.errors import UserError
-from stormdeck.collectors import curve
 from stormdeck.collectors.ceph.connection import CommandError
-from stormdeck.collectors.prometheus import PrometheusError, PrometheusSource
+from stormdeck.collectors.curve import metrics as curve_metrics
+from stormdeck.collectors.curve import parse as curve
+from stormdeck.collectors.prometheus.client import PrometheusError
+from stormdeck.collectors.prometheus.source import PrometheusSource
 from stormdeck.collectors.recording import MAGIC, Recording
 from stormdeck.config import load_clusters
 from tests.captured import CannedCeph, lab_outputs
@@ -95,9 +97,9 @@ def test_curve_text_parsers_survive_any_text(text: str) -> None:
                   curve.parse_ops_chunkserver_list, curve.parse_copysets_status,
                   curve.parse_chunkserver_status, curve.parse_cli_chunkservers):
         value_or_clear_error(parse, text)
-    curve.mds_pools(values)
-    curve.mds_chunkservers(values)
-    curve.chunkserver_daemon("127.0.0.1:8200", values)
+    curve_metrics.mds_pools(values)
+    curve_metrics.mds_chunkservers(values)
+    curve_metrics.chunkserver_daemon("127.0.0.1:8200", values)
 
 
 @FAST

@@ -18,7 +18,7 @@ from stormdeck.advisors.findings import Severity
 from stormdeck.advisors.rules import ALL
 from stormdeck.advisors.settings import load_settings
 from stormdeck.advisors.validated import ValidatedStore
-from stormdeck.collectors.curve import CurveSource
+from stormdeck.collectors.curve.source import CurveSource
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import ConfigOption, Disk, Host, Pool, Snapshot, SourceHealth
 from tests.captured import (

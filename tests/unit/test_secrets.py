@@ -102,7 +102,7 @@ def test_a_secret_removed_stays_told_apart_from_one_set() -> None:
 
 
 def test_curve_conf_values_through_bvars_are_redacted() -> None:
-    from stormdeck.collectors.curve import chunkserver_daemon
+    from stormdeck.collectors.curve.metrics import chunkserver_daemon
 
     p = "chunkserver_10_0_0_1_8200"
     d = chunkserver_daemon("10.0.0.1:8200", {
@@ -126,7 +126,8 @@ def test_a_url_is_shown_without_its_password(url: str, shown: str) -> None:
 
 
 def test_the_prometheus_source_never_shows_the_password_of_its_url() -> None:
-    from stormdeck.collectors.prometheus import PrometheusError, PrometheusSource
+    from stormdeck.collectors.prometheus.client import PrometheusError
+    from stormdeck.collectors.prometheus.source import PrometheusSource
 
     src = PrometheusSource("http://scraper:pa55word@127.0.0.1:9/", timeout=1)
     try:

@@ -77,7 +77,8 @@ async def open_review(app: StormdeckApp, pilot, key: str) -> PlanReview:
     table = app.query_one(FindingTable)
     table.move_cursor(row=table.keys.index(key))
     await pilot.press("enter")
-    assert isinstance(app.screen, PlanReview)
+    # A change that moves data is predicted in a worker first (advisors/blast.py).
+    await until(pilot, lambda: isinstance(app.screen, PlanReview), 120)
     return app.screen
 
 

@@ -20,7 +20,7 @@ VIEWS = {"overview": "1", "daemons": "2", "leaders": "3", "latency": "4", "disks
 
 def recorded() -> list[Frame]:
     """The lab capture, with a Curve pool beside it and a name that tries to be markup."""
-    from stormdeck.collectors.curve import CurveSource
+    from stormdeck.collectors.curve.source import CurveSource
     from tests.curve_wire import CurveWire
 
     with CurveWire(leaders=[24, 18, 16, 16, 14, 12]) as wire:

@@ -1,0 +1,1 @@
+"""Curve (CurveBS): wire formats (parse), model fields (metrics), HTTP (connection), source."""
