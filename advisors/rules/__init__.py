@@ -5,6 +5,7 @@ from stormdeck.advisors.rules import (
     cpu,
     disks,
     ec,
+    health,
     host,
     latency,
     leaders,
@@ -19,7 +20,7 @@ from stormdeck.advisors.rules.base import Context, Rule
 ALL: tuple[type[Rule], ...] = (*cpu.RULES, *latency.RULES, *leaders.RULES, *peering.RULES,
                                *pools.RULES, *ec.RULES, *disks.RULES, *host.RULES,
                                *triage.RULES, *mclock.RULES, *release.RULES,
-                               *capacity.RULES)
+                               *capacity.RULES, *health.RULES)
 BY_ID: dict[str, type[Rule]] = {r.id: r for r in ALL}
 # The rules an incident is read by: the triage view shows their findings.
 TRIAGE: tuple[type[Rule], ...] = (
@@ -28,4 +29,4 @@ TRIAGE: tuple[type[Rule], ...] = (
     mclock.MclockBackgroundVsClients,
 )
 
-__all__ = ["ALL", "BY_ID", "TRIAGE", "Context", "Rule"]
+__all__ = ["ALL", "BY_ID", "TRIAGE", "Context", "Rule", "health"]

@@ -270,7 +270,27 @@ def saturated(cs) -> None:
     cs.bthread_usage = 17.5
 
 
+def ceph_warns(s: Snapshot, i: int) -> Snapshot:
+    # Ceph's own check (tests/data/pacific/health_detail_storm.json: osd.2 down).
+    from stormdeck.collectors.ceph import parse_health
+    checks = parse_health(json.loads((DATA / "pacific" / "health_detail_storm.json")
+                                     .read_text()))[0]
+    return with_cluster(s, health="HEALTH_WARN", checks=checks)
+
+
+def stale_pgs(s: Snapshot, i: int) -> Snapshot:
+    return with_cluster(s, num_pgs=65, pg_states={"active+clean": 56, "stale+active+clean": 9})
+
+
+def unfound(s: Snapshot, i: int) -> Snapshot:
+    return with_cluster(s, num_pgs=65, pg_states={"active+clean": 64,
+                                                  "active+recovery_unfound+degraded": 1})
+
+
 CASES: dict[str, tuple[Callable[[], History], Callable[[], History], Severity]] = {
+    "ceph.health.check": (lambda: long(ceph_warns), long, Severity.WARNING),
+    "ceph.pgs.inactive": (lambda: long(stale_pgs), long, Severity.CRITICAL),
+    "ceph.pgs.unfound": (lambda: long(unfound), long, Severity.CRITICAL),
     "ceph.osd.cores_beyond_knee": (lambda: long(beyond_knee), long, Severity.INFO),
     "ceph.osd.cores_starved": (lambda: long(starved), long, Severity.WARNING),
     "ceph.osd.cpu_throttled": (lambda: long(throttled), lambda: long(not_throttled),
