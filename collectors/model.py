@@ -204,6 +204,11 @@ class Pool:
     ec_technique: str | None = None
     ec_failure_domain: str | None = None
     ec_device_class: str | None = None
+    # `df`: what the pool stores (before replication), and its share of what it may hold:
+    # percent_used = stored / (stored + max_avail), max_avail counting the full ratio.
+    stored_bytes: int | None = None
+    used_ratio: float | None = None  # 0..1
+    max_avail_bytes: int | None = None
 
     @property
     def ec_optimizations(self) -> bool:
@@ -259,6 +264,15 @@ class Cluster:
     slow_ops_daemons: tuple[str, ...] = ()
     slow_ops_oldest: float | None = None  # seconds the oldest slow op has been blocked
     osd_flags: tuple[str, ...] = ()
+    # Flags set on one OSD (`ceph osd add-noout osd.3`) or on a CRUSH node or device
+    # class (`ceph osd set-group noout host1`): "osd.3" / "host1" / "class:hdd" -> flags.
+    osd_state_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The monitors' fullness ratios (`osd dump`): nearfull warns, backfillfull stops
+    # backfill into the OSD, full stops writes.
+    nearfull_ratio: float | None = None
+    backfillfull_ratio: float | None = None
+    full_ratio: float | None = None
+    audit: tuple[LogEntry, ...] = ()  # the audit channel's newest entries, the newest last
     osdmap_epoch: int | None = None
     require_min_compat_client: str | None = None  # "luminous", "reef", ...
     # osd id -> primary affinity, for OSDs whose affinity is not 1 (`osd dump`)

@@ -5,6 +5,8 @@ from stormdeck.advisors.rules import (
     cpu,
     disks,
     ec,
+    flags,
+    fullness,
     health,
     host,
     latency,
@@ -20,7 +22,8 @@ from stormdeck.advisors.rules.base import Context, Rule
 ALL: tuple[type[Rule], ...] = (*cpu.RULES, *latency.RULES, *leaders.RULES, *peering.RULES,
                                *pools.RULES, *ec.RULES, *disks.RULES, *host.RULES,
                                *triage.RULES, *mclock.RULES, *release.RULES,
-                               *capacity.RULES, *health.RULES)
+                               *capacity.RULES, *health.RULES, *fullness.RULES,
+                               *flags.RULES)
 BY_ID: dict[str, type[Rule]] = {r.id: r for r in ALL}
 # The rules an incident is read by: the triage view shows their findings.
 TRIAGE: tuple[type[Rule], ...] = (

@@ -287,7 +287,27 @@ def unfound(s: Snapshot, i: int) -> Snapshot:
                                                   "active+recovery_unfound+degraded": 1})
 
 
+def nearfull(s: Snapshot, i: int) -> Snapshot:
+    s = with_cluster(s, nearfull_ratio=0.85, backfillfull_ratio=0.90, full_ratio=0.95)
+    return with_daemon(s, "osd.0", utilization=0.87)
+
+
+def pool_growing(s: Snapshot, i: int) -> Snapshot:
+    # 0.01 points a minute: 95% within 5 days many times over.
+    return pool_edit(used_ratio=0.40 + 0.0001 * 10 * i, stored_bytes=10 ** 9)(s, i)
+
+
+def noout(s: Snapshot, i: int) -> Snapshot:
+    return with_cluster(s, osd_flags=("noout",))
+
+
 CASES: dict[str, tuple[Callable[[], History], Callable[[], History], Severity]] = {
+    "ceph.osd.fullness": (lambda: long(nearfull),
+                          lambda: long(lambda s, i: with_daemon(s, "osd.0", utilization=0.80)),
+                          Severity.WARNING),
+    "ceph.pool.fullness": (lambda: long(pool_growing), lambda: long(pool_edit(used_ratio=0.4)),
+                           Severity.WARNING),
+    "ceph.flags.left_set": (lambda: long(noout), long, Severity.WARNING),
     "ceph.health.check": (lambda: long(ceph_warns), long, Severity.WARNING),
     "ceph.pgs.inactive": (lambda: long(stale_pgs), long, Severity.CRITICAL),
     "ceph.pgs.unfound": (lambda: long(unfound), long, Severity.CRITICAL),
