@@ -25,6 +25,7 @@ from stormdeck.tui.views import (
     DaemonTable,
     DisksView,
     FindingsView,
+    FullnessView,
     JournalChanged,
     JournalTable,
     LatencyTable,
@@ -135,6 +136,7 @@ class StormdeckApp(App[None]):
                 yield view(id=view.view_id)
             yield JournalTable(id="journal")
             yield Triage(id=Triage.view_id)
+            yield FullnessView(id=FullnessView.view_id)
         yield KeyBar(id="keybar")
 
     def on_mount(self) -> None:

@@ -79,13 +79,18 @@ VIEWS: tuple[ViewInfo, ...] = (
              "an incident on one screen",
              "an incident on one screen: PG states over time, what happened, who, the "
              "cluster log"),
+    ViewInfo("9", "fullness", "Fullness", "Full",
+             "health checks, OSD and pool fullness",
+             "Ceph's health checks with their detail lines (muted ones marked), each OSD's "
+             "use as a bar against the nearfull, backfillfull and full ratios, each pool's "
+             "fill and its days to full at its growth"),
 )
 
 KEYS: tuple[Key, ...] = (
     Key("question_mark,f1", "help", "Help: every key, mouse action and palette command",
         bar="Help", short="Help", rank=0, palette="Help: every key"),
     *(Key(v.key, f"view('{v.id}')", f"{v.name}: {v.summary}",
-          bar=v.name, short=v.short, rank=3 if v.key in "78" else 2,
+          bar=v.name, short=v.short, rank=3 if v.key in "789" else 2,
           palette=f"View: {v.name}") for v in VIEWS),
     Key("slash", "filter", "Filter the rows (Enter keeps it, Esc clears it)",
         bar="Filter", short="Filt", rank=4, palette="Filter the rows"),

@@ -5,6 +5,7 @@ from stormdeck.tui.views.daemons import DaemonTable
 from stormdeck.tui.views.detail import DaemonDetail, daemon_detail
 from stormdeck.tui.views.disks import DisksView, DiskTable, disk_detail
 from stormdeck.tui.views.findings import FindingsView, FindingTable, finding_detail
+from stormdeck.tui.views.fullness import FullnessView
 from stormdeck.tui.views.journal import JournalTable
 from stormdeck.tui.views.latency import LatencyTable
 from stormdeck.tui.views.leaders import Leaders, pool_primaries
@@ -12,6 +13,7 @@ from stormdeck.tui.views.overview import Overview
 from stormdeck.tui.views.triage import Triage
 
 __all__ = ["DaemonDetail", "DaemonTable", "DiskTable", "DisksView", "FindingTable",
-           "FindingsView", "FrameText", "JournalChanged", "JournalTable", "LatencyTable",
+           "FindingsView", "FrameText", "FullnessView", "JournalChanged", "JournalTable",
+           "LatencyTable",
            "Leaders", "Overview", "Triage", "View", "daemon_detail", "disk_detail",
            "finding_detail", "pool_primaries"]
