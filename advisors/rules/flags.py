@@ -29,7 +29,7 @@ EFFECT = {
 }
 STOPS_IO = frozenset({"pause", "pauserd", "pausewr", "full"})
 SCRUB = frozenset({"noscrub", "nodeep-scrub"})
-_CMD = re.compile(r"cmd=(\[.*\])")
+_CMD = re.compile(r"cmd='?(\[.*\])")
 _ENTITY = re.compile(r"entity='([^']*)'")
 _FROM = re.compile(r"from='([^']*)'")
 

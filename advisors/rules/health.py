@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
@@ -9,9 +10,10 @@ from stormdeck.advisors.model import Check, Finding, Severity
 from stormdeck.advisors.rules.base import Context, Rule
 from stormdeck.advisors.rules.peering import mgr_blind
 from stormdeck.base import pgstate
-from stormdeck.collectors.model import Cluster, Snapshot
+from stormdeck.collectors.model import Cluster, HealthCheck, Snapshot
 
 FLOOR_ID = "ceph.health.check"
+_OSD_NAME = re.compile(r"\bosd\.\d+\b")
 CEPH_MUTED = "muted in Ceph (`ceph health mute`); `ceph health unmute CODE` ends it"
 
 # Ceph's severities: a check is HEALTH_WARN or HEALTH_ERR (rados/operations/health-checks).
@@ -32,6 +34,47 @@ COVERED_BY: dict[str, tuple[str, ...]] = {
     "POOL_FULL": ("ceph.pool.fullness",),
     "OSDMAP_FLAGS": ("ceph.flags.left_set",),
     "OSD_FLAGS": ("ceph.flags.left_set",),
+}
+
+
+# What to look at first for the checks behind incidents that no rule judges on its own:
+# network behind flapping and slow ops, and a disk's early failure
+# (rados/operations/health-checks; `ceph daemon osd.N dump_osd_network`).
+_NETWORK = ("`ceph daemon osd.N dump_osd_network` on an OSD's host lists its slow peers and "
+            "their ping times front and back; the hosts both sides of the slow links share "
+            "a NIC, a switch or a bond.",
+            "On those hosts: drops and errors (`ip -s link`, /proc/net/dev), the bond's "
+            "state (/proc/net/bonding/*), and the MTU end to end (`ping -M do -s 8972` "
+            "for 9000).")
+_DISK = ("`ceph device ls` maps OSDs to devices; `smartctl -a /dev/X` (or `ceph device "
+         "get-health-metrics DEVID`) shows reallocated and pending sectors and media errors.",
+         "The OSD's log and the host's kernel log (`journalctl -k`) show I/O errors; an OSD "
+         "whose disk is failing is better marked out (`ceph osd out N`) while its peers "
+         "still have the data than after a second failure.")
+PROCEDURES: dict[str, tuple[str, ...]] = {
+    "OSD_SLOW_PING_TIME_BACK": _NETWORK,
+    "OSD_SLOW_PING_TIME_FRONT": _NETWORK,
+    "OSD_SCRUB_ERRORS": ("`rados list-inconsistent-pg POOL`, then `rados "
+                         "list-inconsistent-obj PGID --format=json-pretty`: which copy, which "
+                         "error (read_error is the disk, data_digest_mismatch a bad copy).",
+                         *_DISK,
+                         "`ceph pg repair PGID` rewrites the bad copy from a good one; with "
+                         "a failing disk it comes back, so look at the disk first."),
+    "PG_DAMAGED": ("`ceph health detail` names the PGs; `rados list-inconsistent-obj PGID` "
+                   "what is damaged.", *_DISK),
+    "OSD_TOO_MANY_REPAIRS": ("Repairs of reads that failed on this OSD: its disk is the "
+                             "first suspect.", *_DISK),
+    "BLUESTORE_SPURIOUS_READ_ERRORS": ("Reads that failed once and succeeded on retry: an "
+                                       "early sign of a failing disk or its path.", *_DISK),
+    "BLUESTORE_SLOW_OP_ALERT": ("BlueStore operations slower than "
+                                "bluestore_slow_ops_warn_threshold on this OSD: its disk, "
+                                "or the host's load.", *_DISK),
+    "DEVICE_HEALTH": ("Ceph's device health predicts these devices fail soon.", *_DISK),
+    "DEVICE_HEALTH_IN_USE": ("Devices expected to fail are still in use by OSDs that are "
+                             "in: mark them out so data moves while it can.", *_DISK),
+    "RECENT_CRASH": ("`ceph crash ls-new`, then `ceph crash info ID`: which daemon, which "
+                     "backtrace. A crash beside an OSD going down and up is why it flaps; "
+                     "`ceph crash archive-all` once understood.",),
 }
 
 
@@ -79,9 +122,11 @@ class HealthFloor(Rule):
                 target=h.code, fire=True, clear=False, severity=sev,
                 summary=f"{h.summary} (Ceph: {h.severity})",
                 evidence=(ctx.evidence("Ceph health check", [], now=f"{h.code}{count}"),),
-                procedure=(f"`ceph health detail` lists every {h.code} item; what it means "
+                procedure=(*PROCEDURES.get(h.code, ()),
+                           *self._crashed_flappers(ctx, h),
+                           f"`ceph health detail` lists every {h.code} item; what it means "
                            "and what to do: https://docs.ceph.com/en/latest/rados/operations/"
-                           f"health-checks/#{h.code.lower().replace('_', '-')}",),
+                           f"health-checks/#{h.code.lower().replace('_', '-')}"),
                 detail=h.detail, ceph_muted=h.muted,
                 badness=float(h.count if h.count is not None else 1) * int(sev))
         # A check Ceph no longer raises clears at once (else it would linger as firing).
@@ -99,6 +144,21 @@ class HealthFloor(Rule):
             evidence=(ctx.evidence("Ceph health", [], now=c.health or "unknown"),),
             procedure=("`ceph health detail` names the checks behind the status.",),
             badness=float(int(sev or 0)))
+
+    @staticmethod
+    def _crashed_flappers(ctx: Context, h: HealthCheck) -> tuple[str, ...]:
+        """RECENT_CRASH naming an OSD that went down or up within the window: the crash
+        is why it flaps (the flapping rule's own advice is about the symptom)."""
+        if h.code != "RECENT_CRASH":
+            return ()
+        named = set(_OSD_NAME.findall(" ".join((h.summary, *h.detail))))
+        moved = ctx.changed("up")
+        flapped = sorted(d.id for d in ctx.osds() if d.id in named
+                         and (moved is None or d.id in moved)
+                         and len(set(ctx.daemon_values(d.id, "up"))) > 1)
+        return (f"{', '.join(flapped)} crashed and went down or up in the last "
+                f"{ctx.span:.0f} s: the crash is why it flaps; read its crash report "
+                "before holding it down.",) if flapped else ()
 
 
 def _inactive_by_state(c: Cluster) -> dict[str, int]:

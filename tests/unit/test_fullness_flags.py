@@ -88,16 +88,18 @@ def test_a_full_pool_warns_without_a_forecast() -> None:
 AUDIT = [{"name": "mon.a", "rank": "mon.0", "addrs": {}, "stamp": "2027-01-15T08:00:00.000000+0000",
           "seq": 101, "channel": "audit", "priority": "[INF]",
           "message": "from='client.? 10.0.0.7:0/1234' entity='client.admin' "
-                     "cmd=[{\"prefix\": \"osd set\", \"key\": \"noout\"}]: finished"},
+                     "cmd='[{\"prefix\": \"osd set\", \"key\": \"noout\"}]': finished"},
          {"name": "mon.a", "rank": "mon.0", "addrs": {}, "stamp": "2027-01-15T08:10:00.000000+0000",
           "seq": 102, "channel": "audit", "priority": "[INF]",
           "message": "from='client.? 10.0.0.8:0/99' entity='client.bob' "
-                     "cmd=[{\"prefix\": \"osd add-noup\", \"ids\": [\"osd.2\"]}]: finished"}]
+                     "cmd='[{\"prefix\": \"osd set-group\", \"flags\": \"noup\", "
+                     "\"who\": [\"osd.2\"]}]': finished"}]
 
 
 def test_flags_say_what_they_stop_who_set_them_and_since_when() -> None:
     audit = parse_log_last(AUDIT)
-    t0 = audit[0].stamp + 3600  # an hour after noout was set
+    # An hour after noout was set (the lines as Pacific's audit log has them).
+    t0 = audit[0].stamp + 3600
 
     def edit(s: Snapshot, i: int) -> Snapshot:
         return with_cluster(s, osd_flags=("noout",), osd_state_flags={"osd.2": ("noup",)},

@@ -182,3 +182,40 @@ def test_the_captured_storm_health_is_a_warning() -> None:
     assert worst(findings) == 1
     snap = replace(history(1, edit=edit)[0])
     assert snap.cluster is not None and snap.cluster.checks[0].code == "OSD_DOWN"
+
+
+def test_network_and_disk_checks_carry_their_first_steps() -> None:
+    doc = {"checks": {
+        "OSD_SLOW_PING_TIME_BACK": {
+            "severity": "HEALTH_WARN",
+            "summary": {"message": "Slow OSD heartbeats on back (longest 1203.4ms)"},
+            "detail": [{"message": "Slow OSD heartbeats on back from osd.1 [host-b] to osd.0 "
+                                   "[host-a] 1203.4 msec"}]},
+        "OSD_SCRUB_ERRORS": {"severity": "HEALTH_ERR",
+                             "summary": {"message": "2 scrub errors", "count": 2}}}}
+    edit = lambda s, i: with_cluster(s, health="HEALTH_ERR", checks=checks_of(doc))  # noqa: E731
+    found = {f.target: f for f in firing(run(history(2, edit=edit)), "ceph.health.check")}
+    ping = found["OSD_SLOW_PING_TIME_BACK"]
+    assert any("dump_osd_network" in step for step in ping.procedure)
+    assert any("MTU" in step for step in ping.procedure)
+    scrub = found["OSD_SCRUB_ERRORS"]
+    assert scrub.severity == Severity.CRITICAL
+    assert any("list-inconsistent-obj" in step for step in scrub.procedure)
+    assert any("smartctl" in step for step in scrub.procedure)
+
+
+def test_a_recent_crash_beside_a_flapping_osd_says_why_it_flaps() -> None:
+    from tests.captured import with_daemon
+
+    doc = {"checks": {"RECENT_CRASH": {
+        "severity": "HEALTH_WARN", "summary": {"message": "1 daemons have recently crashed"},
+        "detail": [{"message": "osd.1 crashed on host vm at 2027-01-15T08:00:00.000000Z"}]}}}
+
+    def edit(s: Snapshot, i: int) -> Snapshot:
+        s = with_cluster(s, health="HEALTH_WARN", checks=checks_of(doc))
+        return with_daemon(s, "osd.1", up=i != 2)
+    (f,) = firing(run(history(5, step=5.0, edit=edit)), "ceph.health.check")
+    assert any(step.startswith("osd.1 crashed and went down or up") for step in f.procedure)
+    quiet = lambda s, i: with_cluster(s, health="HEALTH_WARN", checks=checks_of(doc))  # noqa: E731
+    (g,) = firing(run(history(5, step=5.0, edit=quiet)), "ceph.health.check")
+    assert not any("crashed and went down" in step for step in g.procedure)
