@@ -14,6 +14,7 @@ from stormdeck.advisors.rules import (
     mclock,
     peering,
     pools,
+    redundancy,
     release,
     triage,
 )
@@ -23,7 +24,7 @@ ALL: tuple[type[Rule], ...] = (*cpu.RULES, *latency.RULES, *leaders.RULES, *peer
                                *pools.RULES, *ec.RULES, *disks.RULES, *host.RULES,
                                *triage.RULES, *mclock.RULES, *release.RULES,
                                *capacity.RULES, *health.RULES, *fullness.RULES,
-                               *flags.RULES)
+                               *flags.RULES, *redundancy.RULES)
 BY_ID: dict[str, type[Rule]] = {r.id: r for r in ALL}
 # The rules an incident is read by: the triage view shows their findings.
 TRIAGE: tuple[type[Rule], ...] = (

@@ -10,7 +10,7 @@ from stormdeck.advisors.model import Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule
 from stormdeck.collectors.model import Cluster, LogEntry
 
-# What each flag stops (rados/operations/health-checks OSDMAP_FLAGS; K9.4).
+# What each flag stops (rados/operations/health-checks OSDMAP_FLAGS, mon-osd-interaction).
 EFFECT = {
     "noout": "down OSDs are never marked out, so their data is not re-replicated",
     "norebalance": "no data moves to rebalance",
@@ -77,7 +77,7 @@ class FlagsLeftSet(Rule):
         "norebalance and nobackfill while adding hosts), stormdeck's own proposals "
         "included, and they are forgotten: noout left set means a dead OSD's data is never "
         "re-replicated (a down OSD is marked out after mon_osd_down_out_interval, 600 s, "
-        "only without it, K9.4); nobackfill/norecover leave PGs degraded; noup keeps "
+        "only without it); nobackfill/norecover leave PGs degraded; noup keeps "
         "restarted OSDs down; pause stops every client. Ceph raises OSDMAP_FLAGS (cluster) "
         "and OSD_FLAGS (per OSD, host or class) but says neither since when nor who: the "
         "audit log does (`ceph log last 50 info audit`), as long as its tail still holds "

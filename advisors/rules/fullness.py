@@ -71,8 +71,8 @@ class OsdFullness(Rule):
         "nearfull_ratio 0.85, backfillfull_ratio 0.90, full_ratio 0.95 by default). "
         "Nearfull is a warning; past backfillfull no PG backfills into the OSD, so recovery "
         "stalls (backfill_toofull) and redundancy stays reduced; past full the cluster "
-        "stops writes to every PG on it (K9.8: ceph-mixin's CephOSDNearFull, "
-        "BackfillFull, Full; K9.3: BACKFILLFULL counts backfills in flight). The OSD is "
+        "stops writes to every PG on it (ceph-mixin's CephOSDNearFull, BackfillFull, "
+        "Full; BACKFILLFULL also counts backfills in flight). The OSD is "
         "judged by `osd df`'s %use, as the monitors judge it. Raising the ratios buys "
         "hours, not space: only as a short emergency step, and back after.")
 
@@ -128,7 +128,7 @@ class PoolFullness(Rule):
         "A pool's %used (`ceph df`) is what it stores against what it may still hold "
         "before its fullest OSD reaches the full ratio (max_avail). ceph-mixin's "
         "CephPoolGrowthWarning fits a line to a pool's %used and warns when it would pass "
-        "95% within 5 days (predict_linear, K9.8); this fits the same line to what "
+        "95% within 5 days (predict_linear); this fits the same line to what "
         "stormdeck's history holds, which is minutes to hours, not Prometheus' days: a "
         "burst of writes reads as growth, so the figure is a first warning to check "
         "against the pool's long-term trend, not a date. At 95% and more it is a "

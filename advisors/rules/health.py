@@ -182,12 +182,12 @@ class PgsInactive(Rule):
     source = "K7.5, K9.8, K3.7"
     explanation = (
         "A PG that is not active (peering, down, incomplete, stale, unknown...) serves no "
-        "reads or writes: every RBD image, file or object with data in it hangs (K3.7). "
+        "reads or writes: every RBD image, file or object with data in it hangs. "
         "Stale means no OSD of its acting set has reported it to the monitors lately: its "
         "'active' is old news (base/pgstate.py judges PG states). So one such PG is "
         "critical as soon as Ceph's PG map shows it, where `ceph.peering.storm` waits for "
         "10 PGs and 1%. ceph-mixin's CephPGsInactive fires on one inactive PG for 5 min "
-        "(K7.5, K9.8): from then on the PG is stuck, and the procedure says how to find "
+        "(ceph-mixin): from then on the PG is stuck, and the procedure says how to find "
         "what it waits for. Every PG unknown at once is a mgr with no PG stats "
         "(`ceph.mgr.no_pg_stats`), not judged here.")
 
@@ -207,7 +207,7 @@ class PgsInactive(Rule):
             "down_osds_we_would_probe, peering_blocked_by).",
             "Bring back the OSDs it names (`ceph osd tree down`; their hosts, disks, logs); "
             "a down OSD is marked out after mon_osd_down_out_interval (600 s) and its data "
-            "moves (K9.4).",
+            "moves.",
         ]
         if c.pgs_in("stale"):
             procedure.append("Stale: no OSD of the acting set reports the PG; if those OSDs "

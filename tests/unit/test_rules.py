@@ -301,7 +301,16 @@ def noout(s: Snapshot, i: int) -> Snapshot:
     return with_cluster(s, osd_flags=("noout",))
 
 
+def many_pgs(s: Snapshot, i: int) -> Snapshot:
+    return with_daemon(s, "osd.1", pgs=240)
+
+
 CASES: dict[str, tuple[Callable[[], History], Callable[[], History], Severity]] = {
+    "ceph.pool.min_size": (lambda: long(pool_edit(size=2, min_size=1)),
+                           lambda: long(pool_edit(size=2, min_size=2)), Severity.WARNING),
+    "ceph.osd.pgs_per_osd": (lambda: long(many_pgs),
+                             lambda: long(lambda s, i: with_daemon(s, "osd.1", pgs=200)),
+                             Severity.WARNING),
     "ceph.osd.fullness": (lambda: long(nearfull),
                           lambda: long(lambda s, i: with_daemon(s, "osd.0", utilization=0.80)),
                           Severity.WARNING),
