@@ -149,6 +149,7 @@ class Host:
     cpu_busy: float | None = None  # 0..1 of all CPUs over the last interval
     iowait: float | None = None  # 0..1
     load1: float | None = None
+    mem_total: int | None = None  # bytes of RAM (psutil.virtual_memory().total)
     tuned_profile: str | None = None  # None: unknown; "" : tuned not installed or no profile
     udev: bool | None = None  # False: no udev database here (a container), disks from sysfs
     disk_events: tuple[DiskEvent, ...] = ()  # disks that appeared or vanished since the last poll

@@ -12,6 +12,7 @@ from stormdeck.advisors.rules import (
     latency,
     leaders,
     mclock,
+    memory,
     peering,
     pools,
     redundancy,
@@ -24,7 +25,8 @@ ALL: tuple[type[Rule], ...] = (*cpu.RULES, *latency.RULES, *leaders.RULES, *peer
                                *pools.RULES, *ec.RULES, *disks.RULES, *host.RULES,
                                *triage.RULES, *mclock.RULES, *release.RULES,
                                *capacity.RULES, *health.RULES, *fullness.RULES,
-                               *flags.RULES, *redundancy.RULES)
+                               *flags.RULES, *redundancy.RULES,
+                               *memory.RULES)
 BY_ID: dict[str, type[Rule]] = {r.id: r for r in ALL}
 # The rules an incident is read by: the triage view shows their findings.
 TRIAGE: tuple[type[Rule], ...] = (

@@ -305,7 +305,14 @@ def many_pgs(s: Snapshot, i: int) -> Snapshot:
     return with_daemon(s, "osd.1", pgs=240)
 
 
+def oom_prone(s: Snapshot, i: int) -> Snapshot:
+    # Three OSDs of the default 4 GiB target on a host of 8 GiB.
+    host = next(iter(s.hosts))
+    return replace(s, hosts={**s.hosts, host: replace(s.hosts[host], mem_total=8 << 30)})
+
+
 CASES: dict[str, tuple[Callable[[], History], Callable[[], History], Severity]] = {
+    "ceph.osd.memory": (lambda: long(oom_prone), long, Severity.CRITICAL),
     "ceph.pool.min_size": (lambda: long(pool_edit(size=2, min_size=1)),
                            lambda: long(pool_edit(size=2, min_size=2)), Severity.WARNING),
     "ceph.osd.pgs_per_osd": (lambda: long(many_pgs),
