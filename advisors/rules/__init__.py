@@ -12,6 +12,7 @@ from stormdeck.advisors.rules import (
     latency,
     leaders,
     mclock,
+    mclock_capacity,
     memory,
     peering,
     pools,
@@ -26,7 +27,7 @@ ALL: tuple[type[Rule], ...] = (*cpu.RULES, *latency.RULES, *leaders.RULES, *peer
                                *triage.RULES, *mclock.RULES, *release.RULES,
                                *capacity.RULES, *health.RULES, *fullness.RULES,
                                *flags.RULES, *redundancy.RULES,
-                               *memory.RULES)
+                               *memory.RULES, *mclock_capacity.RULES)
 BY_ID: dict[str, type[Rule]] = {r.id: r for r in ALL}
 # The rules an incident is read by: the triage view shows their findings.
 TRIAGE: tuple[type[Rule], ...] = (

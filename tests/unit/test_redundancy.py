@@ -48,3 +48,16 @@ def test_pgs_per_osd_against_the_monitors_limit() -> None:
     # The autoscaler on for every pool: pg_num is its business.
     both = lambda s, i: pools(mode="on")(hot(800)(s, i), i)  # noqa: E731
     assert not firing(run(history(8, edit=both)), "ceph.osd.pgs_per_osd")
+
+
+def test_mclock_capacity_at_the_fallback_from_the_tentacle_labs_own_log() -> None:
+    from tests.captured import lab_snapshot
+
+    base = lab_snapshot(release="tentacle")
+    found = {f.target: f for f in firing(run(history(2, base=base)), "ceph.mclock.capacity")}
+    assert set(found) == {"osd.0", "osd.1", "osd.2"}
+    assert "measured 9513 IOPS, out of range" in found["osd.0"].summary
+    assert "fallback 315" in found["osd.0"].summary and found["osd.0"].severity == Severity.INFO
+    assert any("fio" in step for step in found["osd.0"].procedure)
+    # Pacific runs wpq: no mClock, nothing to say.
+    assert not firing(run(history(2)), "ceph.mclock.capacity")
