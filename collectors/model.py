@@ -150,9 +150,26 @@ class Host:
     iowait: float | None = None  # 0..1
     load1: float | None = None
     mem_total: int | None = None  # bytes of RAM (psutil.virtual_memory().total)
+    # Per NIC: its counters of receive/send errors and drops since boot, its MTU and link
+    # state (psutil's net_io_counters and net_if_stats); loopback and virtual ones left out.
+    nics: Mapping[str, Nic] = field(default_factory=dict)
     tuned_profile: str | None = None  # None: unknown; "" : tuned not installed or no profile
     udev: bool | None = None  # False: no udev database here (a container), disks from sysfs
     disk_events: tuple[DiskEvent, ...] = ()  # disks that appeared or vanished since the last poll
+
+
+@dataclass(frozen=True, slots=True)
+class Nic:
+    """One network interface's error and drop counters (since boot), MTU and link state."""
+
+    name: str
+    errin: int = 0
+    errout: int = 0
+    dropin: int = 0
+    dropout: int = 0
+    mtu: int | None = None
+    up: bool | None = None
+    speed: int | None = None  # Mbit/s; 0 or None: unknown
 
 
 @dataclass(frozen=True, slots=True)

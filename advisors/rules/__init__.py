@@ -14,6 +14,7 @@ from stormdeck.advisors.rules import (
     mclock,
     mclock_capacity,
     memory,
+    network,
     peering,
     pools,
     redundancy,
@@ -27,7 +28,8 @@ ALL: tuple[type[Rule], ...] = (*cpu.RULES, *latency.RULES, *leaders.RULES, *peer
                                *triage.RULES, *mclock.RULES, *release.RULES,
                                *capacity.RULES, *health.RULES, *fullness.RULES,
                                *flags.RULES, *redundancy.RULES,
-                               *memory.RULES, *mclock_capacity.RULES)
+                               *memory.RULES, *mclock_capacity.RULES,
+                               *network.RULES)
 BY_ID: dict[str, type[Rule]] = {r.id: r for r in ALL}
 # The rules an incident is read by: the triage view shows their findings.
 TRIAGE: tuple[type[Rule], ...] = (

@@ -317,7 +317,18 @@ def bench_forgotten(s: Snapshot, i: int) -> Snapshot:
     return with_cluster(s, log=tuple(e for e in s.cluster.log if "OSD bench" not in e.message))
 
 
+def nic_errors(rate: int):
+    def edit(s: Snapshot, i: int) -> Snapshot:
+        from stormdeck.collectors.model import Nic
+        host = next(iter(s.hosts))
+        nic = Nic("eth0", errin=rate * i, dropin=1000 + i, mtu=9000, up=True)
+        return replace(s, hosts={**s.hosts, host: replace(s.hosts[host], nics={"eth0": nic})})
+    return edit
+
+
 CASES: dict[str, tuple[Callable[[], History], Callable[[], History], Severity]] = {
+    "host.nic_errors": (lambda: long(nic_errors(3)), lambda: long(nic_errors(0)),
+                        Severity.WARNING),
     "ceph.mclock.capacity": (lambda: tentacle(lambda s, i: s),
                              lambda: tentacle(bench_forgotten), Severity.INFO),
     "ceph.osd.memory": (lambda: long(oom_prone), long, Severity.CRITICAL),
