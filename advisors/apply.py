@@ -18,7 +18,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from stormdeck.advisors.actuators import Backends, actuator, same
+from stormdeck.advisors.actuators.base import Backends, same
+from stormdeck.advisors.actuators.table import actuator
 from stormdeck.advisors.ceph_admin import CephAdmin, Refused
 from stormdeck.advisors.journal import Entry, Journal, JournalError
 from stormdeck.advisors.lock import Busy, writer

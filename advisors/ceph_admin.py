@@ -22,7 +22,7 @@ class CephAdmin:
     def __init__(self, conffile: str | None, client_name: str | None = None,
                  keyring: str | None = None, timeout: float = 10.0,
                  cluster: str = "ceph") -> None:
-        from stormdeck.collectors.ceph import CephConnection
+        from stormdeck.collectors.ceph.connection import CephConnection
 
         # The connection opens at the first command; close() ends it, and every
         # user calls it (a librados handle holds threads and sockets).
@@ -38,7 +38,7 @@ class CephAdmin:
         return self._send("mgr", prefix, args)
 
     def _send(self, target: str, prefix: str, args: dict[str, Any]) -> Any:
-        from stormdeck.collectors.ceph import CommandError, ConnectError, NoAnswer
+        from stormdeck.collectors.ceph.connection import CommandError, ConnectError, NoAnswer
 
         try:
             out = self.connection.command(target, {"prefix": prefix, **args})
@@ -81,7 +81,7 @@ class CephAdmin:
         self.cmd("config rm", who=who, name=key)
 
     def config_show(self, daemon: str, key: str) -> str | None:
-        from stormdeck.collectors.ceph import CommandError
+        from stormdeck.collectors.ceph.connection import CommandError
 
         try:
             out = self.connection.command("mon", {"prefix": "config show", "who": daemon,

@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from stormdeck.advisors.actuators import ACTUATORS, RANK
+from stormdeck.advisors.actuators.base import RANK
+from stormdeck.advisors.actuators.table import ACTUATORS
 from stormdeck.advisors.model import Change, Finding
 from stormdeck.base.errors import UserError
 from stormdeck.base.files import read_bytes

@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from snapshot_bench import CannedCeph, synthesize  # noqa: E402
+
 from stormdeck.collectors.model import SourceHealth  # noqa: E402
 
 FILL = 600  # snapshots of History: ten minutes at 1 s
@@ -470,7 +471,6 @@ def history_memory(canned: Path, fill: int) -> dict[str, float]:
 
 def check_child(canned: Path) -> None:
     from stormdeck.advisors.engine import worst
-
     from stormdeck.cli_check import report
     from stormdeck.watching import watch
 

@@ -25,7 +25,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from stormdeck.collectors.ceph import CephSource  # noqa: E402
+from stormdeck.collectors.ceph.source import CephSource  # noqa: E402
 from stormdeck.collectors.hub import merge  # noqa: E402
 from stormdeck.collectors.model import Daemon, Partial  # noqa: E402
 

@@ -23,8 +23,6 @@ from dataclasses import dataclass, field, replace
 import urllib3
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
-from stormdeck.base.secrets import redact_value
-from stormdeck.collectors.model import CurveCluster, CurvePool, Daemon, MdsStatus, Partial
 from urllib3.exceptions import (
     ConnectTimeoutError,
     HTTPError,
@@ -32,6 +30,9 @@ from urllib3.exceptions import (
     ProtocolError,
     ReadTimeoutError,
 )
+
+from stormdeck.base.secrets import redact_value
+from stormdeck.collectors.model import CurveCluster, CurvePool, Daemon, MdsStatus, Partial
 
 US = 1e-6
 Value = float | str | dict[str, str]

@@ -19,19 +19,18 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
-from stormdeck.collectors.host import (
-    OSD_NAMES,
-    DaemonFsids,
-    cgroup_cpu_throttled,
-    disk_info,
-    fsid_from_conf,
-    list_disks,
-    scan_processes,
-    short_hostname,
-    tuned_profile,
-)
 
 from stormdeck import __version__
+from stormdeck.collectors.host.cgroup import cgroup_cpu_throttled
+from stormdeck.collectors.host.disks import disk_info, list_disks
+from stormdeck.collectors.host.processes import (
+    OSD_NAMES,
+    DaemonFsids,
+    fsid_from_conf,
+    scan_processes,
+    short_hostname,
+)
+from stormdeck.collectors.host.source import tuned_profile
 
 PREFIX = "stormdeck"
 

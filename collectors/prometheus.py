@@ -191,8 +191,9 @@ class PrometheusSource:
         import requests
         from prometheus_api_client import PrometheusConnect
         from requests.adapters import HTTPAdapter
-        from stormdeck.collectors.promql import inject
         from urllib3.util.retry import Retry
+
+        from stormdeck.collectors.promql import inject
 
         self.url = url.rstrip("/")
         # What messages show: a password in the URL (http://user:pw@host) never is.

@@ -11,254 +11,47 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from stormdeck.base.errors import UserError
 from stormdeck.lab import procs, roots
-
-STATE_FILE = "lab.json"
-STATE_VERSION = 1
-CEPH_BINARIES = ("ceph", "ceph-mon", "ceph-mgr", "ceph-osd", "monmaptool", "rados")
-PROMETHEUS_BINARIES = ("prometheus", "prometheus-node-exporter")
-DEBIAN_CEPH = "ceph-mon ceph-osd ceph-mgr ceph-common"
-DEBIAN_PROMETHEUS = "prometheus prometheus-node-exporter"
-STORM_POOL = "lab-storm"
-BENCH_POOL = "lab-bench"
-GIB = 1 << 30
-HOST = "host"  # the release the host's own packages give
-RELEASE_NAMES = ("pacific", "quincy", "reef", "squid", "tentacle", "umbrella")
-# Where the lab's own cgroups go, one per cephadm-shaped OSD.
-CGROUP_PARENT = "stormdeck-lab"
-CGROUP_PERIOD_US = 100_000
-
-Progress = Callable[[str], None]
-
-
-class LabError(UserError):
-    """A lab operation that cannot go on; the message says why and what to do."""
-
-
-class MgrModulesDown(LabError):
-    """The manager runs but cannot load the modules the lab needs: waiting will not help."""
-
-
-def default_dir() -> Path:
-    env = os.environ.get("STORMDECK_LAB_DIR")
-    if env:
-        return Path(env)
-    uid = os.geteuid()
-    return Path("/var/tmp/stormdeck-lab" if uid == 0 else f"/var/tmp/stormdeck-lab-{uid}")
+from stormdeck.lab.cephadm import CephadmShape
+from stormdeck.lab.state import (
+    CEPH_BINARIES,
+    DEBIAN_CEPH,
+    DEBIAN_PROMETHEUS,
+    GIB,
+    HOST,
+    PROMETHEUS_BINARIES,
+    SCRAPE_INTERVAL,
+    STATE_FILE,
+    LabError,
+    MgrModulesDown,
+    Ports,
+    Proc,
+    Progress,
+    State,
+    _binary,
+    _http_ok,
+    _pg_counts,
+    ceph_conf,
+    default_dir,
+    failed_mgr_modules,
+    parse_version,
+    prometheus_yml,
+)
+from stormdeck.lab.storms import Storms
 
 
-@dataclass
-class Ports:
-    mon: int = 3300
-    mgr_prometheus: int = 9283
-    prometheus: int = 9090
-    node_exporter: int = 9100
-    exporter: int = 9567  # stormdeck's own, beside node exporter
-
-
-@dataclass
-class Proc:
-    """One process the lab started: how to start it again, and where it runs."""
-
-    name: str
-    argv: list[str]
-    pid: int = 0
-    device: str | None = None  # the loop device under an OSD
-    image: str | None = None  # the file behind that loop device
-    env: dict[str, str] | None = None  # added to the lab's environment (cephadm shape)
-
-
-@dataclass
-class State:
-    fsid: str
-    objectstore: str
-    ports: Ports
-    created: float
-    procs: dict[str, Proc] = field(default_factory=dict)
-    prometheus: bool = False
-    release: str = HOST  # "host", or a release whose root the daemons run in
-    root: str | None = None  # that root
-    cephadm: bool = False  # OSDs started as cephadm does, each in its own cgroup
-    osd_cpu_limit: float | None = None  # cores, per cephadm-shaped OSD
-    cgroups: list[str] = field(default_factory=list)  # cgroup directories made, to remove
-    version: int = STATE_VERSION
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
-
-    @classmethod
-    def from_json(cls, text: str) -> State:
-        raw = json.loads(text)
-        if raw.get("version") != STATE_VERSION:
-            raise ValueError(f"state version {raw.get('version')!r}, expected {STATE_VERSION}")
-        return cls(
-            fsid=raw["fsid"],
-            objectstore=raw["objectstore"],
-            ports=Ports(**raw["ports"]),
-            created=raw["created"],
-            procs={k: Proc(**v) for k, v in raw["procs"].items()},
-            prometheus=raw.get("prometheus", False),
-            release=raw.get("release", HOST),
-            root=raw.get("root"),
-            cephadm=raw.get("cephadm", False),
-            osd_cpu_limit=raw.get("osd_cpu_limit"),
-            cgroups=raw.get("cgroups", []),
-        )
-
-
-def parse_size(text: str) -> int:
-    """'4K', '64k', '4M', '1G' or plain bytes, in bytes (binary units, as rados bench takes)."""
-    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    num, unit = (t[:-1], t[-1]) if t and t[-1] in "KMG" else (t, "")
-    try:
-        value = int(num) * units[unit]
-    except ValueError:
-        raise LabError(f"'{text}' is not a size; write it like 4096, 4K or 4M") from None
-    if value <= 0:
-        raise LabError(f"size '{text}' must be above zero")
-    return value
-
-
-def ceph_conf(directory: Path, fsid: str, ports: Ports, objectstore: str) -> str:
-    d = directory
-    return f"""# Written by `stormdeck lab up`; removed by `stormdeck lab down`.
-[global]
-fsid = {fsid}
-mon host = [v2:127.0.0.1:{ports.mon}]
-public addr = 127.0.0.1
-cluster addr = 127.0.0.1
-auth cluster required = none
-auth service required = none
-auth client required = none
-auth allow insecure global id reclaim = false
-run dir = {d}/run
-crash dir = {d}/crash
-osd objectstore = {objectstore}
-bluestore block create = false
-memstore device bytes = 536870912
-osd memory target = 939524096
-bluestore cache autotune = false
-bluestore cache size = 134217728
-osd pool default size = 1
-osd pool default min size = 1
-osd crush chooseleaf type = 0
-osd pool default pg autoscale mode = off
-mon allow pool size one = true
-mon allow pool delete = true
-mon warn on pool no redundancy = false
-# The lab's disk may be a busy shared one; its free space is no verdict on Ceph.
-mon data avail warn = 2
-mon data avail crit = 1
-mgr initial modules = prometheus
-
-[mon]
-mon data = {d}/data/$name
-log file = {d}/log/$name.log
-admin socket = {d}/run/$name.asok
-
-[mgr]
-mgr data = {d}/data/$name
-log file = {d}/log/$name.log
-admin socket = {d}/run/$name.asok
-
-[osd]
-osd data = {d}/data/$name
-log file = {d}/log/$name.log
-admin socket = {d}/run/$name.asok
-
-[client]
-# Clients are many processes at once: each needs its own socket.
-admin socket = {d}/run/$cluster-$name.$pid.$cctid.asok
-"""
-
-
-# Seconds between the lab Prometheus' scrapes; the mgr module is told the same, as its
-# documentation asks (doc/mgr/prometheus.rst), and clients of the lab's Prometheus
-# pass it as --prometheus-scrape-interval.
-SCRAPE_INTERVAL = 5
-
-
-def prometheus_yml(ports: Ports) -> str:
-    return f"""# Written by `stormdeck lab up --prometheus`.
-global:
-  scrape_interval: {SCRAPE_INTERVAL}s
-  evaluation_interval: {SCRAPE_INTERVAL}s
-scrape_configs:
-  - job_name: ceph
-    honor_labels: true
-    static_configs:
-      - targets: ["127.0.0.1:{ports.mgr_prometheus}"]
-  - job_name: node
-    static_configs:
-      - targets: ["127.0.0.1:{ports.node_exporter}"]
-  - job_name: stormdeck
-    static_configs:
-      - targets: ["127.0.0.1:{ports.exporter}"]
-"""
-
-
-def _binary(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        raise LabError(f"{name} is not installed")
-    return path
-
-
-def _http_ok(url: str, timeout: float = 2.0) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return 200 <= resp.status < 300
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
-_VERSION = re.compile(r"ceph version (\S+) \([0-9a-f]+\) (\w+)")
-
-
-def parse_version(text: str) -> tuple[str, str] | None:
-    """('20.2.4', 'tentacle') from `ceph --version` or a key of `ceph versions`."""
-    m = _VERSION.search(text)
-    return (m.group(1), m.group(2)) if m else None
-
-
-def failed_mgr_modules(mgr_dump: dict[str, Any]) -> dict[str, str]:
-    """Modules the active mgr reports it cannot run, with its reason, from `ceph mgr dump`.
-
-    A module that fails to import (Reef's with a PyO3 bcrypt: "PyO3 modules do
-    not yet support subinterpreters") is listed in `available_modules` with
-    can_run false and an error_string.
-    """
-    out = {}
-    for mod in mgr_dump.get("available_modules") or []:
-        if isinstance(mod, dict) and mod.get("can_run") is False:
-            out[str(mod.get("name"))] = str(mod.get("error_string") or "cannot run")
-    return out
-
-
-def _pg_counts(pg_stat: dict[str, Any]) -> tuple[int, dict[str, int]]:
-    """(total PGs, PGs by state) from `ceph pg stat -f json`, in Pacific's and later shapes."""
-    summary = pg_stat.get("pg_summary", pg_stat)
-    by_state = {s["name"]: int(s["num"]) for s in summary.get("num_pg_by_state", [])}
-    return int(summary.get("num_pgs", sum(by_state.values()))), by_state
-
-
-class Lab:
+class Lab(CephadmShape, Storms):
     """A lab cluster rooted at one directory."""
 
     def __init__(self, directory: Path | None = None, progress: Progress | None = None) -> None:
@@ -571,116 +364,6 @@ class Lab:
         where = f" on {proc.device}" if proc.device else " in memory"
         self._progress(f"{name} started{where}")
 
-    # ---- OSDs as cephadm starts them -------------------------------------------
-
-    def daemon_dir(self, state: State, name: str) -> tuple[Path, Path]:
-        """(path the daemon sees, path on this host) of a cephadm-shaped daemon's directory.
-
-        cephadm keeps /var/lib/ceph/FSID/osd.N (data, `block` link, `config`) and
-        mounts it into the container; in a release root it is there, inside the
-        root only, so readers must go through /proc/PID/root as they must for a
-        container. On the host release it is the lab's data directory.
-        """
-        if self.root is None:
-            d = self.dir / "data" / name
-            return d, d
-        inside = Path("/var/lib/ceph") / state.fsid / name
-        return inside, self.root / inside.relative_to("/")
-
-    def _add_osd_cephadm(self, state: State, osd_size: int) -> None:
-        osd_uuid = str(uuid.uuid4())
-        osd_id = int(self._ceph_raw("osd", "new", osd_uuid).strip())
-        name = f"osd.{osd_id}"
-        inside, here = self.daemon_dir(state, name)
-        here.mkdir(parents=True)
-        config = inside / "config"
-        # cephadm's minimal conf plus what the lab's daemons need; the daemon
-        # reads it through CEPH_CONF, as a container reads its /etc/ceph/ceph.conf.
-        (here / "config").write_text(ceph_conf(self.dir, state.fsid, state.ports,
-                                               state.objectstore)
-                                     + f"\n[{name}]\nosd data = {inside}\n")
-        proc = Proc(name, [], env={"CEPH_CONF": str(config),
-                                   procs.MARK_VARIABLE: self._marker()})
-        state.procs[name] = proc
-        self._save(state)
-        if state.objectstore == "bluestore":
-            image = self.dir / f"{name}.img"
-            with open(image, "wb") as f:
-                f.truncate(osd_size)
-            proc.image = str(image)
-            self._save(state)
-            proc.device = self._run([_binary("losetup"), "--find", "--show", str(image)]).strip()
-            self._save(state)
-            # BlueStore's default block path is $osd_data/block, cephadm's layout.
-            (here / "block").symlink_to(proc.device)
-        self._run(self.argv("ceph-osd", "-n", name, "--mkfs", "--osd-uuid", osd_uuid),
-                  env={"CEPH_CONF": str(config)})
-        cgroups = self._make_cgroups(state, name)
-        join = [f"{c}/cgroup.procs" for c in cgroups]
-        proc.argv = ["/bin/sh", "-c", 'while [ "$1" != -- ]; do echo $$ > "$1"; shift; done; '
-                     'shift; exec "$@"', "sh", *join, "--",
-                     *self.argv("ceph-osd", "-n", name, "-f")]
-        self._start(state, proc)
-        where = f" on {proc.device}" if proc.device else " in memory"
-        self._progress(f"{name} started as cephadm does{where}, "
-                       f"limited to {state.osd_cpu_limit:g} cores")
-
-    def _make_cgroups(self, state: State, name: str,
-                      base: Path = Path("/sys/fs/cgroup")) -> list[str]:
-        """The OSD's own cgroup with its CPU limit, as a container runtime makes one.
-
-        v1 (cpu and cpuset hierarchies) where the cpu controller is mounted on
-        its own, else v2's cpu.max.
-        """
-        leaf = f"ceph-{state.fsid}@{name}.service"
-        limit = state.osd_cpu_limit or 1.0
-        quota = str(int(limit * CGROUP_PERIOD_US))
-        made: list[str] = []
-        v1_cpu = next((base / c for c in ("cpu,cpuacct", "cpu") if
-                       (base / c / "cgroup.procs").exists()), None)
-        try:
-            if v1_cpu is not None:
-                cpu = v1_cpu / CGROUP_PARENT / leaf
-                cpu.mkdir(parents=True, exist_ok=True)
-                made.append(str(cpu))
-                state.cgroups.append(str(cpu))
-                self._save(state)
-                (cpu / "cpu.cfs_period_us").write_text(str(CGROUP_PERIOD_US))
-                (cpu / "cpu.cfs_quota_us").write_text(quota)
-                cpuset_root = base / "cpuset"
-                if (cpuset_root / "cgroup.procs").exists():
-                    cpus = (cpuset_root / "cpuset.cpus").read_text().strip()
-                    mems = (cpuset_root / "cpuset.mems").read_text().strip()
-                    # A cpuset cgroup takes no task until its cpus and mems are set,
-                    # at every level.
-                    parent = cpuset_root / CGROUP_PARENT
-                    for d in (parent, parent / leaf):
-                        d.mkdir(exist_ok=True)
-                        if d.name == leaf:
-                            made.append(str(d))
-                            state.cgroups.append(str(d))
-                            self._save(state)
-                        (d / "cpuset.cpus").write_text(cpus)
-                        (d / "cpuset.mems").write_text(mems)
-            elif "cpu" in (base / "cgroup.controllers").read_text().split():
-                parent = base / CGROUP_PARENT
-                parent.mkdir(exist_ok=True)
-                (base / "cgroup.subtree_control").write_text("+cpu")
-                (parent / "cgroup.subtree_control").write_text("+cpu")
-                cg = parent / leaf
-                cg.mkdir(exist_ok=True)
-                made.append(str(cg))
-                state.cgroups.append(str(cg))
-                self._save(state)
-                (cg / "cpu.max").write_text(f"{quota} {CGROUP_PERIOD_US}")
-            else:
-                raise LabError("no cgroup cpu controller here (neither v1 nor v2) to limit "
-                               "cephadm-shaped OSDs with")
-        except OSError as exc:
-            raise LabError(f"cannot make {name}'s cgroup: {exc.strerror} "
-                           f"({exc.filename})") from None
-        return made
-
     def _start_prometheus(self, state: State, timeout: float) -> None:
         ports, d = state.ports, self.dir
         (d / "prometheus").mkdir(exist_ok=True)
@@ -746,14 +429,6 @@ class Lab:
             self._clean_root(state)
         shutil.rmtree(self.dir)
         return names
-
-    def _remove_cgroups(self, state: State) -> None:
-        # Leaves first; the shared parent goes only once no other lab has one in it.
-        for cg in sorted(set(state.cgroups), reverse=True):
-            for d in (Path(cg), Path(cg).parent):
-                if d.exists() and (d == Path(cg) or d.name == CGROUP_PARENT):
-                    with contextlib.suppress(OSError):
-                        d.rmdir()
 
     def _clean_root(self, state: State) -> None:
         """Remove what the lab left in its release root: mount points and daemon directories."""
@@ -827,112 +502,3 @@ class Lab:
                 out["pgs"] = {"total": total, "by_state": by_state}
                 out["osds"] = {"up": up, "total": count}
         return out
-
-    # ---- load ----------------------------------------------------------------
-
-    def load_start(self, size: int, threads: int, seconds: float) -> Proc:
-        state = self._require()
-        current = state.procs.get("load")
-        if current and self.alive(current):
-            raise LabError(f"load is already running (pid {current.pid}); "
-                           "stop it with `stormdeck lab load --stop`")
-        if threads < 1 or threads > 1024:
-            raise LabError(f"--threads {threads}: give 1 to 1024")
-        if seconds < 0:
-            raise LabError("--seconds must be zero (until stopped) or more")
-        self._ensure_pool(BENCH_POOL, 32)
-        proc = Proc("load", [sys.executable, "-m", "stormdeck.lab.loadgen",
-                             "--conf", str(self.conf), "--pool", BENCH_POOL, "--size", str(size),
-                             "--threads", str(threads), "--seconds", str(seconds)])
-        self._start(state, proc)
-        return proc
-
-    def load_stop(self) -> bool:
-        state = self.read_state()
-        proc = state.procs.get("load") if state else None
-        if proc is None:
-            return False
-        stopped = procs.stop(proc.pid, self._marker(), group=True)
-        del state.procs["load"]  # type: ignore[union-attr]
-        self._save(state)  # type: ignore[arg-type]
-        return stopped
-
-    def _ensure_pool(self, pool: str, pgs: int) -> None:
-        pools = self.ceph("osd", "pool", "ls")
-        if pool not in pools:
-            self._ceph_raw("osd", "pool", "create", pool, str(pgs), str(pgs))
-            # Without an application tag the cluster warns POOL_APP_NOT_ENABLED.
-            self._ceph_raw("osd", "pool", "application", "enable", pool, "rbd")
-
-    # ---- storms --------------------------------------------------------------
-
-    def storm_pgs(self, pgs: int) -> None:
-        """Peering storm: (re)create a pool whose PGs all have to be created and peered."""
-        self._require()
-        if pgs < 1:
-            raise LabError("--pgs must be at least 1")
-        if STORM_POOL in self.ceph("osd", "pool", "ls"):
-            self._ceph_raw("osd", "pool", "rm", STORM_POOL, STORM_POOL,
-                           "--yes-i-really-really-mean-it")
-        self._ensure_pool(STORM_POOL, pgs)
-        self._progress(f"created pool {STORM_POOL} with {pgs} PGs")
-
-    def storm_restart_osd(self, osd_id: int, down_timeout: float = 30.0) -> Proc:
-        """Kill an OSD as a crash would, wait until the cluster sees it down, start it again."""
-        state = self._require()
-        proc = state.procs.get(f"osd.{osd_id}")
-        if proc is None:
-            known = ", ".join(sorted(n for n in state.procs if n.startswith("osd.")))
-            raise LabError(f"the lab has no osd.{osd_id} (it has {known})")
-        if self.alive(proc):
-            procs.stop(proc.pid, self._marker(), sig=signal.SIGKILL)
-        try:
-            self._wait(f"osd.{osd_id} to be marked down", lambda: not self._osd_is_up(osd_id),
-                       down_timeout)
-        except LabError:
-            self._ceph_raw("osd", "down", str(osd_id))
-        self._progress(f"osd.{osd_id} killed and marked down; starting it again")
-        self._start(state, proc)
-        return proc
-
-    def stop_daemon(self, name: str) -> None:
-        """Stop one of the lab's processes (for fault rehearsals); `start_daemon` brings it back."""
-        state = self._require_known(name)
-        proc = state.procs[name]
-        if not procs.stop(proc.pid, self._marker()):
-            raise LabError(f"{name} is not running")
-
-    def start_daemon(self, name: str) -> Proc:
-        state = self._require_known(name)
-        proc = state.procs[name]
-        if self.alive(proc):
-            raise LabError(f"{name} is already running (pid {proc.pid})")
-        self._start(state, proc)
-        return proc
-
-    def _require_known(self, name: str) -> State:
-        state = self.read_state()
-        if state is None:
-            raise LabError(f"no lab in {self.dir}; start one with `stormdeck lab up`")
-        if name not in state.procs or name == "load":
-            known = ", ".join(n for n in state.procs if n != "load")
-            raise LabError(f"the lab has no daemon {name!r} (it has {known})")
-        return state
-
-    def _osd_is_up(self, osd_id: int) -> bool:
-        dump = self.ceph("osd", "dump")
-        return any(o["osd"] == osd_id and o["up"] for o in dump["osds"])
-
-    def wait_clean(self, timeout: float) -> float:
-        try:
-            return self._wait("every PG to be active+clean", self.all_clean, timeout)
-        except LabError as exc:
-            # Say where it stuck: the PG states and which OSDs are down, for the log's reader.
-            try:
-                _, states = self.pg_counts()
-                down = [str(o["osd"]) for o in self.ceph("osd", "dump")["osds"] if not o["up"]]
-                where = (f"; PGs: {', '.join(f'{n} {s}' for s, n in sorted(states.items()))}"
-                         + (f"; OSDs down: {', '.join(down)}" if down else ""))
-            except LabError:
-                where = ""
-            raise LabError(f"{exc}{where}") from None

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+
 from stormdeck.base.errors import UserError
 
 RECIPE = 1  # bump when the build changes: an older root is then built again

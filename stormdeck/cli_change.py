@@ -115,7 +115,7 @@ def confirm(plan: Any, yes: bool, runtime: Any = None) -> None:
 
 def runtime_of(ex: Any) -> Any:
     """Ask the cluster, at apply time, whether each config change applies at runtime."""
-    from stormdeck.advisors.actuators import actuator
+    from stormdeck.advisors.actuators.table import actuator
 
     return lambda c: actuator(c.kind).runtime(ex.backends.ceph, c)
 
@@ -157,7 +157,7 @@ def _began(ex: Any, exc: UserError) -> UserError:
 
 
 def needs_ceph(changes: Any) -> bool:
-    from stormdeck.advisors.actuators import actuator
+    from stormdeck.advisors.actuators.table import actuator
 
     return any(actuator(c.kind).needs_ceph for c in changes)
 

@@ -9,15 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from stormdeck.lab import roots
-from stormdeck.lab.cluster import (
-    GIB,
-    SCRAPE_INTERVAL,
-    Lab,
-    LabError,
-    Ports,
-    default_dir,
-    parse_size,
-)
+from stormdeck.lab.cluster import Lab
+from stormdeck.lab.state import GIB, SCRAPE_INTERVAL, LabError, Ports, default_dir, parse_size
 from stormdeck.output import add_format_options, dump, is_json
 
 

@@ -8,8 +8,8 @@ import argparse
 EXIT_CODES = """\
 exit codes (every command):
   0    done; check: nothing above info; validate: pass
-  1    check: warnings; validate: warn; apply/undo: a change was made but did not
-       verify, or was rolled back; lab status: no lab runs
+  1    check: warnings; validate: warn; apply/undo: a change began and then failed,
+       did not verify or got no answer (see `stormdeck journal`); lab status: no lab runs
   2    check: critical; validate: fail
   3    could not run: a usage error, an unreadable or missing file, no cluster to
        watch, the cluster not answering, a change refused or cancelled (nothing

@@ -282,7 +282,7 @@ def build_sources(args: argparse.Namespace) -> list[Source]:
     if want_curve:
         sources.append(curve_source(args))
     if not args.no_host:
-        from stormdeck.collectors.host import HostSource
+        from stormdeck.collectors.host.source import HostSource
 
         sources.append(HostSource(ceph_conf=client.conf if want_ceph else None))
     if args.prometheus:
@@ -291,7 +291,7 @@ def build_sources(args: argparse.Namespace) -> list[Source]:
 
 
 def ceph_source(client: CephClient) -> Source:
-    from stormdeck.collectors.ceph import CephSource
+    from stormdeck.collectors.ceph.source import CephSource
 
     return CephSource(conffile=client.conf, client_name=client.name, keyring=client.keyring,
                       cluster=client.cluster, timeout=client.timeout)

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stormdeck.collectors.ceph import WATCHED_OPTIONS, CephSource
+from stormdeck.collectors.ceph.source import WATCHED_OPTIONS, CephSource
 
 DATA = Path(__file__).parent / "data"
 # CephSource's command -> the file tests/data/pacific keeps it in (quiet, under load).

@@ -18,7 +18,7 @@ from stormdeck.advisors.evidence import EvidenceStore
 from stormdeck.advisors.model import Finding
 from stormdeck.advisors.rules import ALL
 from stormdeck.advisors.settings import load_settings
-from stormdeck.collectors.ceph import CephSource
+from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import Daemon, Disk, Host, Partial, Snapshot, SourceHealth
 

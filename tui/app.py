@@ -10,6 +10,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.text import Text
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import ContentSwitcher, Input, Static, Tab, Tabs
+
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 from stormdeck.base.when import parse_when
@@ -34,12 +41,6 @@ from stormdeck.tui.views import (
     Triage,
     View,
 )
-from textual import on
-from textual.app import App, ComposeResult
-from textual.binding import Binding, BindingType
-from textual.containers import Vertical
-from textual.message import Message
-from textual.widgets import ContentSwitcher, Input, Static, Tab, Tabs
 
 # The journal view's rows: the newest changes (a journal of years is read from its end).
 JOURNAL_ROWS = 1000

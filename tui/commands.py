@@ -11,12 +11,13 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
-from stormdeck.base.text import printable
-from stormdeck.tui.keys import KEYS, keys_display
-from stormdeck.tui.screens import Confirm
 from textual.actions import parse as parse_action
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
+
+from stormdeck.base.text import printable
+from stormdeck.tui.keys import KEYS, keys_display
+from stormdeck.tui.screens import Confirm
 
 
 class StormdeckCommands(Provider):

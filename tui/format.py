@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.text import Text
+
 from stormdeck.advisors.model import Finding, Severity
 from stormdeck.base.text import printable
 from stormdeck.base.units import ms, num, pct

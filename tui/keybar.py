@@ -7,10 +7,11 @@ from typing import Any, NamedTuple
 
 from rich.style import Style
 from rich.text import Text
-from stormdeck.tui.keys import KEYS, Key, key_display
 from textual import events
 from textual.widget import Widget
 from textual.widgets import Input
+
+from stormdeck.tui.keys import KEYS, Key, key_display
 
 
 class Slot(NamedTuple):

@@ -8,9 +8,6 @@ from typing import Any, ClassVar
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
-from stormdeck.advisors.plan import Plan, Runtime
-from stormdeck.base.text import printable
-from stormdeck.tui.keys import in_scope
 from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -18,6 +15,10 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, OptionList, Static
 from textual.widgets.option_list import Option
+
+from stormdeck.advisors.plan import Plan, Runtime
+from stormdeck.base.text import printable
+from stormdeck.tui.keys import in_scope
 
 
 def dialog_bindings(*actions: str) -> list[BindingType]:

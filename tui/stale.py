@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rich.text import Text
+
 from stormdeck.tui.feed import PART_SOURCES, Frame, age_text, clock, stale_sources
 
 STALE_STYLE = "dim strike"

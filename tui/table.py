@@ -16,7 +16,6 @@ from typing import Any, ClassVar, NamedTuple
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from stormdeck.tui.keys import in_scope
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.geometry import Region, Size
@@ -24,6 +23,8 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+
+from stormdeck.tui.keys import in_scope
 
 
 class Column(NamedTuple):

@@ -7,15 +7,16 @@ import threading
 from typing import Any, ClassVar
 
 from rich.text import Text
-from stormdeck.advisors.validate import judge, runner
-from stormdeck.advisors.validate.runner import STEPS
-from stormdeck.base.text import printable
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Footer, Input, ProgressBar, RichLog, Static
+
+from stormdeck.advisors.validate import judge, runner
+from stormdeck.advisors.validate.runner import STEPS
+from stormdeck.base.text import printable
 
 STYLE = {judge.PASS: "bold green", judge.WARN: "bold yellow", judge.FAIL: "bold red",
          judge.SKIP: "dim"}

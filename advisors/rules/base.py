@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from stormdeck.advisors.actuators import change
+from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.model import Change, Check, Evidence, Thresholds
 from stormdeck.collectors.model import Cluster, ConfigOption, Daemon, Snapshot
 from stormdeck.collectors.packing import value_of, values_of

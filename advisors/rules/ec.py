@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from stormdeck.advisors.actuators import change
+from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.model import Check, Severity
 from stormdeck.advisors.rules.base import ANY, Context, Proposes, Rule, config_change
 from stormdeck.collectors.model import Cluster, Pool

@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from stormdeck.advisors.actuators import change
+from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.curve_schedule import ALL_POOLS, journal_file
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.model import Check, Severity

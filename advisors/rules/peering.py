@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from stormdeck.advisors import overrides
-from stormdeck.advisors.actuators import change
+from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.model import Change, Check, Severity
 from stormdeck.advisors.rules.base import NUMBER, Context, Proposes, Rule, config_change, mean
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
-from stormdeck.advisors.actuators import change
+from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.model import Check, Severity
 from stormdeck.advisors.rules.base import OSD, Context, Proposes, Rule
 

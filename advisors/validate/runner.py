@@ -87,8 +87,8 @@ def take_snapshot(conf: str | None, timeout: float = 10.0, client_name: str | No
                   keyring: str | None = None, cluster: str = "ceph") -> Snapshot:
     """What the cluster and this host look like now: two polls, so rates are real."""
     from stormdeck.advisors.loop import collect_once
-    from stormdeck.collectors.ceph import CephSource
-    from stormdeck.collectors.host import HostSource
+    from stormdeck.collectors.ceph.source import CephSource
+    from stormdeck.collectors.host.source import HostSource
 
     snap = collect_once([CephSource(conf, client_name=client_name, keyring=keyring,
                                     cluster=cluster, timeout=timeout),
@@ -249,7 +249,7 @@ def save(r: Report, directory: Path) -> Path:
         write_private(last_path, doc)
     # What finished steps measured, for the rules (even of a cancelled run: a step
     # that finished measured what it says).
-    from stormdeck.collectors.host import short_hostname
+    from stormdeck.collectors.host.processes import short_hostname
 
     evidence.record(directory / evidence.FILE, r.cluster, short_hostname(),
                     [s for s in r.steps if s.status == "done"], r.quick, r.started)

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
 from stormdeck.advisors import overrides
-from stormdeck.advisors.actuators import same
+from stormdeck.advisors.actuators.base import same
 from stormdeck.advisors.validate import judge
 from stormdeck.advisors.validate.judge import Point, Verdict
 from stormdeck.base.errors import UserError
@@ -324,7 +325,7 @@ def flush_rates(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, 
 def write_cache_check(ctx: Ctx) -> Verdict:
     """K2.5: fio 4K writes with fdatasync on a pre-filled scratch file, against the w/s the
     device shows in /proc/diskstats over the same seconds."""
-    from stormdeck.collectors.host import parse_diskstats, whole_disk
+    from stormdeck.collectors.host.disks import parse_diskstats, whole_disk
 
     directory = ctx.options.scratch_dir
     if ctx.options.read_only:

@@ -10,13 +10,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.model import Severity
 from stormdeck.advisors.settings import load_settings
-from stormdeck.collectors.ceph import CephSource
-from stormdeck.collectors.host import HostSource
+from stormdeck.collectors.ceph.source import CephSource
+from stormdeck.collectors.host.source import HostSource
 from stormdeck.collectors.hub import History, Hub
-
 from tests.conftest import LabCluster, ceph_json, eventually, run_cli
 from tests.integration.test_cpu_disk_lab import disks_under
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-from stormdeck.advisors.actuators import change
+
+from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.journal import Journal
 from stormdeck.lab import procs
-
 from tests.conftest import LabCluster, eventually, run_cli
 from tests.integration.test_changes_lab import lab_fsid, stored, write_plan
 

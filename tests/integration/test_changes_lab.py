@@ -12,11 +12,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from stormdeck.advisors.actuators import change as make
+
+from stormdeck.advisors.actuators.table import change as make
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.model import Change
 from stormdeck.advisors.plan import Plan
-
 from tests.conftest import LabCluster, Result, ceph_json, eventually, run_cli
 
 pytestmark = pytest.mark.integration

@@ -6,16 +6,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors.apply import CephAdmin, Executor
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.settings import load_settings
-from stormdeck.collectors.ceph import CephSource
-from stormdeck.collectors.host import HostSource
+from stormdeck.collectors.ceph.source import CephSource
+from stormdeck.collectors.host.source import HostSource
 from stormdeck.tui.app import PlanReview, StormdeckApp
 from stormdeck.tui.feed import Feed
 from stormdeck.tui.views import FindingTable, JournalTable
-
 from tests.conftest import LabCluster, ceph_json
 from tests.unit.test_tui import confirm_with_phrase, open_review, until
 

@@ -12,14 +12,14 @@ import time
 from collections.abc import Iterator
 
 import pytest
+
 from stormdeck.advisors.engine import Engine
-from stormdeck.collectors.ceph import CephSource
-from stormdeck.collectors.host import HostSource
+from stormdeck.collectors.ceph.source import CephSource
+from stormdeck.collectors.host.source import HostSource
 from stormdeck.lab import procs
 from stormdeck.tui.app import StormdeckApp
 from stormdeck.tui.feed import Feed, Frame
 from stormdeck.tui.views import Overview
-
 from tests.conftest import LabCluster, eventually
 from tests.integration.test_change_faults import mon_command
 from tests.unit.test_tui import until

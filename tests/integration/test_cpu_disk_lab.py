@@ -12,16 +12,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors import evidence
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.evidence import EvidenceStore
 from stormdeck.advisors.model import Severity
 from stormdeck.advisors.settings import load_settings
 from stormdeck.advisors.validate.steps import device_of
-from stormdeck.collectors.ceph import CephSource
-from stormdeck.collectors.host import HostSource, fsid_from_conf, short_hostname, whole_disk
+from stormdeck.collectors.ceph.source import CephSource
+from stormdeck.collectors.host.disks import whole_disk
+from stormdeck.collectors.host.processes import fsid_from_conf, short_hostname
+from stormdeck.collectors.host.source import HostSource
 from stormdeck.collectors.hub import History, Hub
-
 from tests.conftest import LabCluster, eventually
 
 pytestmark = pytest.mark.integration

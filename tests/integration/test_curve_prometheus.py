@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from stormdeck.collectors.curve import CurveSource
 from stormdeck.collectors.prometheus import PrometheusSource
-
 from tests.conftest import eventually, free_ports
 from tests.curve_wire import POOL, CurveWire
 

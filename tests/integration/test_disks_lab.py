@@ -20,15 +20,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors import evidence
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.evidence import EvidenceStore
 from stormdeck.advisors.model import Severity
 from stormdeck.advisors.validate.steps import device_of
-from stormdeck.collectors.ceph import CephSource
-from stormdeck.collectors.host import HostSource, short_hostname
+from stormdeck.collectors.ceph.source import CephSource
+from stormdeck.collectors.host.processes import short_hostname
+from stormdeck.collectors.host.source import HostSource
 from stormdeck.collectors.hub import Hub
-
 from tests.conftest import LabCluster, eventually
 from tests.integration.test_cpu_disk_lab import disks_under, judge_for, quick
 

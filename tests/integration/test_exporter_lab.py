@@ -8,9 +8,9 @@ import os
 import urllib.request
 
 import pytest
-from stormdeck.advisors.validate.steps import set_affinity
-from stormdeck.collectors.host import HostSource
 
+from stormdeck.advisors.validate.steps import set_affinity
+from stormdeck.collectors.host.source import HostSource
 from tests.conftest import LabCluster, eventually, free_ports, run_cli
 
 pytestmark = pytest.mark.integration
@@ -37,9 +37,9 @@ def test_the_exporter_serves_every_lab_osd(release_cluster: LabCluster) -> None:
         assert f'stormdeck_daemon_cores_allowed{{ceph_daemon="{osd}"' in text
         assert f'stormdeck_daemon_cpu_seconds_total{{ceph_daemon="{osd}"' in text
     from prometheus_client.parser import text_string_to_metric_families
-    from stormdeck.collectors.host import fsid_from_conf
 
     from stormdeck import __version__
+    from stormdeck.collectors.host.processes import fsid_from_conf
 
     families = {f.name: f for f in text_string_to_metric_families(text)}
     # The lab's own loop device: other labs on this host may hold loop0 (or none does).

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 from stormdeck.advisors.ceph_admin import CephAdmin
 from stormdeck.base.errors import UserError
 from stormdeck.lab import procs
-
 from tests.conftest import LabCluster, eventually, run_cli
 
 pytestmark = pytest.mark.integration

@@ -8,8 +8,8 @@ import urllib.parse
 import urllib.request
 
 import pytest
-from stormdeck.lab.cluster import STORM_POOL
 
+from stormdeck.lab.state import STORM_POOL
 from tests.conftest import LabCluster, ceph_json, eventually
 
 pytestmark = pytest.mark.integration

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stormdeck.advisors.actuators import change as make
-from stormdeck.advisors.journal import Journal
 
+from stormdeck.advisors.actuators.table import change as make
+from stormdeck.advisors.journal import Journal
 from tests.conftest import LabCluster, eventually, run_cli
 
 pytestmark = pytest.mark.integration

@@ -12,15 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stormdeck.advisors.actuators import change as make
+
+from stormdeck.advisors.actuators.table import change as make
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.model import Finding, Severity
 from stormdeck.advisors.plan import Plan
 from stormdeck.advisors.settings import load_settings
-from stormdeck.collectors.ceph import CephSource
+from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import SourceHealth
-
 from tests.conftest import LabCluster, ceph_json, eventually, run_cli
 
 pytestmark = pytest.mark.integration

@@ -11,10 +11,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from stormdeck.advisors.actuators import change as make_change
+
+from stormdeck.advisors.actuators.table import change as make_change
 from stormdeck.advisors.apply import ReadOnlyError
 from stormdeck.advisors.plan import Plan
-
 from tests.conftest import LabCluster, ceph_json, run_cli
 
 pytestmark = pytest.mark.integration

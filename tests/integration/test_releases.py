@@ -13,10 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from stormdeck.collectors.exporter import HostCollector
-from stormdeck.collectors.host import HostSource, fsid_from_conf
-from stormdeck.lab import roots
 
+from stormdeck.collectors.exporter import HostCollector
+from stormdeck.collectors.host.processes import fsid_from_conf
+from stormdeck.collectors.host.source import HostSource
+from stormdeck.lab import roots
 from tests.conftest import LabCluster, eventually, free_ports, lab_home, lab_port_args, run_cli
 
 pytestmark = pytest.mark.integration

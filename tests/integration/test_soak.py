@@ -12,17 +12,17 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 from stormdeck.advisors.apply import CephAdmin, Executor
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.model import Change
 from stormdeck.advisors.plan import Plan
-from stormdeck.collectors.ceph import CephSource
-from stormdeck.collectors.host import HostSource
+from stormdeck.collectors.ceph.source import CephSource
+from stormdeck.collectors.host.source import HostSource
 from stormdeck.collectors.prometheus import PrometheusSource
 from stormdeck.tui.app import StormdeckApp
 from stormdeck.tui.feed import Feed
-
 from tests.conftest import LabCluster
 from tests.unit.test_tui import until
 

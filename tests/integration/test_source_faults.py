@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from stormdeck.collectors.ceph import CephSource
-from stormdeck.collectors.host import HostSource
+
+from stormdeck.collectors.ceph.source import CephSource
+from stormdeck.collectors.host.source import HostSource
 from stormdeck.collectors.hub import Hub
 from stormdeck.collectors.prometheus import PrometheusSource
-
 from tests.conftest import LabCluster, eventually
 
 pytestmark = pytest.mark.integration

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stormdeck.collectors.ceph import CephSource
-from stormdeck.collectors.host import HostSource
+
+from stormdeck.collectors.ceph.source import CephSource
+from stormdeck.collectors.host.source import HostSource
 from stormdeck.collectors.model import Partial
 from stormdeck.collectors.prometheus import PrometheusSource
-
 from tests.conftest import LabCluster, eventually, run_cli
 
 pytestmark = pytest.mark.integration

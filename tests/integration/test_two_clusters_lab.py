@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from stormdeck.base.errors import UserError
-from stormdeck.tui.views import FindingTable, JournalTable
 
+from stormdeck.base.errors import UserError
 from stormdeck.cli import build_parser
+from stormdeck.tui.views import FindingTable, JournalTable
 from tests.conftest import LabCluster, ceph_json, free_ports, lab_port_args, run_cli
 from tests.unit.test_tui import confirm_with_phrase, open_review, until
 

@@ -15,7 +15,7 @@ rados = pytest.importorskip("rados")
 
 from stormdeck.advisors.ceph_admin import CephAdmin  # noqa: E402
 from stormdeck.base.errors import UserError  # noqa: E402
-from stormdeck.collectors.ceph import CephConnection, ConnectError  # noqa: E402
+from stormdeck.collectors.ceph.connection import CephConnection, ConnectError  # noqa: E402
 
 
 def connect_error(conf: Path, timeout: float = 2.0) -> str:

@@ -6,9 +6,8 @@ import json
 import math
 
 import pytest
-from stormdeck.collectors.ceph import (
-    CephSource,
-    _Cached,
+
+from stormdeck.collectors.ceph.parse import (
     count_primaries,
     parse_config_dump,
     parse_config_help,
@@ -25,7 +24,7 @@ from stormdeck.collectors.ceph import (
     parse_status,
     parse_versions,
 )
-
+from stormdeck.collectors.ceph.source import CephSource, _Cached
 from tests.conftest import DATA
 
 PAC = DATA / "pacific"
@@ -301,7 +300,8 @@ def test_the_fast_osd_maker_makes_the_daemon_init_would() -> None:
     import dataclasses
 
     import pytest
-    from stormdeck.collectors.ceph import _make_osd
+
+    from stormdeck.collectors.ceph.source import _make_osd
     from stormdeck.collectors.model import Daemon
 
     kw = dict(id="osd.7", host="stor-1", devices=("nvme0n1",), up=True, in_=False,
@@ -370,7 +370,7 @@ def test_an_osd_down_carries_when_the_monitors_marked_it_down() -> None:
 
 
 def test_the_oldest_slow_op_is_read_from_the_summary() -> None:
-    from stormdeck.collectors.ceph import parse_health_slow
+    from stormdeck.collectors.ceph.parse import parse_health_slow
 
     d = {"checks": {"SLOW_OPS": {"severity": "HEALTH_WARN", "summary": {
         "message": "3 slow ops, oldest one blocked for 35 sec, daemons [osd.0,osd.2] have "

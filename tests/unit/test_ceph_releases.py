@@ -12,7 +12,8 @@ import json
 from typing import Any
 
 import pytest
-from stormdeck.collectors.ceph import (
+
+from stormdeck.collectors.ceph.parse import (
     count_primaries,
     mgr_modules_problem,
     parse_config_dump,
@@ -30,7 +31,6 @@ from stormdeck.collectors.ceph import (
     parse_status,
     parse_versions,
 )
-
 from tests.captured import CannedCeph
 from tests.conftest import DATA
 

@@ -12,14 +12,15 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
-from stormdeck.advisors import actuators
-from stormdeck.advisors.actuators import change as make
+
+from stormdeck.advisors.actuators import base as actuator_base
+from stormdeck.advisors.actuators.table import actuator
+from stormdeck.advisors.actuators.table import change as make
 from stormdeck.advisors.apply import Executor, ReadOnlyError
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.model import Change
 from stormdeck.advisors.plan import Plan
 from stormdeck.base.errors import UserError
-
 from tests.conftest import run_cli
 from tests.curve_wire import POOL, CurveWire
 
@@ -79,7 +80,7 @@ def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     tool(bin_dir, "tuned-adm", TUNED)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     # Never this machine's /etc/udev: the rules a cache change writes go here.
-    monkeypatch.setattr(actuators, "UDEV_RULES", tmp_path / "udev")
+    monkeypatch.setattr(actuator_base, "UDEV_RULES", tmp_path / "udev")
     return bin_dir
 
 
@@ -236,7 +237,7 @@ def test_confirmation_scales_with_the_computed_reach_not_the_stated_one() -> Non
     assert "affects all OSDs" in plan_of(wide).phrase_reasons(at_runtime)[0]
     for target, width in [("osd/class:ssd", "device class"), ("mon", "all monitors"),
                           ("global", "cluster"), ("osd.12", "daemon")]:
-        assert actuators.actuator("ceph_config").width(replace(one, target=target)) == width
+        assert actuator("ceph_config").width(replace(one, target=target)) == width
     fast_ec = replace(make("fast_ec", "ecpool", "allow_ec_optimizations", "false", "true"),
                       reversible=True, blast_radius="daemon")
     assert plan_of(fast_ec).needs_phrase(at_runtime) and plan_of(fast_ec).phrase == "ecpool"
@@ -359,11 +360,12 @@ def test_apply_asks_and_no_means_nothing_changes(tools: Path, tmp_path: Path) ->
 def test_every_kind_has_one_actuator_and_every_rule_proposes_a_known_kind() -> None:
     import inspect
 
-    from stormdeck.advisors import actuators
-    from stormdeck.advisors.actuators import ACTUATORS, Actuator
+    from stormdeck.advisors.actuators import ceph, curve, host
+    from stormdeck.advisors.actuators.base import Actuator
+    from stormdeck.advisors.actuators.table import ACTUATORS
 
-    classes = [c for _, c in inspect.getmembers(actuators, inspect.isclass)
-               if issubclass(c, Actuator) and c is not Actuator]
+    classes = {c for m in (ceph, curve, host) for _, c in inspect.getmembers(m, inspect.isclass)
+               if issubclass(c, Actuator) and c is not Actuator}
     assert sorted(ACTUATORS) == sorted(c.kind for c in classes)
     for a in ACTUATORS.values():  # each says how to read, apply and invert itself
         for method in ("read", "apply", "inverse_command", "command", "width"):

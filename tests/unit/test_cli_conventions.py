@@ -81,9 +81,9 @@ def test_every_help_ends_with_the_exit_code_table() -> None:
         assert res.rc == 0 and EXIT_CODES in res.out, argv
 
 
-def test_the_readme_has_the_same_table() -> None:
-    readme = (ROOT / "README.md").read_text()
-    rows = re.findall(r"^\| (\d+) +\|", readme, re.M)
+def test_the_guide_has_the_same_table() -> None:
+    page = (ROOT / "docs" / "command-line.md").read_text()
+    rows = re.findall(r"^\| (\d+) +\|", page, re.M)
     table = re.findall(r"^  (\d+) ", EXIT_CODES, re.M)
     assert rows == table == ["0", "1", "2", "3", "70", "130"]
 

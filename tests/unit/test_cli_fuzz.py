@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from stormdeck.collectors.recording import MAGIC, Recorder
 
+from stormdeck.collectors.recording import MAGIC, Recorder
 from tests.captured import history
 from tests.conftest import run_cli
 

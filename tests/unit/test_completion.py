@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from stormdeck.base.errors import UserError
 
+from stormdeck.base.errors import UserError
 from stormdeck.cli import build_parser
 from stormdeck.cli_completion import completion_script, escape_control_lines, install
 from tests.conftest import run_cli

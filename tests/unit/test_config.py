@@ -6,12 +6,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from stormdeck.base.errors import UserError
-from stormdeck.tui.app import ClusterTab, StormdeckApp
-from stormdeck.tui.feed import Frame, StaticFeed
 
+from stormdeck.base.errors import UserError
 from stormdeck.cli import build_parser
 from stormdeck.config import load_clusters
+from stormdeck.tui.app import ClusterTab, StormdeckApp
+from stormdeck.tui.feed import Frame, StaticFeed
 from tests.captured import lab_snapshot, with_cluster
 
 GOOD = """

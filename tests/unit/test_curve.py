@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from stormdeck.collectors.curve import (
     CLI_CHUNKSERVER_HEADER,
     ChunkserverInfo,
@@ -32,7 +33,6 @@ from stormdeck.collectors.curve import (
     schedule_refusal,
 )
 from stormdeck.collectors.hub import Hub
-
 from tests.curve_wire import CLI_CHUNKSERVER_HEADER as WIRE_HEADER
 from tests.curve_wire import POOL, CurveWire
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors.apply import journal_path
 from stormdeck.advisors.curve_schedule import (
     ALL_POOLS,
@@ -27,7 +28,6 @@ from stormdeck.base.errors import UserError
 from stormdeck.collectors.curve import CurveSource
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import Snapshot, SourceHealth
-
 from tests.conftest import run_cli
 from tests.curve_wire import CurveWire
 

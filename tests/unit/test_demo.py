@@ -5,10 +5,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from stormdeck.lab.cluster import SCRAPE_INTERVAL
-
 from stormdeck.cli import build_parser
 from stormdeck.cli_lab import console_args, print_status
+from stormdeck.lab.state import SCRAPE_INTERVAL
 
 ROOT = Path(__file__).resolve().parents[2]
 

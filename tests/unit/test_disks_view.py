@@ -7,14 +7,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from textual.widgets import Static
+
 from stormdeck.collectors.model import Disk, DiskEvent, Host, Snapshot
 from stormdeck.collectors.recording import Recorder, Recording
 from stormdeck.tui.app import StormdeckApp
 from stormdeck.tui.feed import StaticFeed
 from stormdeck.tui.views import DisksView, DiskTable, disk_detail
 from stormdeck.tui.views.detail import daemon_detail
-from textual.widgets import Static
-
 from tests.unit.test_tui import EVIL, frames
 
 ROOT = Path(__file__).parent.parent.parent

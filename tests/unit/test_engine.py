@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors.engine import Engine, worst
 from stormdeck.advisors.model import Change, Check, RuleSettings, Severity
 from stormdeck.advisors.mutes import MuteStore
@@ -16,7 +17,6 @@ from stormdeck.advisors.rules.peering import PeeringStorm
 from stormdeck.advisors.settings import load_settings
 from stormdeck.base.errors import UserError
 from stormdeck.collectors.model import Snapshot
-
 from tests.captured import history, lab_snapshot, with_cluster, with_daemon
 
 

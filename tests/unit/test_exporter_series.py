@@ -14,10 +14,10 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
-from stormdeck.collectors.exporter import HostCollector
-from stormdeck.collectors.host import cgroup_cpu_limit, cgroup_cpu_throttled
 
 from stormdeck import __version__
+from stormdeck.collectors.exporter import HostCollector
+from stormdeck.collectors.host.cgroup import cgroup_cpu_limit, cgroup_cpu_throttled
 
 FSID = "0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9"
 

@@ -6,14 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from stormdeck.collectors.host import (
-    CpuStat,
-    cgroup_cpu_stat,
-    parse_cpu_stat,
-    systemd_unit,
-    throttling,
-    unit_from_shape,
-)
+
+from stormdeck.collectors.host.cgroup import CpuStat, cgroup_cpu_stat, parse_cpu_stat, throttling
+from stormdeck.collectors.host.processes import systemd_unit, unit_from_shape
 
 FSID = "947fa75c-7285-49b2-974b-1949c4903441"
 

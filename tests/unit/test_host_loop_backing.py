@@ -12,13 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from stormdeck.collectors.host import (
-    HostSource,
-    backing_disks,
-    loop_backing_dev,
-    whole_disk,
-)
 
+from stormdeck.collectors.host.disks import backing_disks, loop_backing_dev, whole_disk
+from stormdeck.collectors.host.source import HostSource
 from tests.conftest import eventually
 from tests.unit.test_host_udev import attach, detach, needs_loop
 

@@ -10,21 +10,23 @@ from pathlib import Path
 
 import psutil
 import pytest
-from stormdeck.collectors.host import (
+
+from stormdeck.collectors.host.cgroup import cgroup_cpu_limit
+from stormdeck.collectors.host.disks import (
     DiskCounters,
-    HostSource,
-    cgroup_cpu_limit,
-    chunkserver_addr_from_argv,
-    conf_from_argv,
     disk_rates,
-    fsid_from_conf,
     list_disks,
-    osd_id_from_argv,
     parse_diskstats,
     transport_of,
     whole_disk,
 )
-
+from stormdeck.collectors.host.processes import (
+    chunkserver_addr_from_argv,
+    conf_from_argv,
+    fsid_from_conf,
+    osd_id_from_argv,
+)
+from stormdeck.collectors.host.source import HostSource
 from tests.conftest import DATA
 
 
@@ -221,7 +223,8 @@ def test_host_cpu_busy_counts_a_guests_time_once() -> None:
     """A Proxmox host running VMs beside Ceph: the kernel counts guest time inside user
     already, so adding the guest column again would inflate busy (and the total)."""
     from psutil._pslinux import scputimes
-    from stormdeck.collectors.host import cpu_busy
+
+    from stormdeck.collectors.host.cgroup import cpu_busy
 
     def times(user: float, idle: float, guest: float) -> scputimes:
         fields = dict.fromkeys(scputimes._fields, 0.0)

@@ -13,8 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors.timeline import ERR, WARN, Timeline
-from stormdeck.collectors.host import Disks, HostSource, _unhex, _wwn, udev_running
+from stormdeck.collectors.host.disks import Disks, _unhex, _wwn, udev_running
+from stormdeck.collectors.host.source import HostSource
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import Daemon, Disk, DiskEvent, Host, Snapshot
 
@@ -56,7 +58,8 @@ def loop(image: Path) -> Iterator[str]:
 
 IN_NAMESPACE = """
 import dataclasses, json, sys
-from stormdeck.collectors.host import Disks, HostSource
+from stormdeck.collectors.host.disks import Disks
+from stormdeck.collectors.host.source import HostSource
 name = sys.argv[1]
 src = HostSource(hostname="h1", watch=False)
 part = src.poll()

@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+
 from stormdeck.collectors.hub import History, Hub, merge
 from stormdeck.collectors.model import Cluster, Daemon, Disk, Partial, Snapshot, merge_records
 

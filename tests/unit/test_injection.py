@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors import report
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.model import Change
@@ -17,7 +18,6 @@ from stormdeck.collectors.model import ConfigChange, ConfigOption, HealthCheck, 
 from stormdeck.tui.app import StormdeckApp
 from stormdeck.tui.feed import StaticFeed
 from stormdeck.tui.views import JournalTable, Triage
-
 from tests.captured import with_cluster, with_daemon
 from tests.unit.test_tui import frames
 

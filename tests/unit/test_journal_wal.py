@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from stormdeck.advisors.journal import Journal, JournalError, decode, encode
 from stormdeck.advisors.model import Change
 
@@ -129,7 +130,7 @@ def test_reading_from_the_end_tells_what_reading_it_all_tells(
 
 def test_a_long_journal_is_read_from_its_end(tmp_path: Path) -> None:
     """150,000 changes (69 MB, issue 27's figure): the newest entries and undo's lookup read
-    a few chunks, not the whole file (measured in the README's hardening section)."""
+    a few chunks, not the whole file (measured in docs/measured.md)."""
     path = tmp_path / "j.jsonl"
     body = []
     change = {"kind": "ceph_config", "target": "osd", "key": "osd_scrub_sleep",
@@ -169,7 +170,7 @@ def test_no_room_for_the_reserve_refuses_the_intent(tmp_path: Path) -> None:
 
 
 def test_an_undo_of_a_split_says_merge_and_asks_for_undo() -> None:
-    from stormdeck.advisors.actuators import actuator, change
+    from stormdeck.advisors.actuators.table import actuator, change
     from stormdeck.advisors.plan import Plan
 
     split = change("pool_set", "rbd", "pg_num", "100", "128")

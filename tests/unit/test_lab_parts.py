@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+
 from stormdeck.lab import procs
-from stormdeck.lab.cluster import (
-    Lab,
+from stormdeck.lab.cluster import Lab
+from stormdeck.lab.state import (
     LabError,
     Ports,
     Proc,
@@ -23,7 +24,6 @@ from stormdeck.lab.cluster import (
     parse_size,
     prometheus_yml,
 )
-
 from tests.conftest import DATA
 
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors.validate.steps import cpu_seconds, threads_of
 from stormdeck.lab import procs
 

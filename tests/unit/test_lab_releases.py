@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from stormdeck.lab import procs, roots
-from stormdeck.lab.cluster import failed_mgr_modules, parse_version
 
+from stormdeck.lab import procs, roots
+from stormdeck.lab.state import failed_mgr_modules, parse_version
 from tests.conftest import DATA
 
 DEB822 = """Types: deb
@@ -135,7 +135,8 @@ def test_a_daemon_is_ours_by_its_environment_mark(tmp_path: Path) -> None:
 
 
 def test_a_cephadm_osds_cgroup_on_v1_and_v2(tmp_path: Path) -> None:
-    from stormdeck.lab.cluster import Lab, Ports, State
+    from stormdeck.lab.cluster import Lab
+    from stormdeck.lab.state import Ports, State
 
     lab = Lab(tmp_path / "lab", progress=lambda m: None)
     lab.dir.mkdir()

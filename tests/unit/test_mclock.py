@@ -9,12 +9,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors import overrides
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.model import Change, Check, Severity
 from stormdeck.advisors.rules import Context, Rule
 from stormdeck.collectors.model import Snapshot
-
 from tests.captured import (
     firing,
     history,

@@ -11,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+
 from stormdeck.collectors.exporter import HostCollector
 
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors.lock import writer
 from stormdeck.advisors.model import Finding, Severity
 from stormdeck.advisors.mutes import MuteStore
 from stormdeck.base.errors import UserError
-
 from tests.conftest import run_cli
 
 ROOT = Path(__file__).parents[2]
@@ -216,7 +216,6 @@ async def test_the_console_says_when_a_mute_could_not_be_saved(tmp_path: Path) -
     from stormdeck.tui.app import StormdeckApp
     from stormdeck.tui.feed import StaticFeed
     from stormdeck.tui.views import FindingTable
-
     from tests.unit.test_tui import frames
 
     store = MuteStore(tmp_path / "mutes.json", wait=0.2)
@@ -342,7 +341,6 @@ async def test_the_console_mutes_on_its_tabs_cluster_only(tmp_path: Path) -> Non
     from stormdeck.tui.app import StormdeckApp
     from stormdeck.tui.feed import StaticFeed
     from stormdeck.tui.views import FindingTable
-
     from tests.unit.test_tui import frames
 
     store = MuteStore(tmp_path / "mutes.json")

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.session import Session
 from stormdeck.collectors.model import Cluster, Snapshot, SourceHealth

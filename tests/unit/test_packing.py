@@ -7,7 +7,6 @@ from dataclasses import replace
 
 from stormdeck.collectors.hub import History
 from stormdeck.collectors.packing import FIGURES, PackedDaemons, Packer
-
 from tests.captured import history, lab_snapshot
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+
 from stormdeck.advisors.report import build
 from stormdeck.advisors.timeline import pg_classes
 from stormdeck.base import pgstate

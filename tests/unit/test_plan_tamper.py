@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stormdeck.advisors.actuators import ACTUATORS
-from stormdeck.advisors.actuators import change as make
+
+from stormdeck.advisors.actuators.table import ACTUATORS
+from stormdeck.advisors.actuators.table import change as make
 from stormdeck.advisors.model import Change
 from stormdeck.advisors.plan import MAX_BYTES, Plan, check_plan, plan_from_finding, review
 from stormdeck.advisors.rules import BY_ID
 from stormdeck.base.errors import UserError
-
 from tests.captured import firing, run
 from tests.unit.test_curve_rules import TWO_POOLS, judge, snap
 from tests.unit.test_rules import CASES, EVIDENCE
@@ -289,7 +289,6 @@ def test_every_rules_proposals_pass_the_plan_check(tmp_path: Path) -> None:
 def test_the_all_pools_leader_schedule_passes_the_plan_check() -> None:
     from stormdeck.advisors.rules.leaders import CurveLeaderSpread
     from stormdeck.collectors.curve import CurveSource
-
     from tests.curve_wire import CurveWire
 
     with CurveWire(pools=TWO_POOLS) as wire:

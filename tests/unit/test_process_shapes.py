@@ -16,7 +16,8 @@ import os
 from pathlib import Path
 
 import pytest
-from stormdeck.collectors.host import (
+
+from stormdeck.collectors.host.processes import (
     DaemonFsids,
     conf_from_argv,
     daemon_fsid,

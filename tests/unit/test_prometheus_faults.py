@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from stormdeck.collectors.host import HostSource
+
+from stormdeck.collectors.host.source import HostSource
 from stormdeck.collectors.hub import Hub
 from stormdeck.collectors.prometheus import PrometheusError, PrometheusSource
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from stormdeck.collectors.prometheus import ALL_QUERIES, PrometheusSource
 
+from stormdeck.collectors.prometheus import ALL_QUERIES, PrometheusSource
 from tests.prometheus_wire import DelayProxy, StandIn
 
 DELAY = 0.05

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from stormdeck.collectors.prometheus import ALL_QUERIES, RATE, PrometheusSource, rate_window
 from stormdeck.collectors.promql import MatcherError, inject, parse_matchers
 

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from stormdeck.advisors.plan import Plan
 from stormdeck.base.errors import UserError
 from stormdeck.collectors import curve
-from stormdeck.collectors.ceph import CommandError
+from stormdeck.collectors.ceph.connection import CommandError
 from stormdeck.collectors.prometheus import PrometheusError, PrometheusSource
 from stormdeck.collectors.recording import MAGIC, Recording
-
 from stormdeck.config import load_clusters
 from tests.captured import CannedCeph, lab_outputs
 

@@ -13,9 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from stormdeck.base.errors import UserError
 from stormdeck.collectors.recording import Recorder, Recording
-
 from tests.captured import history
 from tests.conftest import run_cli
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.model import Change
@@ -17,7 +18,6 @@ from stormdeck.advisors.session import Session, recorded_changes, recorded_findi
 from stormdeck.base.errors import UserError
 from stormdeck.collectors.model import Snapshot
 from stormdeck.collectors.recording import MAGIC, Recorder, Recording, decode, diff, encode, patch
-
 from tests.captured import history, with_cluster, with_daemon
 from tests.conftest import run_cli
 

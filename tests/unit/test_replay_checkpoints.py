@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors.engine import Engine
 from stormdeck.collectors.model import Snapshot
 from stormdeck.collectors.recording import Recording
 from stormdeck.tui.feed import Frame, ReplayFeed
-
 from tests.captured import history, with_cluster, with_daemon
 from tests.unit.test_recording import record
 

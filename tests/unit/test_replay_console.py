@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.session import RecordedJournal
 from stormdeck.collectors.recording import Recording
@@ -82,7 +83,6 @@ def test_the_live_feed_records_and_collects_while_the_operator_looks_back(
 
     from stormdeck.collectors.recording import Recorder
     from stormdeck.tui.feed import Feed
-
     from tests.captured import CannedCeph, lab_outputs
 
     shown = []
@@ -113,7 +113,6 @@ def test_the_live_feed_records_and_collects_while_the_operator_looks_back(
 async def test_r_writes_an_incident_report_of_the_session(tmp_path: Path,
                                                           monkeypatch) -> None:
     from stormdeck.tui.feed import StaticFeed
-
     from tests.unit.test_tui import frames, incident
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))

@@ -10,7 +10,6 @@ from stormdeck.advisors import report
 from stormdeck.advisors.timeline import Timeline
 from stormdeck.collectors.model import Snapshot, SourceHealth
 from stormdeck.collectors.recording import Recorder
-
 from tests.captured import history
 from tests.conftest import run_cli
 

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors.evidence import EvidenceStore
 from stormdeck.advisors.model import Severity
 from stormdeck.advisors.rules import ALL
@@ -20,7 +21,6 @@ from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.curve import CurveSource
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import ConfigOption, Disk, Host, Pool, Snapshot, SourceHealth
-
 from tests.captured import (
     CannedCeph,
     firing,
@@ -571,7 +571,7 @@ def test_flapping_proposes_noup_for_that_osd_alone() -> None:
     assert (ch.kind, ch.target, ch.key, ch.proposed) == ("osd_flag", "osd.1", "noup", "set")
     assert ch.command == "ceph osd set-group noup osd.1"
     assert "ceph osd unset-group noup osd.1" in ch.note
-    from stormdeck.advisors.actuators import actuator
+    from stormdeck.advisors.actuators.table import actuator
     assert actuator("osd_flag").inverse_command(ch, "unset") == \
         "ceph osd unset-group noup osd.1"
     assert actuator("osd_flag").inverse_command(
@@ -747,7 +747,6 @@ def test_storm_is_not_judged_on_a_real_mgr_failover_capture(release: str) -> Non
     # reported to (tests/data/<release>/mgr_failover, made by test_mgr_failover_lab).
     from stormdeck.advisors.rules.peering import mgr_blind
     from stormdeck.collectors.model import pg_flags_from_states
-
     from tests.captured import host_partial, lab_outputs
 
     helps = json.loads((DATA / release / "config_help_watched.json").read_text())

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors import evidence
 from stormdeck.advisors.model import Severity
 from stormdeck.advisors.rules import BY_ID
@@ -16,7 +17,6 @@ from stormdeck.advisors.rules.cpu import OP_THREADS_PER_CORE
 from stormdeck.advisors.settings import load_settings
 from stormdeck.advisors.validate import judge
 from stormdeck.collectors.model import Disk, Snapshot
-
 from tests.captured import firing, history, run, with_cluster, with_daemon
 from tests.evidence import CEPHADM_UNIT, LAB_FSID, fio_found, recorded_curves
 from tests.unit.test_rules import (

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from stormdeck.base.errors import UserError
 from stormdeck.base.secrets import (
     REDACTED,
@@ -20,8 +21,7 @@ from stormdeck.base.secrets import (
     safe_url,
     write_private,
 )
-from stormdeck.collectors.ceph import parse_config_dump, parse_config_log
-
+from stormdeck.collectors.ceph.parse import parse_config_dump, parse_config_log
 from tests.conftest import free_ports, run_cli
 
 # Pacific's options whose value is a secret (or, for the last two, a secret file's name).

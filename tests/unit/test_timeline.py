@@ -6,7 +6,6 @@ from dataclasses import replace
 
 from stormdeck.advisors.timeline import Timeline, events_of, flapping, pg_classes
 from stormdeck.collectors.model import ConfigChange
-
 from tests.captured import history, with_cluster, with_daemon
 
 

@@ -7,6 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from textual.widgets import ContentSwitcher
+
 from stormdeck.advisors.apply import Executor
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.journal import Journal
@@ -24,8 +26,6 @@ from stormdeck.tui.views import (
     Leaders,
     Triage,
 )
-from textual.widgets import ContentSwitcher
-
 from tests.captured import history, with_cluster, with_daemon
 
 EVIL = "[bold red]x[/] \x1b[31mred\x1b[0m"

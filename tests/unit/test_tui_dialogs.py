@@ -7,15 +7,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from textual.command import CommandPalette
+from textual.widgets import Input, OptionList
+
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.mutes import MuteStore
 from stormdeck.tui.app import PlanReview, StormdeckApp
 from stormdeck.tui.feed import StaticFeed
 from stormdeck.tui.screens import Confirm, MutesList
 from stormdeck.tui.views import FindingTable
-from textual.command import CommandPalette
-from textual.widgets import Input, OptionList
-
 from tests.unit.test_tui import Recording, frames, open_review
 
 SCRUB = "ceph.scrub.during_load|osd"
@@ -87,8 +87,9 @@ def memory_frames() -> list:
 
 @pytest.mark.asyncio
 async def test_theme_and_enter_in_the_palette_mutes_nothing(tmp_path: Path) -> None:
-    from stormdeck.tui.commands import StormdeckCommands
     from textual.fuzzy import Matcher
+
+    from stormdeck.tui.commands import StormdeckCommands
 
     store = MuteStore(tmp_path / "mutes.json")
     app = StormdeckApp(StaticFeed(memory_frames()), mutes=store)
@@ -179,7 +180,7 @@ async def test_the_finding_table_keeps_m_for_its_own_mute(tmp_path: Path) -> Non
 @pytest.mark.asyncio
 async def test_the_undo_of_a_pg_num_increase_says_merge_and_asks_for_undo(
         tmp_path: Path) -> None:
-    from stormdeck.advisors.actuators import change
+    from stormdeck.advisors.actuators.table import change
     from stormdeck.advisors.apply import Executor
     from stormdeck.tui.views import JournalTable
 

@@ -7,6 +7,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from textual.binding import Binding
+from textual.command import CommandPalette
+from textual.widgets import Static
+
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.session import Session
 from stormdeck.advisors.settings import load_settings
@@ -16,10 +20,6 @@ from stormdeck.tui.feed import Frame, StaticFeed
 from stormdeck.tui.keybar import fit
 from stormdeck.tui.keys import KEYS, VIEWS, help_sections, key_display, keys_display
 from stormdeck.tui.views import DaemonTable, DiskTable
-from textual.binding import Binding
-from textual.command import CommandPalette
-from textual.widgets import Static
-
 from tests.captured import history
 from tests.unit.test_tui import spread
 
@@ -162,8 +162,9 @@ async def test_the_sorted_column_has_an_arrow_and_I_reverses_it() -> None:
 
 @pytest.mark.asyncio
 async def test_a_column_menu_picks_the_sort_column() -> None:
-    from stormdeck.tui.screens import ColumnMenu
     from textual.widgets import OptionList
+
+    from stormdeck.tui.screens import ColumnMenu
 
     app = StormdeckApp(StaticFeed(frames()))
     async with app.run_test(size=SIZE) as pilot:
@@ -299,9 +300,10 @@ async def test_a_live_frame_ages_on_screen_while_no_new_one_comes() -> None:
 
 @pytest.mark.asyncio
 async def test_a_click_on_the_key_bar_runs_the_key_even_from_the_filter_box() -> None:
+    from textual.widgets import ContentSwitcher
+
     from stormdeck.tui.keybar import KeyBar
     from stormdeck.tui.screens import Help
-    from textual.widgets import ContentSwitcher
 
     app = StormdeckApp(StaticFeed(frames()))
     async with app.run_test(size=SIZE) as pilot:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import Pool, SourceHealth
 from stormdeck.tui.app import StormdeckApp
 from stormdeck.tui.feed import Frame, StaticFeed
-
 from tests.captured import with_cluster, with_daemon
 from tests.unit.test_tui import EVIL, frames, incident
 
@@ -21,7 +21,6 @@ VIEWS = {"overview": "1", "daemons": "2", "leaders": "3", "latency": "4", "disks
 def recorded() -> list[Frame]:
     """The lab capture, with a Curve pool beside it and a name that tries to be markup."""
     from stormdeck.collectors.curve import CurveSource
-
     from tests.curve_wire import CurveWire
 
     with CurveWire(leaders=[24, 18, 16, 16, 14, 12]) as wire:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from stormdeck.advisors.validate import judge
 from stormdeck.advisors.validate.judge import FAIL, PASS, SKIP, WARN, Point
 from stormdeck.advisors.validate.plot import curve_plot
@@ -21,7 +22,6 @@ from stormdeck.advisors.validate.steps import (
     split,
 )
 from stormdeck.base.errors import UserError
-
 from tests.conftest import DATA
 
 VAL = DATA / "validate"

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from stormdeck.advisors.validate.steps import Options
-from stormdeck.tui.validate import TypePhrase, ValidateApp
 from textual.app import App
 from textual.widgets import Button, Checkbox, Input, Static
 
+from stormdeck.advisors.validate.steps import Options
+from stormdeck.tui.validate import TypePhrase, ValidateApp
 from tests.captured import lab_snapshot, with_config
 
 

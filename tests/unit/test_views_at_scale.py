@@ -9,7 +9,6 @@ from stormdeck.collectors.model import Disk, disk_key
 from stormdeck.tui.format import spark
 from stormdeck.tui.views import latency, overview
 from stormdeck.tui.views.daemons import DaemonTable
-
 from tests.captured import history, lab_snapshot
 
 

@@ -6,11 +6,12 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from rich.text import Text
+from textual.message import Message
+
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.lines import LinesView
-from textual.message import Message
 
 
 class JournalChanged(Message):

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from rich.text import Text
+from textual.binding import Binding, BindingType
+
 from stormdeck.collectors.model import Daemon, Snapshot, disk_key
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import bar, ms, num, pct, t
@@ -13,7 +15,6 @@ from stormdeck.tui.keys import in_scope
 from stormdeck.tui.stale import note, show_note, stale_parts, struck, wrapped
 from stormdeck.tui.table import Column, VirtualTable
 from stormdeck.tui.views.base import View
-from textual.binding import Binding, BindingType
 
 
 class DaemonTable(View, VirtualTable):

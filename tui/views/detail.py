@@ -6,14 +6,15 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from rich.text import Text
-from stormdeck.collectors.model import disk_key
-from stormdeck.tui.feed import Frame
-from stormdeck.tui.format import finding_line, ms, num, pct, spark, t
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from stormdeck.collectors.model import disk_key
+from stormdeck.tui.feed import Frame
+from stormdeck.tui.format import finding_line, ms, num, pct, spark, t
 
 
 def daemon_detail(frame: Frame, daemon_id: str, ascii_only: bool = False) -> Text:

@@ -4,6 +4,11 @@ above the selected disk's detail (what udev knows of it: model, serial, WWN, lin
 from __future__ import annotations
 
 from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
 from stormdeck.collectors.model import Disk
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import ms, num, pct, spark, t
@@ -11,10 +16,6 @@ from stormdeck.tui.stale import note as stale_note
 from stormdeck.tui.stale import stale_parts, struck
 from stormdeck.tui.table import Column, VirtualTable
 from stormdeck.tui.views.base import View
-from textual import on
-from textual.app import ComposeResult
-from textual.containers import Vertical
-from textual.widgets import Static
 
 NO_UDEV = "udev not running here: disk names from sysfs, no model/serial"
 

@@ -5,6 +5,12 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.widgets import Static
+
 from stormdeck.advisors.model import Finding
 from stormdeck.advisors.plan import (
     Plan,
@@ -21,11 +27,6 @@ from stormdeck.tui.screens import MutesList, PlanReview
 from stormdeck.tui.table import Column, VirtualTable
 from stormdeck.tui.views.base import View, change_in_worker
 from stormdeck.tui.views.overview import LAB_HINT
-from textual import on, work
-from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
-from textual.containers import Vertical
-from textual.widgets import Static
 
 
 class FindingTable(VirtualTable):

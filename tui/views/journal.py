@@ -6,6 +6,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+from textual import work
+from textual.binding import Binding, BindingType
+
 from stormdeck.advisors.overrides import is_overridden
 from stormdeck.advisors.plan import Plan, review, runtime_from_options
 from stormdeck.base.errors import UserError
@@ -15,8 +18,6 @@ from stormdeck.tui.keys import in_scope
 from stormdeck.tui.screens import PlanReview
 from stormdeck.tui.table import Column, VirtualTable
 from stormdeck.tui.views.base import JournalChanged, change_in_worker
-from textual import work
-from textual.binding import Binding, BindingType
 
 
 def _status(status: str) -> Any:

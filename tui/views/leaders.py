@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
+
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import num, spark, t
 from stormdeck.tui.views.base import FrameText

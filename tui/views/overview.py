@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
+
 from stormdeck.base import pgstate
 from stormdeck.collectors.model import Daemon, Snapshot
 from stormdeck.collectors.packing import values_of

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
+
 from stormdeck.advisors.rules import TRIAGE
 from stormdeck.base import pgstate
 from stormdeck.tui.feed import Frame, age_text, clock, stale_part

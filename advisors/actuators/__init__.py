@@ -1,0 +1,1 @@
+"""What the executor changes: the Actuator contract, one module per backend, and the table."""

@@ -1,0 +1,283 @@
+"""Ceph's changes: a config option, an OSD's group flags, a pool's settings, fast EC."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from stormdeck.advisors import overrides
+from stormdeck.advisors.actuators.base import Actuator, Backends, Verified, same
+from stormdeck.advisors.ceph_admin import CephAdmin
+from stormdeck.advisors.model import Change
+from stormdeck.base.errors import UserError
+
+
+class CephConfig(Actuator):
+    """An option in the monitors' config database (`ceph config set/rm`), read back per OSD."""
+
+    kind = "ceph_config"
+    needs_ceph = True
+    fixed_runtime = None
+
+    def command(self, c: Change) -> str:
+        return f"ceph config set {c.target} {c.key} {c.proposed}"
+
+    def width(self, c: Change) -> str:
+        section, _, mask = c.target.partition("/")
+        if "." in section:
+            return "daemon"  # osd.3, mon.a: one daemon's section
+        if section == "osd":
+            return ("device class" if mask.startswith("class:") else
+                    "host" if mask.startswith("host:") else "all OSDs")
+        if section == "mon":
+            return "all monitors"
+        return "cluster"  # global, mgr, client, a CRUSH-located mask: assume the widest
+
+    def runtime(self, ceph: CephAdmin | None, c: Change) -> bool | None:
+        """What the running cluster's `config help` says (can_update_at_runtime)."""
+        if ceph is None:
+            return None
+        try:
+            help_ = ceph.cmd("config help", key=c.key)
+        except (UserError, ValueError, OSError):
+            return None
+        value = help_.get("can_update_at_runtime") if isinstance(help_, dict) else None
+        return value if isinstance(value, bool) else None
+
+    def read(self, b: Backends, c: Change) -> str | None:
+        return b.need_ceph().config_get(c.target, c.key)
+
+    def before(self, b: Backends, c: Change) -> str | None:
+        # Exactly that section's stored value: undo must not copy an inherited one down.
+        return b.need_ceph().config_db(c.target, c.key)
+
+    def apply(self, b: Backends, c: Change, value: str | None) -> None:
+        ceph = b.need_ceph()
+        if value is None:
+            ceph.config_rm(c.target, c.key)
+        else:
+            ceph.config_set(c.target, c.key, value)
+
+    def verify(self, b: Backends, c: Change, want: str | None) -> Verified:
+        ceph = b.need_ceph()
+        daemons = self._daemons_of(ceph, c.target)
+        # A scheduler that overrides the option (advisors/overrides.py) never lets the
+        # daemons run it: say so at once, rather than wait for them and call it pending.
+        over = self._override(ceph, daemons, c.key)
+        stored = ceph.config_db(c.target, c.key)
+        if over is not None and over.unless is not None and want is not None:
+            # The OSD takes the change, then removes it from the database again: give
+            # it the time a change takes to reach the daemons.
+            deadline = time.monotonic() + b.verify_seconds
+            while same(stored, want) and time.monotonic() < deadline:
+                time.sleep(0.5)
+                stored = ceph.config_db(c.target, c.key)
+        version = ceph.config_log_version()
+        log = f"config log version {version}" if version is not None else ""
+        if not same(stored, want):
+            if over is not None and want is not None and stored is None:
+                # maybe_override_options_for_qos removed it from the database again.
+                running = ceph.config_show(daemons[0], c.key) if daemons else None
+                return Verified(overrides.outcome(over.scheduler), running,
+                                f"the OSDs removed {c.key} {want} from the config database "
+                                f"again and run {running}: {over.why()}; {log}".strip("; "))
+            raise UserError(f"the config database holds {stored} for {c.key} on {c.target}, "
+                            f"not {want}")
+        effective = ceph.config_get(c.target, c.key)
+        deadline = time.monotonic() + (0 if over is not None else b.verify_seconds)
+        lagging = daemons
+        while daemons:
+            lagging = [d for d in daemons if not same(ceph.config_show(d, c.key), effective)]
+            if not lagging or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        if lagging and over is not None:
+            running = ceph.config_show(lagging[0], c.key)
+            return Verified(overrides.outcome(over.scheduler), running,
+                            f"{', '.join(lagging[:5])} run {running}, not {effective}: "
+                            f"{over.why()}; {log}".strip("; "))
+        if lagging:
+            return Verified("pending restart", effective,
+                            f"{', '.join(lagging[:5])} still run the old value; {log}".strip())
+        return Verified("applied", effective, log)
+
+    @staticmethod
+    def _override(ceph: CephAdmin, daemons: list[str], key: str) -> overrides.Override | None:
+        """The override the daemons' own scheduler puts on `key`, from what the first of
+        them runs (osd_op_queue, and the option that lifts a recovery override)."""
+        rule = overrides.TABLE.get(key)
+        if rule is None or not daemons:
+            return None
+        if not overrides.runs(rule, ceph.config_show(daemons[0], "osd_op_queue")):
+            return None
+        if rule.unless is not None and \
+                overrides.is_true(ceph.config_show(daemons[0], rule.unless)):
+            return None
+        return rule
+
+    @staticmethod
+    def _daemons_of(ceph: CephAdmin, who: str) -> list[str]:
+        """The running daemons whose value a change to `who` should reach (OSDs only)."""
+        if re.fullmatch(r"osd\.\d+", who):
+            return [who]
+        up = set(ceph.osd_ids())
+        if who == "osd":
+            return [f"osd.{i}" for i in sorted(up)]
+        m = re.fullmatch(r"osd/class:([A-Za-z0-9_-]+)", who)
+        if m:
+            return [f"osd.{i}" for i in ceph.osds_of_class(m.group(1)) if i in up]
+        return []
+
+    def inverse_command(self, c: Change, before: str | None) -> str:
+        return (f"ceph config rm {c.target} {c.key}" if before is None
+                else f"ceph config set {c.target} {c.key} {before}")
+
+
+OSD_ID = re.compile(r"osd\.\d+")
+
+
+# The flags `osd set-group` takes for one OSD (OSDMonitor: noup, nodown, noin, noout).
+GROUP_FLAGS = ("noup", "nodown", "noin", "noout")
+
+
+class OsdFlag(Actuator):
+    """An OSD flag: cluster-wide (`ceph osd set/unset`: noout, noscrub, ...) when the target
+    is "cluster", or one OSD's own (`ceph osd set-group/unset-group noup osd.N`) when the
+    target names it, read back from that OSD's state in `osd dump`."""
+
+    kind = "osd_flag"
+    needs_ceph = True
+
+    def command(self, c: Change) -> str:
+        verb = "unset" if c.proposed == "unset" else "set"
+        if self._one_osd(c):
+            return f"ceph osd {verb}-group {c.key} {c.target}"
+        return f"ceph osd {verb} {c.key}"
+
+    def width(self, c: Change) -> str:
+        return "daemon" if self._one_osd(c) else "cluster"
+
+    @staticmethod
+    def _one_osd(c: Change) -> bool:
+        if c.target == "cluster":
+            return False
+        if not OSD_ID.fullmatch(c.target):
+            raise UserError(f"an OSD flag is set on the cluster or on one OSD (osd.N), "
+                            f"not on {c.target!r}")
+        if c.key not in GROUP_FLAGS:
+            raise UserError(f"{c.key} cannot be set on one OSD; only "
+                            f"{', '.join(GROUP_FLAGS)} can")
+        return True
+
+    def read(self, b: Backends, c: Change) -> str | None:
+        ceph = b.need_ceph()
+        flags = ceph.osd_flags(c.target) if self._one_osd(c) else ceph.flags()
+        return "set" if c.key in flags else "unset"
+
+    def apply(self, b: Backends, c: Change, value: str | None) -> None:
+        on = (value or "unset") == "set"
+        if self._one_osd(c):
+            b.need_ceph().set_group_flag(c.key, c.target, on)
+        else:
+            b.need_ceph().set_flag(c.key, on)
+
+    def inverse_command(self, c: Change, before: str | None) -> str:
+        verb = "set" if before == "set" else "unset"
+        if self._one_osd(c):
+            return f"ceph osd {verb}-group {c.key} {c.target}"
+        return f"ceph osd {verb} {c.key}"
+
+
+class PoolSet(Actuator):
+    """A pool's variable (`ceph osd pool set`), pg_num above all: it moves step by step."""
+
+    kind = "pool_set"
+    needs_ceph = True
+
+    # Set as a target the mgr steps the value toward (a split or merge at a time).
+    CONVERGING = ("pg_num", "pgp_num")
+
+    def command(self, c: Change) -> str:
+        return f"ceph osd pool set {c.target} {c.key} {c.proposed}"
+
+    def width(self, c: Change) -> str:
+        return "pool"
+
+    def read(self, b: Backends, c: Change) -> str | None:
+        ceph = b.need_ceph()
+        if c.key in self.CONVERGING:
+            # What the operator set, not a step on the way: an undo of a merge still
+            # running is not someone else's change.
+            target = ceph.pool_target(c.target, c.key)
+            if target is not None:
+                return target
+        return ceph.pool_get(c.target, c.key)
+
+    def apply(self, b: Backends, c: Change, value: str | None) -> None:
+        if value is None:
+            raise UserError(f"{c.key} of pool {c.target} has no value to go back to")
+        b.need_ceph().pool_set(c.target, c.key, value)
+
+    def arrived(self, b: Backends, c: Change, want: str | None) -> str | None:
+        now = b.need_ceph().pool_get(c.target, c.key)
+        return now if same(now, want) else None
+
+    def verify(self, b: Backends, c: Change, want: str | None) -> Verified:
+        stored = self.read(b, c)
+        if want is not None and not same(stored, want):
+            raise UserError(f"{c.key} of pool {c.target} reads {stored} after the change, "
+                            f"not {want}")
+        if c.key not in self.CONVERGING:
+            return Verified("applied", stored)
+        ceph = b.need_ceph()
+        now = ceph.pool_get(c.target, c.key)
+        # Followed to its target or the time limit; pending is then what is known.
+        deadline = time.monotonic() + max(b.verify_seconds, b.converge_seconds)
+        while not same(now, want) and time.monotonic() < deadline:
+            time.sleep(1.0)
+            now = ceph.pool_get(c.target, c.key)
+        if not same(now, want):
+            way = "merging" if want is not None and now is not None and \
+                float(want) < float(now) else "splitting"
+            return Verified("pending", now, f"{c.key} is {now}, {way} on its way to {want}")
+        return Verified("applied", now)
+
+    def inverse_command(self, c: Change, before: str | None) -> str:
+        return f"ceph osd pool set {c.target} {c.key} {before}"
+
+    def inverse_note(self, c: Change, before: str | None) -> str:
+        if c.key in self.CONVERGING and before is not None:
+            try:
+                fewer = float(before) < float(c.proposed)
+            except ValueError:
+                return super().inverse_note(c, before)
+            return (f"undo: moves data: PGs {'merge' if fewer else 'split'} back to {before} "
+                    "in the background, a step at a time")
+        return super().inverse_note(c, before)
+
+    def phrase(self, c: Change) -> str | None:
+        # An irreversible pool change is confirmed by typing the pool's name.
+        return None if self.reversible else c.target
+
+
+class FastEC(PoolSet):
+    """Tentacle's fast EC on an EC pool (`allow_ec_optimizations`): it cannot be turned off."""
+
+    kind = "fast_ec"
+    KEY = "allow_ec_optimizations"
+    reversible = False
+
+    def apply(self, b: Backends, c: Change, value: str | None) -> None:
+        if c.key != self.KEY or not same(value, "true"):
+            raise UserError(f"fast EC can only be turned on ({self.KEY} true), not set to "
+                            f"{value} (K5.1)")
+        super().apply(b, c, value)
+
+    def cannot_undo(self, c: Change) -> str | None:
+        return f"{c.command} cannot be undone: fast EC cannot be turned off again (K5.1)"
+
+    def inverse_command(self, c: Change, before: str | None) -> str:
+        return "(none: fast EC cannot be turned off)"
+
+    def phrase(self, c: Change) -> str | None:
+        return c.target

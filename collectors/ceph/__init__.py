@@ -1,0 +1,1 @@
+"""The Ceph backend's reading side: parsers, the librados connection, the source."""

@@ -1,0 +1,129 @@
+"""Load and storms on the lab: client IO, PG splits, OSD restarts, a daemon stopped and started."""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+from stormdeck.lab import procs
+from stormdeck.lab.state import (
+    BENCH_POOL,
+    STORM_POOL,
+    LabError,
+    Proc,
+    State,
+)
+
+
+class Storms:
+    """The Lab's load and incidents (a mixin: it uses the Lab's state and runners)."""
+
+
+    # ---- load ----------------------------------------------------------------
+
+    def load_start(self, size: int, threads: int, seconds: float) -> Proc:
+        state = self._require()
+        current = state.procs.get("load")
+        if current and self.alive(current):
+            raise LabError(f"load is already running (pid {current.pid}); "
+                           "stop it with `stormdeck lab load --stop`")
+        if threads < 1 or threads > 1024:
+            raise LabError(f"--threads {threads}: give 1 to 1024")
+        if seconds < 0:
+            raise LabError("--seconds must be zero (until stopped) or more")
+        self._ensure_pool(BENCH_POOL, 32)
+        proc = Proc("load", [sys.executable, "-m", "stormdeck.lab.loadgen",
+                             "--conf", str(self.conf), "--pool", BENCH_POOL, "--size", str(size),
+                             "--threads", str(threads), "--seconds", str(seconds)])
+        self._start(state, proc)
+        return proc
+
+    def load_stop(self) -> bool:
+        state = self.read_state()
+        proc = state.procs.get("load") if state else None
+        if proc is None:
+            return False
+        stopped = procs.stop(proc.pid, self._marker(), group=True)
+        del state.procs["load"]  # type: ignore[union-attr]
+        self._save(state)  # type: ignore[arg-type]
+        return stopped
+
+    def _ensure_pool(self, pool: str, pgs: int) -> None:
+        pools = self.ceph("osd", "pool", "ls")
+        if pool not in pools:
+            self._ceph_raw("osd", "pool", "create", pool, str(pgs), str(pgs))
+            # Without an application tag the cluster warns POOL_APP_NOT_ENABLED.
+            self._ceph_raw("osd", "pool", "application", "enable", pool, "rbd")
+
+    # ---- storms --------------------------------------------------------------
+
+    def storm_pgs(self, pgs: int) -> None:
+        """Peering storm: (re)create a pool whose PGs all have to be created and peered."""
+        self._require()
+        if pgs < 1:
+            raise LabError("--pgs must be at least 1")
+        if STORM_POOL in self.ceph("osd", "pool", "ls"):
+            self._ceph_raw("osd", "pool", "rm", STORM_POOL, STORM_POOL,
+                           "--yes-i-really-really-mean-it")
+        self._ensure_pool(STORM_POOL, pgs)
+        self._progress(f"created pool {STORM_POOL} with {pgs} PGs")
+
+    def storm_restart_osd(self, osd_id: int, down_timeout: float = 30.0) -> Proc:
+        """Kill an OSD as a crash would, wait until the cluster sees it down, start it again."""
+        state = self._require()
+        proc = state.procs.get(f"osd.{osd_id}")
+        if proc is None:
+            known = ", ".join(sorted(n for n in state.procs if n.startswith("osd.")))
+            raise LabError(f"the lab has no osd.{osd_id} (it has {known})")
+        if self.alive(proc):
+            procs.stop(proc.pid, self._marker(), sig=signal.SIGKILL)
+        try:
+            self._wait(f"osd.{osd_id} to be marked down", lambda: not self._osd_is_up(osd_id),
+                       down_timeout)
+        except LabError:
+            self._ceph_raw("osd", "down", str(osd_id))
+        self._progress(f"osd.{osd_id} killed and marked down; starting it again")
+        self._start(state, proc)
+        return proc
+
+    def stop_daemon(self, name: str) -> None:
+        """Stop one of the lab's processes (for fault rehearsals); `start_daemon` brings it back."""
+        state = self._require_known(name)
+        proc = state.procs[name]
+        if not procs.stop(proc.pid, self._marker()):
+            raise LabError(f"{name} is not running")
+
+    def start_daemon(self, name: str) -> Proc:
+        state = self._require_known(name)
+        proc = state.procs[name]
+        if self.alive(proc):
+            raise LabError(f"{name} is already running (pid {proc.pid})")
+        self._start(state, proc)
+        return proc
+
+    def _require_known(self, name: str) -> State:
+        state = self.read_state()
+        if state is None:
+            raise LabError(f"no lab in {self.dir}; start one with `stormdeck lab up`")
+        if name not in state.procs or name == "load":
+            known = ", ".join(n for n in state.procs if n != "load")
+            raise LabError(f"the lab has no daemon {name!r} (it has {known})")
+        return state
+
+    def _osd_is_up(self, osd_id: int) -> bool:
+        dump = self.ceph("osd", "dump")
+        return any(o["osd"] == osd_id and o["up"] for o in dump["osds"])
+
+    def wait_clean(self, timeout: float) -> float:
+        try:
+            return self._wait("every PG to be active+clean", self.all_clean, timeout)
+        except LabError as exc:
+            # Say where it stuck: the PG states and which OSDs are down, for the log's reader.
+            try:
+                _, states = self.pg_counts()
+                down = [str(o["osd"]) for o in self.ceph("osd", "dump")["osds"] if not o["up"]]
+                where = (f"; PGs: {', '.join(f'{n} {s}' for s, n in sorted(states.items()))}"
+                         + (f"; OSDs down: {', '.join(down)}" if down else ""))
+            except LabError:
+                where = ""
+            raise LabError(f"{exc}{where}") from None
