@@ -23,7 +23,7 @@ SEVERITY = {"HEALTH_WARN": Severity.WARNING, "HEALTH_ERR": Severity.CRITICAL}
 # check's severity or above, unmuted, the check folds into its finding (Ceph's words kept
 # in its notes and detail): one finding per problem, never a lower one.
 COVERED_BY: dict[str, tuple[str, ...]] = {
-    "PG_AVAILABILITY": ("ceph.pgs.inactive",),
+    "PG_AVAILABILITY": ("ceph.pgs.inactive", "ceph.peering.storm"),
     "OBJECT_UNFOUND": ("ceph.pgs.unfound",),
     "SLOW_OPS": ("ceph.slow_ops",),
     "OSD_NEARFULL": ("ceph.osd.fullness",),
@@ -34,6 +34,12 @@ COVERED_BY: dict[str, tuple[str, ...]] = {
     "POOL_FULL": ("ceph.pool.fullness",),
     "OSDMAP_FLAGS": ("ceph.flags.left_set",),
     "OSD_FLAGS": ("ceph.flags.left_set",),
+    "TOO_MANY_PGS": ("ceph.osd.pgs_per_osd",),
+}
+# stormdeck's own findings that another rule says more about: PGs not active during a
+# peering storm are the storm's (its finding takes the count and the stuck-PG steps).
+RULE_COVERED_BY: dict[str, tuple[str, ...]] = {
+    "ceph.pgs.inactive": ("ceph.peering.storm",),
 }
 
 
@@ -277,7 +283,8 @@ def link(findings: list[Finding]) -> list[Finding]:
     none does, the check stays as it is, naming the rule that also looks at it; a check
     muted in Ceph stays, muted, and mutes a covering finding that covers nothing else.
     """
-    floors = [f for f in findings if f.rule == FLOOR_ID and f.target in COVERED_BY]
+    floors = [f for f in findings if (f.rule == FLOOR_ID and f.target in COVERED_BY)
+              or f.rule in RULE_COVERED_BY]
     if not floors:
         return findings
     by_rule: dict[str, list[Finding]] = {}
@@ -287,11 +294,13 @@ def link(findings: list[Finding]) -> list[Finding]:
     extra: dict[tuple[str, str], list[Finding]] = {}
     renamed: dict[tuple[str, str], Finding] = {}
     for fl in floors:
-        rules = COVERED_BY[fl.target]
+        rules = RULE_COVERED_BY[fl.rule] if fl.rule in RULE_COVERED_BY else \
+            COVERED_BY[fl.target]
         covering = [f for r in rules for f in by_rule.get(r, ())]
         if fl.muted:
-            for f in covering:
-                extra.setdefault(f.key, []).append(fl)
+            if fl.rule == FLOOR_ID:  # muted in Ceph: said on what covers it
+                for f in covering:
+                    extra.setdefault(f.key, []).append(fl)
             continue
         strong = [f for f in covering if f.state == "firing" and not f.muted
                   and f.severity >= fl.severity]
@@ -310,8 +319,12 @@ def link(findings: list[Finding]) -> list[Finding]:
         f = renamed.get(f.key, f)
         folded = extra.get(f.key)
         if folded and f.rule != FLOOR_ID:
-            notes = [f"Ceph {x.target}: {x.summary}" + (" (muted in Ceph)" if x.muted else "")
-                     for x in folded]
+            notes = [(f"Ceph {x.target}: " if x.rule == FLOOR_ID else f"{x.rule}: ")
+                     + x.summary + (" (muted in Ceph)" if x.muted else "") for x in folded]
+            steps = [p for x in folded if x.rule != FLOOR_ID for p in x.procedure
+                     if p not in f.procedure]
+            if steps:
+                f = replace(f, procedure=(*f.procedure, *steps))
             detail = [line for x in folded for line in x.detail]
             muted = f.muted or (all(x.muted for x in folded) and _only_muted(f, folded,
                                                                            findings))

@@ -7,9 +7,8 @@ from dataclasses import replace
 from stormdeck.advisors.engine import worst
 from stormdeck.advisors.model import Severity
 from stormdeck.advisors.rules import fullness
-from stormdeck.collectors.ceph import parse_health, parse_log_last
+from stormdeck.collectors.ceph.parse import parse_health, parse_log_last
 from stormdeck.collectors.model import Snapshot
-
 from tests.captured import firing, history, run, with_cluster, with_daemon
 
 RATIOS = {"nearfull_ratio": 0.85, "backfillfull_ratio": 0.90, "full_ratio": 0.95}

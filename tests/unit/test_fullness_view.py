@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from stormdeck.collectors.ceph import parse_health
+from stormdeck.collectors.ceph.parse import parse_health
 from stormdeck.tui.views.fullness import OsdFullTable, PoolFullTable, health_lines, ratio_bar
-
 from tests.captured import history, with_cluster, with_daemon
 
 RATIOS = {"nearfull_ratio": 0.5, "backfillfull_ratio": 0.6, "full_ratio": 0.7}
@@ -36,12 +35,15 @@ def test_health_lines_list_every_check_with_its_detail_and_mutes() -> None:
                                "summary": {"message": "1 pool(s) have no replicas"},
                                "detail": [{"message": f"pool 'p{i}' has no replicas"}
                                           for i in range(7)]}}})[0]
-    c = with_cluster(history(1)[0], health="HEALTH_WARN", checks=checks).cluster
+    c = with_cluster(history(1)[0], health="HEALTH_WARN", checks=checks, nearfull_ratio=None,
+                     backfillfull_ratio=None, full_ratio=None).cluster
     text = health_lines(c).plain
     assert "OSD_DOWN: 1 osds down\n    osd.2 is down" in text
     assert "POOL_NO_REDUNDANCY: 1 pool(s) have no replicas (muted)" in text
     assert "... 2 more (ceph health detail)" in text
     assert "(Ceph's defaults" in text, "no ratios read: said so"
+    read = with_cluster(history(1)[0]).cluster
+    assert "(Ceph's defaults" not in health_lines(read).plain, "the capture's osd dump has them"
 
 
 def test_pool_rows_show_fill_and_days_to_full_at_their_growth() -> None:

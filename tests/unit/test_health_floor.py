@@ -10,9 +10,8 @@ from stormdeck.advisors.model import Severity
 from stormdeck.advisors.rules import health
 from stormdeck.advisors.settings import load_settings
 from stormdeck.cli_check import render
-from stormdeck.collectors.ceph import parse_health
+from stormdeck.collectors.ceph.parse import parse_health
 from stormdeck.collectors.model import Snapshot
-
 from tests.captured import PAC, firing, history, run, with_cluster
 
 # What Ceph said on the Tentacle lab: osd.2 stopped and marked down under client
@@ -219,3 +218,24 @@ def test_a_recent_crash_beside_a_flapping_osd_says_why_it_flaps() -> None:
     quiet = lambda s, i: with_cluster(s, health="HEALTH_WARN", checks=checks_of(doc))  # noqa: E731
     (g,) = firing(run(history(5, step=5.0, edit=quiet)), "ceph.health.check")
     assert not any("crashed and went down" in step for step in g.procedure)
+
+
+def test_inactive_pgs_in_a_storm_are_one_finding_with_cephs_words() -> None:
+    doc = {"checks": {"PG_AVAILABILITY": {
+        "severity": "HEALTH_WARN",
+        "summary": {"message": "Reduced data availability: 40 pgs peering", "count": 40},
+        "detail": [{"message": "pg 3.1 is peering, acting [0,1]"}]}}}
+
+    def edit(s: Snapshot, i: int) -> Snapshot:
+        states = {"active+clean": 25, "peering": 40}
+        return with_cluster(s, health="HEALTH_WARN", checks=checks_of(doc), num_pgs=65,
+                            pg_states=states, pg_flags={"active": 25, "clean": 25,
+                                                        "peering": 40})
+    findings = run(history(5, step=5.0, edit=edit))
+    assert {f.rule for f in findings if f.state == "firing"} >= {"ceph.peering.storm"}
+    assert not [f for f in findings if f.rule in ("ceph.health.check", "ceph.pgs.inactive")]
+    (storm,) = firing(findings, "ceph.peering.storm")
+    assert storm.severity == Severity.CRITICAL
+    assert storm.detail == ("pg 3.1 is peering, acting [0,1]",)
+    assert any(n.startswith("ceph.pgs.inactive: 40 of 65 PGs not active") for n in storm.notes)
+    assert any("dump_stuck inactive" in step for step in storm.procedure)

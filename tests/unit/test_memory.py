@@ -7,7 +7,6 @@ from dataclasses import replace
 from stormdeck.advisors.model import Severity
 from stormdeck.advisors.rules.memory import size
 from stormdeck.collectors.model import Snapshot
-
 from tests.captured import firing, history, run, with_config, with_daemon
 
 GIB = 1 << 30

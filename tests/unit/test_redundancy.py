@@ -6,7 +6,6 @@ from dataclasses import replace
 
 from stormdeck.advisors.model import Severity
 from stormdeck.collectors.model import Pool, Snapshot
-
 from tests.captured import firing, history, run, with_cluster, with_daemon
 
 

@@ -272,7 +272,7 @@ def saturated(cs) -> None:
 
 def ceph_warns(s: Snapshot, i: int) -> Snapshot:
     # Ceph's own check (tests/data/pacific/health_detail_storm.json: osd.2 down).
-    from stormdeck.collectors.ceph import parse_health
+    from stormdeck.collectors.ceph.parse import parse_health
     checks = parse_health(json.loads((DATA / "pacific" / "health_detail_storm.json")
                                      .read_text()))[0]
     return with_cluster(s, health="HEALTH_WARN", checks=checks)
@@ -700,7 +700,7 @@ def release_history(release: str) -> History:
              "pg dump": "pg_dump_pgs_brief.json", "osd pool ls": "osd_pool_ls_detail.json",
              "config dump": "config_dump.json", "osd metadata": "osd_metadata.json",
              "versions": "versions.json", "log last": "log_last.json",
-             "config log": "config_log.json", "mgr dump": "mgr_dump.json"}
+             "config log": "config_log.json", "mgr dump": "mgr_dump.json", "df": "df.json"}
     outputs = {k: (DATA / release / v).read_bytes() for k, v in names.items()}
     helps = json.loads((DATA / release / "config_help_watched.json").read_text())
     part = CannedCeph(outputs, helps).poll()

@@ -6,15 +6,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+
 from stormdeck.advisors.rules.fullness import DAY, days_to_full, pool_points, ratios, slope
 from stormdeck.collectors.model import Cluster, Daemon, Pool, Snapshot
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import num, pct, rate, t
 from stormdeck.tui.table import Cells, Column, VirtualTable
 from stormdeck.tui.views.base import View
-from textual.app import ComposeResult
-from textual.containers import Vertical
-from textual.widgets import Static
 
 BAR = 30  # cells for 0..100%
 CHECK_DETAIL = 5  # detail lines shown per health check (`ceph health detail` has them all)
@@ -35,18 +36,20 @@ def level(u: float | None, c: Cluster | None) -> tuple[str, str]:
 
 
 def ratio_bar(u: float | None, c: Cluster | None, width: int = BAR,
-              ascii_only: bool = False) -> Text:
-    """Use as a bar, the nearfull, backfillfull and full ratios marked on it (n, b, f)."""
+              ascii_only: bool = False, marks: bool = True) -> Text:
+    """Use as a bar, the nearfull, backfillfull and full ratios marked on it (n, b, f);
+    without marks for a pool, whose %used already counts to its fullest OSD's full ratio."""
     if u is None:
         return Text("-")
-    marks = {min(width - 1, int(r * width)): m for r, m in zip(ratios(c), "nbf", strict=True)}
+    at = {min(width - 1, int(r * width)): m for r, m in zip(ratios(c), "nbf", strict=True)} \
+        if marks else {}
     filled = min(width, round(u * width))
     full_char, empty = ("#", ".") if ascii_only else ("█", "░")
-    style = level(u, c)[1] or "green"
+    style = (level(u, c)[1] if marks else "yellow" if u >= 0.85 else "") or "green"
     out = Text()
     for i in range(width):
-        if i in marks and i >= filled:
-            out.append(marks[i], style="bold")
+        if i in at and i >= filled:
+            out.append(at[i], style="bold")
         elif i < filled:
             out.append(full_char, style=style)
         else:
@@ -126,7 +129,7 @@ class PoolFullTable(VirtualTable):
         u = p.used_ratio
         style = "yellow" if u is not None and u >= 0.85 else ""
         return (t(p.name, limit=40), t(pct(u), style),
-                ratio_bar(u, None, BAR, ascii_only) if u is not None else Text("-"),
+                ratio_bar(u, None, BAR, ascii_only, marks=False),
                 t(rate(p.stored_bytes) if p.stored_bytes is not None else "-"),
                 t(rate(p.max_avail_bytes) if p.max_avail_bytes is not None else "-"),
                 t(f"{days:.1f}" if days is not None else "-",
