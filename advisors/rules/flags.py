@@ -60,6 +60,14 @@ def _set_by(audit: Iterable[LogEntry], flag: str, scope: str) -> LogEntry | None
     return found
 
 
+def ago(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def flags_of(c: Cluster) -> list[tuple[str, str]]:
     """Every (scope, flag) set: ("cluster", "noout"), ("osd.3", "noout"), ("host1", "noup")."""
     out = [("cluster", f) for f in c.osd_flags if f in EFFECT or f in STOPS_IO]
@@ -102,12 +110,12 @@ class FlagsLeftSet(Rule):
                 who = _ENTITY.search(entry.message)
                 addr = _FROM.search(entry.message)
                 by = f"set by {who.group(1) if who else entry.who}" + \
-                     (f" from {addr.group(1)}" if addr else "") + f" {age / 60:.0f} min ago"
+                     (f" from {addr.group(1)}" if addr else "") + f" {ago(age)} ago"
             else:
                 age = None
                 since = now - seen.get((scope, flag), now)
-                by = (f"set at least {since / 60:.0f} min ago (seen since); who set it is "
-                      "no longer in the audit tail")
+                by = (f"set at least {ago(since)} ago (seen since); who set it is no longer "
+                      "in the audit tail")
             long_set = float(ctx.p("scrub_max_age_seconds"))
             if flag in SCRUB and (age if age is not None else now - seen.get(
                     (scope, flag), now)) < long_set:

@@ -326,6 +326,9 @@ def link(findings: list[Finding]) -> list[Finding]:
             if steps:
                 f = replace(f, procedure=(*f.procedure, *steps))
             detail = [line for x in folded for line in x.detail]
+            if _OSD_NAME.fullmatch(f.target):  # one OSD's finding: the lines about it
+                detail = [line for line in detail
+                          if f.target in _OSD_NAME.findall(line)] or detail
             muted = f.muted or (all(x.muted for x in folded) and _only_muted(f, folded,
                                                                            findings))
             f = replace(f, notes=(*f.notes, *notes), muted=muted,

@@ -21,7 +21,8 @@ class MinSize(Rule):
         "min_size is how many copies (or EC shards) a PG needs to accept IO. A replicated "
         "pool of size 2 or more with min_size 1 goes on writing to a single OSD while the "
         "others are down or recovering: if that OSD then fails, those writes exist nowhere "
-        "(Ceph's pool docs: min_size defaults to size - size/2). An erasure-coded pool with "
+        "(Ceph's pool docs: min_size defaults to size - size/2, which is 1 for size 2). An "
+        "erasure-coded pool with "
         "min_size = k writes with no parity at all; Ceph's default is k+1 and its docs warn "
         "that k risks data loss. Pools of size 1 have no redundancy to lose (Ceph raises "
         "POOL_NO_REDUNDANCY for them) and are not judged. Raising min_size makes PGs that "
@@ -38,15 +39,18 @@ class MinSize(Rule):
                 bad = p.min_size <= p.ec_k
                 what = (f"erasure-coded k={p.ec_k} m={p.ec_m}: min_size {p.min_size} writes "
                         "with no parity left")
+                keeps = f"min_size {want} (k+1, Ceph's default) keeps one parity shard"
             else:
-                want = p.size - p.size // 2
+                # Ceph's default is size - size/2: 2 for size 3, but 1 for size 2.
+                want = max(2, p.size - p.size // 2)
                 bad = p.min_size < 2
                 what = (f"size {p.size} min_size {p.min_size}: writes go on with a single "
                         "copy")
+                keeps = f"min_size {want} keeps every write on two OSDs at least"
             target = f"pool {p.name}"
             yield Check(
                 target=target, fire=bad, clear=not bad, severity=Severity.WARNING,
-                summary=f"pool {p.name} {what}; {want} is Ceph's default",
+                summary=f"pool {p.name} {what}; {keeps}",
                 evidence=(ctx.evidence("min_size", [float(p.min_size)]),
                           ctx.evidence("size", [float(p.size)])),
                 procedure=(

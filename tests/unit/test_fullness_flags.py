@@ -42,7 +42,7 @@ def test_the_monitors_ratios_not_the_defaults() -> None:
 def test_a_nearfull_check_folds_into_the_osd_finding() -> None:
     checks = parse_health({"checks": {"OSD_NEARFULL": {
         "severity": "HEALTH_WARN", "summary": {"message": "1 nearfull osd(s)", "count": 1},
-        "detail": [{"message": "osd.1 is near full"}]}}})[0]
+        "detail": [{"message": "osd.1 is near full"}, {"message": "osd.11 is near full"}]}}})[0]
 
     def edit(s: Snapshot, i: int) -> Snapshot:
         return with_cluster(used(0.86)(s, i), health="HEALTH_WARN", checks=checks)

@@ -24,7 +24,7 @@ def ec(min_size: int) -> Pool:
 
 def test_ec_min_size_k_writes_without_parity() -> None:
     (f,) = firing(run(history(2, edit=pools(ec(4)))), "ceph.pool.min_size")
-    assert f.target == "pool ecpool" and "no parity" in f.summary and "5 is Ceph" in f.summary
+    assert f.target == "pool ecpool" and "no parity" in f.summary and "min_size 5 (k+1" in f.summary
     assert f.changes == () and "undersized" in f.procedure[0]
     assert not firing(run(history(2, edit=pools(ec(5)))), "ceph.pool.min_size")
 
@@ -33,6 +33,7 @@ def test_replicated_min_size_one_but_not_size_one() -> None:
     rep = Pool(id=8, name="two", type="replicated", size=2, min_size=1, pg_num=32)
     (f,) = firing(run(history(2, edit=pools(rep))), "ceph.pool.min_size")
     assert "size 2 min_size 1" in f.summary and f.severity == Severity.WARNING
+    assert "min_size 2 keeps every write on two OSDs" in f.summary
     three = replace(rep, name="three", size=3, min_size=2)
     one = replace(rep, name="one", size=1, min_size=1)
     assert not firing(run(history(2, edit=pools(three, one))), "ceph.pool.min_size")
