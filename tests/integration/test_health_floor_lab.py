@@ -112,9 +112,20 @@ def test_check_says_at_least_what_ceph_says(restored: LabCluster, tmp_path: Path
     # size-1 pools' PGs on it stale. Ceph says HEALTH_WARN; check may not say less.
     lab.command("osd pool create", pool=POOL, pg_num=16, pgp_num=16)
     lab.command("osd pool set", pool=POOL, var="size", val="2")
+    lab.command("osd pool application enable", pool=POOL, app="rbd")
     eventually(lambda: healthy(lab), 120, interval=1.0)
     assert lab.cli("lab", "stop", "osd.2").rc == 0
     lab.command("osd down", ids=["2"])
+    # Writes while osd.2 is down: the PGs that had a copy on it are degraded, not only
+    # undersized (an empty PG has no object to be degraded).
+    cluster = lab.rados()
+    try:
+        io = cluster.open_ioctx(POOL)
+        for i in range(32):
+            io.write_full(f"obj{i}", b"x" * 4096)
+        io.close()
+    finally:
+        cluster.shutdown()
     eventually(lambda: raised(lab, "OSD_DOWN") and raised(lab, "PG_DEGRADED"), 60)
     rc, out = check(lab, env, "5")
     floor = firing(out, "ceph.health.check")
