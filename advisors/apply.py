@@ -21,9 +21,9 @@ from typing import Any
 from stormdeck.advisors.actuators.base import Backends, same
 from stormdeck.advisors.actuators.table import actuator
 from stormdeck.advisors.ceph_admin import CephAdmin, Refused
+from stormdeck.advisors.findings import Change
 from stormdeck.advisors.journal import Entry, Journal, JournalError
 from stormdeck.advisors.lock import Busy, writer
-from stormdeck.advisors.model import Change
 from stormdeck.advisors.plan import Plan, validate_change
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable

@@ -9,13 +9,14 @@ from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Any
 
-from stormdeck.advisors import overrides
-from stormdeck.advisors.evidence import EvidenceStore
-from stormdeck.advisors.model import Change, Check, Finding, RuleSettings
+from stormdeck.advisors.actuators.base import same
+from stormdeck.advisors.actuators.table import actuator
+from stormdeck.advisors.findings import Change, Check, Finding, RuleSettings
 from stormdeck.advisors.mutes import MuteStore
 from stormdeck.advisors.rules import ALL, Context, Rule, health
 from stormdeck.advisors.rules.base import Columns
 from stormdeck.advisors.settings import load_settings
+from stormdeck.advisors.validated import ValidatedStore
 from stormdeck.collectors.model import Snapshot
 
 # A firing finding whose rule stops judging its target (no data) is kept this long.
@@ -43,8 +44,8 @@ class Engine:
 
     def __init__(self, settings: dict[str, RuleSettings] | None = None,
                  mutes: MuteStore | None = None, rules: Iterable[type[Rule]] = ALL,
-                 incremental: bool = True, evidence: EvidenceStore | None = None) -> None:
-        self.evidence = evidence  # what validate measured, for the rules that act on it
+                 incremental: bool = True, validated: ValidatedStore | None = None) -> None:
+        self.validated = validated  # what validate measured, for the rules that act on it
         self.settings = settings if settings is not None else load_settings()
         self.rules = [r() for r in rules if self.settings[r.id].enabled]
         self.mutes = mutes
@@ -85,7 +86,7 @@ class Engine:
         cols.sync(snaps, max(self._spans.values(), default=60.0))
         judged: set[tuple[str, str]] = set()
         by_rule = {r.id: r for r in self.rules}
-        validated = self.evidence.get() if self.evidence is not None else None
+        validated = self.validated.get() if self.validated is not None else None
         tracked: dict[str, set[str]] = {}
         for rid, target in self._tracks:
             tracked.setdefault(rid, set()).add(target)
@@ -150,21 +151,20 @@ class Engine:
 
     @staticmethod
     def _vet_changes(findings: list[Finding], latest: Snapshot) -> list[Finding]:
-        """Drop changes this cluster cannot take: options its release does not have (K3.8)
-        or its scheduler overrides (advisors/overrides.py), values already set, and a
-        second change of the same thing to something else."""
+        """Drop changes this cluster cannot take (each kind's actuator says why: for Ceph's
+        options, one its release lacks or its scheduler overrides), values already set,
+        and a second change of the same thing to something else."""
         claimed: dict[tuple[str, str, str], tuple[str, str]] = {}
         out = []
         for f in sorted(findings, key=lambda f: (-f.severity, f.state != "firing", f.rule)):
             keep: list[Change] = []
             notes = list(f.notes)
             for ch in f.changes:
-                if ch.kind == "ceph_config":
-                    why = overrides.vet(latest.cluster, ch.key, ch.target)
-                    if why is not None:
-                        notes.append(why)
-                        continue
-                if _same(ch.current, ch.proposed):
+                why = actuator(ch.kind).vet(latest.cluster, ch)
+                if why is not None:
+                    notes.append(why)
+                    continue
+                if ch.current is not None and same(ch.current, ch.proposed):
                     notes.append(f"{ch.key} on {ch.target} is already {ch.proposed}")
                     continue
                 slot = (ch.kind, ch.target, ch.key)
@@ -201,15 +201,6 @@ class Engine:
     def badness(self, finding: Finding) -> float:
         t = self._tracks.get(finding.key)
         return t.check.badness if t else 0.0
-
-
-def _same(current: str | None, proposed: str) -> bool:
-    if current is None:
-        return False
-    try:
-        return float(current) == float(proposed)
-    except ValueError:
-        return current.strip().lower() == proposed.strip().lower()
 
 
 def worst(findings: Iterable[Finding]) -> int:

@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from stormdeck.advisors.findings import Change
 from stormdeck.advisors.lock import secure_dir
-from stormdeck.advisors.model import Change
 from stormdeck.advisors.overrides import is_overridden
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable

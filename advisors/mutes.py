@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from stormdeck.advisors.findings import Finding, Severity
 from stormdeck.advisors.lock import Busy, writer
-from stormdeck.advisors.model import Finding, Severity
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from stormdeck.advisors.actuators.base import RANK
 from stormdeck.advisors.actuators.table import ACTUATORS
-from stormdeck.advisors.model import Change, Finding
+from stormdeck.advisors.findings import Change, Finding
 from stormdeck.base.errors import UserError
 from stormdeck.base.files import read_bytes
 from stormdeck.base.text import printable

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stormdeck.advisors.findings import Finding, Severity
 from stormdeck.advisors.lock import secure_dir
-from stormdeck.advisors.model import Finding, Severity
 from stormdeck.advisors.timeline import Event, answered_at, flapping, pg_classes, source_out
 from stormdeck.base.secrets import write_private
 from stormdeck.base.text import printable

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stormdeck.advisors.model import Finding
+from stormdeck.advisors.findings import Finding
 from stormdeck.advisors.timeline import Event, Timeline
 from stormdeck.base.errors import UserError
 from stormdeck.collectors.model import Snapshot

@@ -9,8 +9,8 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from stormdeck.advisors.findings import RuleSettings
 from stormdeck.advisors.lock import secure_dir
-from stormdeck.advisors.model import RuleSettings
 from stormdeck.advisors.rules import BY_ID
 from stormdeck.base.errors import UserError
 from stormdeck.base.files import FileMissing, read_text

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from stormdeck.collectors.model import (
     Cluster,
     Daemon,
+    Daemons,
     Disk,
     Host,
     Partial,
@@ -65,8 +66,9 @@ class History:
 
     All but the newest `whole` keep their daemons packed (collectors/packing.py):
     the snapshot object stays the one everybody holds (frames, the engine's window),
-    its daemons mapping is swapped for an equal, packed one. Memory then grows with
-    what changed, not with snapshots x daemons.
+    and its Daemons store themselves as an equal, packed mapping (the Snapshot itself
+    is never changed). Memory then grows with what changed, not with snapshots x
+    daemons.
     """
 
     def __init__(self, maxlen: int = 600, whole: int = 30) -> None:
@@ -85,10 +87,11 @@ class History:
             if n <= self.whole:
                 return
             old = self._items[n - 1 - self.whole]
-        if not isinstance(old.daemons, PackedDaemons):
-            # Equal content, another representation: a reader holding the old mapping
-            # keeps reading it; the Snapshot stays frozen in what it says.
-            object.__setattr__(old, "daemons", self._packer.pack(old.daemons))
+        daemons = old.daemons
+        if isinstance(daemons, Daemons) and not isinstance(daemons.inner, PackedDaemons):
+            # Equal content, another representation (Daemons.compact): the Snapshot is
+            # not touched, and a reader iterating the old mapping keeps reading it.
+            daemons.compact(self._packer.pack)
 
     def __len__(self) -> int:
         return len(self._items)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -428,6 +428,57 @@ class Partial:
     hosts: Mapping[str, Host] = field(default_factory=dict)
 
 
+class Daemons(Mapping[str, "Daemon"]):
+    """A snapshot's daemons. What they say never changes; how they are stored may: the
+    History packs an older snapshot's into columns (collectors/packing.py) through
+    compact(), so the Snapshot that holds them is never touched. Each snapshot has its
+    own (Snapshot.__post_init__), so packing an old one leaves a newer one, which may
+    share the same mapping underneath, whole."""
+
+    # get, keys, values and items are the stored mapping's own (bound per instance, as
+    # it is stored now): a view reads thousands of daemons a frame, at the dict's speed.
+    __slots__ = ("_m", "get", "items", "keys", "values")
+
+    def __init__(self, daemons: Mapping[str, Daemon]) -> None:
+        self._hold(daemons.inner if isinstance(daemons, Daemons) else daemons)
+
+    def _hold(self, m: Mapping[str, Daemon]) -> None:
+        self._m = m
+        self.get, self.keys, self.values, self.items = m.get, m.keys, m.values, m.items
+
+    @property
+    def inner(self) -> Mapping[str, Daemon]:
+        """What they are stored in now: a dict, or a packing of one."""
+        return self._m
+
+    def compact(self, pack: Callable[[Mapping[str, Daemon]], Mapping[str, Daemon]]) -> None:
+        """Store them as `pack` does (an equal mapping, another representation)."""
+        self._hold(pack(self._m))
+
+    def __getitem__(self, key: str) -> Daemon:
+        return self._m[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._m)
+
+    def __len__(self) -> int:
+        return len(self._m)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._m
+
+    def __eq__(self, other: object) -> bool:
+        return self._m == (other.inner if isinstance(other, Daemons) else other)
+
+    __hash__ = None  # type: ignore[assignment]  # as a dict's
+
+    def __repr__(self) -> str:
+        return f"Daemons({self._m!r})"
+
+    def __reduce__(self) -> Any:
+        return (Daemons, (dict(self._m),))
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     time: float
@@ -437,6 +488,10 @@ class Snapshot:
     sources: Mapping[str, SourceHealth]
     curve: CurveCluster | None = None
     hosts: Mapping[str, Host] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Made, not changed: each snapshot holds its own Daemons (see Daemons).
+        object.__setattr__(self, "daemons", Daemons(self.daemons))
 
 
 # ---- merging ------------------------------------------------------------------

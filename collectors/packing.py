@@ -14,14 +14,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from array import array
 from collections.abc import Iterator, Mapping
 from operator import attrgetter
 from typing import Any
 
-from stormdeck.collectors.model import Daemon
+from stormdeck.collectors.model import Daemon, Daemons
 
-FIGURES = tuple(f.name for f in dataclasses.fields(Daemon) if f.type == "float | None")
+# The figures: every field typed a float (known or not), found by its type as Python
+# resolves it, not by how the annotation is spelled ("Optional[float]" packs as well).
+_FLOATS = (float, float | None)
+
+
+def figures_of(cls: type) -> tuple[str, ...]:
+    hints = typing.get_type_hints(cls)
+    return tuple(f.name for f in dataclasses.fields(cls) if hints[f.name] in _FLOATS)
+
+
+FIGURES = figures_of(Daemon)
 STATIC = tuple(f.name for f in dataclasses.fields(Daemon) if f.name not in FIGURES)
 _static = attrgetter(*STATIC)
 _NAN = math.nan
@@ -76,6 +87,8 @@ class PackedDaemons(Mapping[str, Daemon]):
 def value_of(daemons: Mapping[str, Daemon], key: str, attr: str) -> Any:
     """One daemon's `attr` (None if it is absent or has none), read from a packed
     mapping's column or template without making the Daemon again."""
+    if isinstance(daemons, Daemons):
+        daemons = daemons.inner
     if isinstance(daemons, PackedDaemons):
         i = daemons._index.get(key)
         if i is None:
@@ -91,6 +104,8 @@ def value_of(daemons: Mapping[str, Daemon], key: str, attr: str) -> Any:
 
 def values_of(daemons: Mapping[str, Daemon], attr: str) -> list[Any]:
     """`attr` of every daemon in the mapping, in its order (None where it has none)."""
+    if isinstance(daemons, Daemons):
+        daemons = daemons.inner
     if isinstance(daemons, PackedDaemons):
         return daemons.values_of(attr)
     return [getattr(d, attr, None) for d in daemons.values()]
@@ -104,6 +119,8 @@ class Packer:
         self._last: PackedDaemons | None = None
 
     def pack(self, daemons: Mapping[str, Daemon]) -> Mapping[str, Daemon]:
+        if isinstance(daemons, Daemons):
+            daemons = daemons.inner
         if isinstance(daemons, PackedDaemons):
             return daemons
         if daemons is self._last_in and self._last is not None:

@@ -8,9 +8,22 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from stormdeck import __version__
+from stormdeck import (
+    __version__,
+    cli_change,
+    cli_check,
+    cli_completion,
+    cli_exporter,
+    cli_lab,
+    cli_mute,
+    cli_record,
+    cli_snapshot,
+    cli_validate,
+    cli_watch,
+)
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
+from stormdeck.cli_watch import default_console
 from stormdeck.parsing import USAGE_ERROR, Parser
 
 Handler = Callable[[argparse.Namespace], int]
@@ -25,19 +38,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"stormdeck {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-
-    from stormdeck import (
-        cli_change,
-        cli_check,
-        cli_completion,
-        cli_exporter,
-        cli_lab,
-        cli_mute,
-        cli_record,
-        cli_snapshot,
-        cli_validate,
-        cli_watch,
-    )
 
     cli_watch.register(sub)
     cli_snapshot.register(sub)
@@ -59,8 +59,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler: Handler | None = getattr(args, "handler", None)
         if handler is None:
             # As htop and k9s: no command opens the console.
-            from stormdeck.cli_watch import default_console
-
             args = default_console(parser)
             handler = args.handler
         elif args.command != "watch" and hasattr(args, "only") and \

@@ -10,11 +10,15 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from stormdeck.advisors.plan import review
+from stormdeck.advisors.actuators.table import actuator
+from stormdeck.advisors.journal import Journal
+from stormdeck.advisors.plan import Plan, plan_from_finding, review
+from stormdeck.advisors.rules import BY_ID
+from stormdeck.assembly import add_executor_options, assemble, settings_of
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 from stormdeck.output import add_format_options, dump, is_json
-from stormdeck.sources import add_source_options, build_sources, ceph_admin
+from stormdeck.sources import add_source_options
 
 
 def register(sub: Any) -> None:
@@ -65,18 +69,7 @@ def _change_options(p: argparse.ArgumentParser) -> None:
                    help="do not ask: for automation, after reviewing the plan")
     p.add_argument("--read-only", action="store_true",
                    help="refuse every change (also $STORMDECK_READ_ONLY=1)")
-    p.add_argument("--curve-tool", default="curve_ops_tool",
-                   help="curve_ops_tool to run a leader schedule with (default on PATH)")
-    p.add_argument("--heartbeat", type=float, default=10.0,
-                   help="Curve heartbeat seconds, to follow a leader schedule (default 10)")
-    p.add_argument("--verify-seconds", type=float, default=15.0,
-                   help="how long to wait for daemons to run a new value (default 15)")
-    p.add_argument("--converge-seconds", type=float, default=120.0,
-                   help="how long to follow pg_num or pgp_num to its target before the "
-                        "journal says pending (default 120; undo follows it on)")
-    p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
-                   help="wait this long for another stormdeck changing the cluster to finish "
-                        "(default: refuse at once)")
+    add_executor_options(p)
 
 
 # ---- review ------------------------------------------------------------------------
@@ -115,8 +108,6 @@ def confirm(plan: Any, yes: bool, runtime: Any = None) -> None:
 
 def runtime_of(ex: Any) -> Any:
     """Ask the cluster, at apply time, whether each config change applies at runtime."""
-    from stormdeck.advisors.actuators.table import actuator
-
     return lambda c: actuator(c.kind).runtime(ex.backends.ceph, c)
 
 
@@ -124,23 +115,14 @@ def read_only(args: argparse.Namespace) -> bool:
     return bool(args.read_only or os.environ.get("STORMDECK_READ_ONLY", "") not in ("", "0"))
 
 
-def executor(args: argparse.Namespace, needs_ceph: bool, curve: Any = None) -> Any:
-    """The Executor, with the sources' identity; used in a `with`, which closes its
-    connection."""
-    from stormdeck.advisors.apply import Executor
-    from stormdeck.config import held_read_only
-
-    ceph = ceph_admin(args) if needs_ceph else None
-    # Also a read_only cluster of the config file this connection reached (by fsid).
-    return Executor(journal(), ceph=ceph, read_only=held_read_only(args, ceph),
-                    curve_tool=[args.curve_tool], verify_seconds=args.verify_seconds,
-                    curve_follow=curve, converge_seconds=args.converge_seconds,
-                    wait=args.wait)
+def executor(args: argparse.Namespace, needs_ceph: bool) -> Any:
+    """The Executor, as the assembly makes it for every entry point (the console's too);
+    used in a `with`, which closes its connection."""
+    return assemble(args, judge=False, sources=False).executor(journal(), needs_ceph)
 
 
 def journal() -> Any:
     from stormdeck.advisors.apply import journal_path
-    from stormdeck.advisors.journal import Journal
 
     return Journal(journal_path(), warn=lambda m: print(f"stormdeck: {m}", file=sys.stderr))
 
@@ -157,8 +139,6 @@ def _began(ex: Any, exc: UserError) -> UserError:
 
 
 def needs_ceph(changes: Any) -> bool:
-    from stormdeck.advisors.actuators.table import actuator
-
     return any(actuator(c.kind).needs_ceph for c in changes)
 
 
@@ -166,21 +146,20 @@ def needs_ceph(changes: Any) -> bool:
 
 
 def findings_now(args: argparse.Namespace, rule_id: str, duration: float):
-    """One rule judged on a fresh read, its for-window waived: (engine, findings, snapshot)."""
-    from stormdeck.advisors.engine import Engine
-    from stormdeck.advisors.rules import BY_ID
-    from stormdeck.advisors.settings import load_settings
+    """One rule judged on a fresh read, its for-window waived: (engine, findings, snapshot).
+    The engine is the console's (the same evidence and mutes), so a plan proposes what the
+    console proposes."""
     from stormdeck.watching import watch
 
     if rule_id not in BY_ID:
         raise UserError(f"there is no rule {rule_id!r} (see stormdeck check --list-rules)")
-    settings = load_settings()
+    settings = settings_of(args)
     settings[rule_id] = replace(settings[rule_id], for_seconds=0.0, warmup_samples=1,
                                 enabled=True)
-    engine = Engine(settings, rules=[BY_ID[rule_id]])
-    findings, snap = watch(build_sources(args), engine, duration, timeout=args.timeout,
+    pieces = assemble(args, settings=settings, rules=[BY_ID[rule_id]])
+    findings, snap = watch(pieces.sources, pieces.engine, duration, timeout=args.timeout,
                            first_polls=2)
-    return engine, findings, snap
+    return pieces.engine, findings, snap
 
 
 def one_finding(findings: list, rule_id: str, target: str | None):
@@ -195,8 +174,6 @@ def one_finding(findings: list, rule_id: str, target: str | None):
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from stormdeck.advisors.plan import plan_from_finding
-
     # Where the plan goes is said wrong before the cluster is read, not after.
     if args.output is not None and not args.output.parent.is_dir():
         raise UserError(f"cannot write the plan to {printable(args.output, 200)}: no "
@@ -217,14 +194,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from stormdeck.advisors.plan import Plan
-
     plan = Plan.load(args.file)
     print(review(plan))
-    curve = None
-    if any(c.kind == "curve_leader_schedule" for c in plan.changes):
-        curve = curve_follower(args, plan)
-    with executor(args, needs_ceph(plan.changes), curve) as ex:
+    with executor(args, needs_ceph(plan.changes)) as ex:
         if ex.read_only:
             ex.apply(plan)  # refuses, with the reason
         ex.check_stale(plan)  # before asking, so nobody confirms a stale plan
@@ -238,47 +210,6 @@ def cmd_apply(args: argparse.Namespace) -> int:
         print(f"{o.outcome}: {printable(o.change.command, 200)} -> {printable(o.after)}"
               f"{extra}  [journal {o.entry}]")
     return 0
-
-
-def curve_follower(args: argparse.Namespace, plan: Any):
-    """Follow a pool's leadernum range over heartbeats after a leader schedule (K2.2): that
-    pool's alone for a one-pool schedule; every pool's for the all-pools form."""
-    from stormdeck.advisors.curve_schedule import ALL_POOLS
-    from stormdeck.advisors.settings import load_settings
-    from stormdeck.sources import curve_source
-
-    limit = float(load_settings()["curve.leaders.spread"].params["max_range"])
-    if not (args.curve_mds or args.curve_chunkserver or args.curve_ops_tool
-            or getattr(args, "curve_cli", None)):
-        return None
-    src = curve_source(args)
-    # The range the plan saw: the transfers may all land before the first look after.
-    planned = {c.target: c.current.removeprefix("range ") for c in plan.changes
-               if c.kind == "curve_leader_schedule" and c.current}
-
-    def follow(pool: str) -> tuple[bool, str]:
-        first: float | str | None = planned.get(pool)
-        worst: float | None = None
-        for period in range(7):
-            if period:
-                time.sleep(args.heartbeat)
-            try:
-                part = src.poll()
-            except Exception as exc:  # the cluster did not answer: say so, do not crash
-                return False, f"could not read the range: {exc}"
-            ranges = [p.leader_range for p in (part.curve.pools if part.curve else ())
-                      if (pool == ALL_POOLS or p.name == pool) and p.leader_range is not None]
-            if not ranges:
-                return False, f"the MDS reports no pool {pool}"
-            worst = max(ranges)
-            first = f"{worst:g}" if first is None else first
-            if worst <= limit:
-                return True, (f"leadernum range {first} -> {worst:g} after "
-                              f"{period * args.heartbeat:g} s")
-        return False, (f"leadernum range still {worst:g} after "
-                       f"{6 * args.heartbeat:g} s: run the schedule again (K2.2)")
-
-    return follow
 
 
 # What an outcome means to whoever reads the journal after a fault.
@@ -298,9 +229,7 @@ def cmd_journal(args: argparse.Namespace) -> int:
     if args.last is not None and args.last < 1:
         raise UserError(f"--last takes a positive number of entries, not {args.last}")
     if args.refresh:
-        from stormdeck.advisors.apply import Executor
-
-        with Executor(j, ceph=ceph_admin(args)) as ex:
+        with assemble(args, judge=False, sources=False).executor(j, read_only=False) as ex:
             settled = ex.refresh_open(j.entries(last=args.last) if args.last else None)
         print(f"read open entries again: {settled} settled", file=sys.stderr)
     entries = j.entries(last=args.last)

@@ -13,12 +13,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from stormdeck.advisors.rules import ALL
+from stormdeck.assembly import assemble, settings_of
+from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
+from stormdeck.collectors.model import plain
 from stormdeck.output import add_format_options, dump, is_json
-from stormdeck.sources import add_source_options, build_sources
+from stormdeck.sources import add_source_options
 
 SCHEMA = "stormdeck.check/1"
 CLUSTER_SOURCES = ("ceph", "prometheus", "curve")
@@ -46,15 +51,10 @@ def register(sub: Any) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from stormdeck.advisors.engine import Engine, worst
-    from stormdeck.advisors.mutes import MuteStore
-    from stormdeck.advisors.settings import load_settings, state_dir
-    from stormdeck.base.errors import UserError
+    from stormdeck.advisors.engine import worst
 
-    settings = load_settings(args.rules)
+    settings = settings_of(args)
     if args.list_rules:
-        from stormdeck.advisors.rules import ALL
-
         wide = max(len(r.id) for r in ALL), max(len(r.source) for r in ALL)
         for r in ALL:
             s = settings[r.id]
@@ -64,14 +64,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.duration < 0 or args.interval <= 0:
         raise UserError("--for must be zero or more and --interval above zero")
 
-    from stormdeck.advisors.evidence import store_in
     from stormdeck.watching import watch
 
-    engine = Engine(settings, mutes=MuteStore(state_dir() / "mutes.json"),
-                    evidence=store_in(state_dir()))
+    pieces = assemble(args, settings=settings)
+    engine = pieces.engine
     started = time.monotonic()
-    findings, snap = watch(build_sources(args), engine, args.duration, args.interval,
-                           args.timeout)
+    findings, snap = watch(pieces.sources, engine, args.duration, args.interval, args.timeout)
     assert snap is not None
     cluster = [s for n, s in snap.sources.items() if n in CLUSTER_SOURCES]
     collected = bool(cluster) and any(s.last_success for s in cluster)
@@ -92,8 +90,6 @@ def cmd_check(args: argparse.Namespace) -> int:
 def muted_summary(findings: list, code: int) -> dict[str, int]:
     """How many findings a mute silenced, and the exit code had none held: a run green only
     because of its mutes says so (mutes are judgement, allowed in read-only mode too)."""
-    from dataclasses import replace
-
     from stormdeck.advisors.engine import worst
 
     muted = [f for f in findings if f.muted]
@@ -103,8 +99,6 @@ def muted_summary(findings: list, code: int) -> dict[str, int]:
 
 def report(snap: Any, findings: list, errors: dict[str, str], duration: float,
            code: int, muted: dict[str, int] | None = None) -> dict[str, Any]:
-    from stormdeck.collectors.model import plain
-
     return {
         "schema": SCHEMA,
         "time": snap.time,
@@ -118,8 +112,6 @@ def report(snap: Any, findings: list, errors: dict[str, str], duration: float,
 
 
 def finding_json(f: Any) -> dict[str, Any]:
-    from stormdeck.collectors.model import plain
-
     out = plain(f)
     out["severity"] = str(f.severity)
     return out

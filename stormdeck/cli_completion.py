@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from stormdeck import __version__
+from stormdeck.advisors.rules import ALL
 from stormdeck.base.errors import UserError
+from stormdeck.parsing import EXIT_CODES
 
 # Of the shells shtab writes for (bash, zsh, tcsh, fish, powershell), the ones operators'
 # hosts run.
@@ -46,8 +48,6 @@ def register(sub: Any, root: argparse.ArgumentParser) -> None:
 
 
 def rule_ids() -> list[str]:
-    from stormdeck.advisors.rules import ALL
-
     return sorted(r.id for r in ALL)
 
 
@@ -156,8 +156,6 @@ def views_section() -> str:
 
 def exit_codes() -> list[tuple[str, str]]:
     """The exit-code table every command's --help ends with, read from that very text."""
-    from stormdeck.parsing import EXIT_CODES
-
     rows: list[tuple[str, str]] = []
     for line in EXIT_CODES.splitlines()[1:]:
         m = re.match(r"\s{2}(\d+)\s+(.*)", line)
@@ -202,8 +200,8 @@ FILES = (
     ("~/.config/stormdeck/rules.toml", "rule thresholds overriding the defaults"),
     ("~/.local/state/stormdeck/", "the state directory (made 0700): what follows"),
     ("~/.local/state/stormdeck/journal.jsonl", "the journal of every change made, and undone"),
-    ("~/.local/state/stormdeck/mutes.json", "muted findings (mutes-NAME.json for a named "
-                                            "cluster)"),
+    ("~/.local/state/stormdeck/mutes.json", "muted findings of every cluster, each mute "
+                                            "naming its cluster's fsid"),
     ("~/.local/state/stormdeck/reports/", "incident reports (the console's R, stormdeck "
                                           "report)"),
     ("~/.local/state/stormdeck/console.json", "the console's chosen theme"),

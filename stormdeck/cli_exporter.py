@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import signal
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from prometheus_client import make_wsgi_app
+from prometheus_client.registry import CollectorRegistry
+
 from stormdeck.base.errors import UserError
+from stormdeck.base.files import check_regular
 from stormdeck.sources import readable_file
 
 if TYPE_CHECKING:
@@ -74,8 +79,6 @@ def web_config(args: argparse.Namespace) -> WebConfig:
 
 
 def is_loopback(addr: str) -> bool:
-    import ipaddress
-
     try:
         return ipaddress.ip_address(addr).is_loopback
     except ValueError:
@@ -83,16 +86,11 @@ def is_loopback(addr: str) -> bool:
 
 
 def cmd_exporter(args: argparse.Namespace) -> int:
-    from prometheus_client import make_wsgi_app
-    from prometheus_client.registry import CollectorRegistry
-
     from stormdeck.collectors.exporter import HostCollector
     from stormdeck.webconfig import serve
 
     addr, port = parse_listen(args.listen)
     if args.conf is not None:
-        from stormdeck.base.files import check_regular
-
         check_regular(args.conf)  # a FIFO would hang the open
     config = web_config(args)
     registry = CollectorRegistry(auto_describe=True)

@@ -7,8 +7,11 @@ import re
 import time
 from typing import Any
 
+from stormdeck.advisors.mutes import WAIT, canonical_fsid
+from stormdeck.assembly import mutes_store
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
+from stormdeck.cli_change import findings_now, one_finding
 from stormdeck.sources import add_source_options
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -52,20 +55,14 @@ def register(sub: Any) -> None:
 
 
 def _wait_option(p: argparse.ArgumentParser) -> None:
-    from stormdeck.advisors.mutes import WAIT
-
     p.add_argument("--wait", type=float, default=WAIT, metavar="SECONDS",
                    help="how long to wait for another stormdeck changing this state "
                         f"directory (an apply, another mute; default {WAIT:g})")
 
 
 def store(wait: float | None = None):  # -> MuteStore
-    from stormdeck.advisors.mutes import WAIT, MuteStore
-    from stormdeck.advisors.settings import state_dir
 
-    if wait is not None and not 0 <= wait < float("inf"):
-        raise UserError("--wait takes a number of seconds, 0 or more")
-    return MuteStore(state_dir() / "mutes.json", wait=WAIT if wait is None else wait)
+    return mutes_store(wait)
 
 
 def cmd_mute(args: argparse.Namespace) -> int:
@@ -81,7 +78,6 @@ def cmd_mute(args: argparse.Namespace) -> int:
     if not args.rule or args.ttl is None:
         raise UserError("give the rule and --for TIME (or --list)")
     ttl = parse_ttl(args.ttl)
-    from stormdeck.cli_change import findings_now, one_finding
 
     engine, findings, snap = findings_now(args, args.rule, 2.0)
     # The mute silences this cluster's finding only; None: the source names no cluster.
@@ -103,8 +99,6 @@ def cluster_name(fsid: str | None) -> str:
 
 def _named_fsid(args: argparse.Namespace) -> tuple[bool, str | None]:
     """(whether a cluster was named, its fsid): --fsid, or the fsid -c's conf records."""
-    from stormdeck.advisors.mutes import canonical_fsid
-
     if args.fsid is not None:
         fsid = canonical_fsid(args.fsid)
         if fsid is None:

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import platform
 import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from stormdeck.advisors import report
+from stormdeck.advisors.journal import Journal
+from stormdeck.assembly import assemble, make_engine
 from stormdeck.base.errors import UserError
 from stormdeck.base.secrets import write_private
 from stormdeck.base.when import parse_when
 from stormdeck.output import add_format_options, dumps, is_json
-from stormdeck.sources import add_source_options, build_sources
+from stormdeck.sources import add_source_options
 
 
 def register(sub: Any) -> None:
@@ -65,8 +69,6 @@ def add_recording_options(p: argparse.ArgumentParser) -> None:
 
 
 def recorder(path: str, args: argparse.Namespace) -> Any:
-    import platform
-
     from stormdeck import __version__
     from stormdeck.collectors.recording import Recorder
 
@@ -77,18 +79,13 @@ def recorder(path: str, args: argparse.Namespace) -> Any:
                           "interval": args.interval})
 
 
-def _engine(args: argparse.Namespace, mutes: Any = None) -> Any:
-    from stormdeck.advisors.engine import Engine
-    from stormdeck.advisors.evidence import store_in
-    from stormdeck.advisors.settings import load_settings, state_dir
-
-    return Engine(load_settings(Path(args.rules) if args.rules else None), mutes=mutes,
-                  evidence=store_in(state_dir()))
+def _engine(args: argparse.Namespace) -> Any:
+    """A replay's engine: the assembly's, without mutes (a replay's time is not now)."""
+    return make_engine(args)
 
 
 def cmd_record(args: argparse.Namespace) -> int:
     from stormdeck.advisors.apply import journal_path
-    from stormdeck.advisors.journal import Journal
     from stormdeck.advisors.loop import Loop
 
     # Written so that NaN fails them too (every comparison with NaN is false).
@@ -98,9 +95,9 @@ def cmd_record(args: argparse.Namespace) -> int:
         raise UserError("--interval takes 0.1 to 86400 seconds")
     if Path(args.file).exists():  # before any connection: say it first
         raise UserError(f"{args.file} already exists: record to a new file, or remove it first")
-    sources = build_sources(args)
+    pieces = assemble(args)
     tape = recorder(args.file, args)
-    loop = Loop(sources, _engine(args), interval=args.interval, timeout=args.timeout,
+    loop = Loop(pieces.sources, pieces.engine, interval=args.interval, timeout=args.timeout,
                 recorder=tape, journal=Journal(journal_path()))
     stop = {"now": False}
 
@@ -170,7 +167,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from stormdeck.advisors import report
     from stormdeck.advisors.loop import REPLAY_RUNUP
     from stormdeck.advisors.session import Session, recorded_changes, replay
 

@@ -7,10 +7,13 @@ import sys
 import time
 from typing import Any
 
+from stormdeck.assembly import assemble
 from stormdeck.base.text import printable
 from stormdeck.base.units import ms, num, pct
+from stormdeck.collectors.hub import Hub
+from stormdeck.collectors.model import to_json_dict
 from stormdeck.output import add_format_options, dump, is_json
-from stormdeck.sources import add_source_options, build_sources
+from stormdeck.sources import add_source_options
 
 CLUSTER_SOURCES = ("ceph", "prometheus", "curve")
 
@@ -27,9 +30,9 @@ def register(sub: Any) -> None:
 
 
 def take_snapshot(args: argparse.Namespace):  # -> Snapshot
-    from stormdeck.collectors.hub import Hub
 
-    hub = Hub(build_sources(args), interval=max(0.2, args.interval), timeout=args.timeout)
+    hub = Hub(assemble(args, judge=False).sources, interval=max(0.2, args.interval),
+              timeout=args.timeout)
     hub.start()
     try:
         hub.wait_polls(2, timeout=hub.longest_poll * 2 + args.interval + 1)
@@ -39,8 +42,6 @@ def take_snapshot(args: argparse.Namespace):  # -> Snapshot
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    from stormdeck.collectors.model import to_json_dict
-
     snap = take_snapshot(args)
     if is_json(args):
         dump(to_json_dict(snap), args, allow_nan=False)

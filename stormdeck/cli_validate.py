@@ -8,14 +8,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from stormdeck.advisors.validate import runner
+from stormdeck.advisors.validate.runner import STEP_IDS
+from stormdeck.advisors.validate.steps import Options
+from stormdeck.assembly import validate_sources
 from stormdeck.base.errors import UserError
 from stormdeck.output import add_format_options, dumps, is_json
 from stormdeck.sources import add_client_options, ceph_admin, ceph_client
 
 
 def register(sub: Any) -> None:
-    from stormdeck.advisors.validate.runner import STEP_IDS
-
     p = sub.add_parser(
         "validate", help="guided pre-production validation",
         description="Walk a new cluster through host checks, cluster settings, a response "
@@ -52,8 +54,6 @@ def register(sub: Any) -> None:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from stormdeck.advisors.settings import state_dir
-    from stormdeck.advisors.validate import runner
-    from stormdeck.advisors.validate.steps import Options
 
     client = ceph_client(args)
     conf = client.conf
@@ -63,8 +63,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         raise UserError(f"--scratch-dir {args.scratch_dir} is not a directory")
     if args.peering_pgs < 1:
         raise UserError("--peering-pgs takes a number of PGs above 0")
-    snapshot = runner.take_snapshot(conf, client_name=client.name, keyring=client.keyring,
-                                    cluster=client.cluster)
+    snapshot = runner.take_snapshot(validate_sources(args))
     fsid = snapshot.cluster.fsid if snapshot.cluster else None
     why = read_only_reason(args, fsid)
     if why:
@@ -98,8 +97,6 @@ def read_only_reason(args: argparse.Namespace, fsid: str | None) -> str | None:
 
 
 def _headless(args: argparse.Namespace, options: Any, admin: Any, snapshot: Any) -> int:
-
-    from stormdeck.advisors.validate import runner
 
     def progress(step: str, fraction: float, text: str) -> None:
         print(f"validate: {step:<8} {fraction:4.0%}  {text}", file=sys.stderr, flush=True)

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import math
+from pathlib import Path
 from typing import Any
 
+from stormdeck.advisors.journal import Journal
+from stormdeck.assembly import add_executor_options, assemble, settings_of
 from stormdeck.base.errors import UserError
+from stormdeck.cli_change import read_only
 from stormdeck.cli_record import add_recording_options, recorder
-from stormdeck.sources import add_source_options, build_sources, ceph_client, executor_factory
+from stormdeck.sources import add_source_options, ceph_client
 
 
 def register(sub: Any) -> None:
@@ -25,6 +30,7 @@ def register(sub: Any) -> None:
                    help="record the session while watching (replay: stormdeck replay FILE)")
     add_recording_options(p)
     add_source_options(p)
+    add_executor_options(p.add_argument_group("changes made from the console (as apply's)"))
     p.set_defaults(handler=cmd_watch)
 
 
@@ -50,19 +56,13 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 def build_app(args: argparse.Namespace) -> Any:
     """The console for the clusters the options (or the config file) name, not yet running."""
-    import math
-    from pathlib import Path
-
     from stormdeck.advisors.apply import journal_path
-    from stormdeck.advisors.journal import Journal
-    from stormdeck.advisors.settings import load_settings
-    from stormdeck.cli_change import read_only
     from stormdeck.config import load_clusters, names_sources
     from stormdeck.tui.app import StormdeckApp
 
     if not (args.interval > 0 and math.isfinite(args.interval)):  # NaN fails it too
         raise UserError("--interval takes a number of seconds above zero")
-    settings = load_settings(Path(args.rules) if args.rules else None)
+    settings = settings_of(args)
     journal = Journal(journal_path())
     forced = read_only(args)
     clusters = [] if names_sources(args) else \
@@ -87,30 +87,22 @@ def build_app(args: argparse.Namespace) -> Any:
 
 def _tab(args: argparse.Namespace, name: str, sources_args: argparse.Namespace, ro: bool,
          settings: Any, journal: Any) -> Any:
-    """One cluster: its sources, engine, mutes, feed, and an executor bound to it alone."""
-    from stormdeck.advisors.engine import Engine
-    from stormdeck.advisors.mutes import MuteStore
-    from stormdeck.advisors.settings import state_dir
+    """One cluster: the assembly's pieces for it, a feed, and an executor bound to it alone."""
+    from stormdeck.config import read_only_cluster, read_only_reached
     from stormdeck.tui.app import ClusterTab
     from stormdeck.tui.feed import Feed
 
-    sources = build_sources(sources_args)
-    from stormdeck.config import read_only_cluster, read_only_reached
-
+    pieces = assemble(args, sources_args, settings=settings)
     if not ro:  # a read_only cluster of the file named by its conf (-c) is read-only here too
         ro = bool(read_only_cluster(sources_args, config=args.config))
-    mutes = MuteStore(state_dir() / (f"mutes-{name}.json" if name else "mutes.json"))
-    from stormdeck.advisors.evidence import store_in
-
-    engine = Engine(settings, mutes=mutes, evidence=store_in(state_dir()))
     interval = max(2.0, args.interval) if args.low_bandwidth else args.interval
     tape = recorder(args.record, args) if args.record else None
-    feed = Feed(sources, engine, interval=interval, timeout=sources_args.timeout,
+    feed = Feed(pieces.sources, pieces.engine, interval=interval, timeout=sources_args.timeout,
                 recorder=tape, journal=journal)
     # The sources' own identity (client name, keyring, cluster), one connection per change.
     return ClusterTab(name=name, feed=feed,
-                      executor_factory=executor_factory(
-                          sources_args, journal, ro,
+                      executor_factory=pieces.executor_factory(
+                          journal, ro,
                           reached=lambda admin: bool(read_only_reached(sources_args, admin,
                                                                        args.config))),
-                      mutes=mutes, read_only=ro)
+                      mutes=pieces.mutes, read_only=ro)

@@ -31,6 +31,7 @@ from typing import Any
 from stormdeck.base.errors import UserError
 from stormdeck.base.files import FileMissing, read_text
 from stormdeck.base.text import printable
+from stormdeck.sources import ceph_client, names_ceph, readable_file, source_parser
 
 # Keys only the file may hold: secrets stay off command lines (and out of `ps`).
 FILE_ONLY = ("prometheus_token_file", "prometheus_user", "prometheus_password_file",
@@ -45,8 +46,6 @@ INVERTED = {"host": "no_host"}
 
 def _file_keys() -> dict[str, argparse.Action]:
     """Each source option of the command line, by the name the file gives it."""
-    from stormdeck.sources import source_parser
-
     keys = {}
     for action in source_parser()._actions:
         longs = [o for o in action.option_strings if o.startswith("--")]
@@ -193,8 +192,6 @@ def _what(action: argparse.Action) -> str:
 
 
 def _file_only(where: str, key: str, value: Any) -> str:
-    from stormdeck.sources import readable_file
-
     if not isinstance(value, str) or not value:
         raise UserError(f"{where} = {_shown(value)} is not allowed: it takes text")
     if key.endswith("_file"):
@@ -251,8 +248,6 @@ def _choose(args: argparse.Namespace) -> None:
 
 def names_sources(args: argparse.Namespace) -> bool:
     """Did the command line name a source itself? Then the config file is not used."""
-    from stormdeck.sources import names_ceph
-
     return any(getattr(args, a, None) for a in SOURCE_ATTRS) or names_ceph(args)
 
 
@@ -329,8 +324,6 @@ def read_only_fsids(config: str | Path | None = None) -> bool:
 
 def _uses_ceph(ns: argparse.Namespace) -> bool:
     """As build_sources decides: named, or the default when nothing else is named."""
-    from stormdeck.sources import names_ceph
-
     curve = any(getattr(ns, a, None) for a in ("curve_mds", "curve_chunkserver",
                                                  "curve_ops_tool", "curve_cli"))
     return names_ceph(ns) or (getattr(ns, "prometheus", None) is None and not curve)
@@ -338,8 +331,6 @@ def _uses_ceph(ns: argparse.Namespace) -> bool:
 
 def _conf_of(ns: argparse.Namespace) -> str | None:
     """The conf file these options connect with (as `ceph` finds it), if any."""
-    from stormdeck.sources import ceph_client
-
     try:
         return ceph_client(ns).conf
     except UserError:  # a conf or keyring that is not there: the path named, all the same

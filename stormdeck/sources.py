@@ -1,4 +1,4 @@
-"""The one place a cluster's sources and executor are built from options that follow `ceph`'s.
+"""A cluster's sources and its admin connection, from options that follow `ceph`'s.
 
 The client options are the ceph CLI's (-c/--conf, --id/--user, -n/--name,
 -k/--keyring, --cluster), with CEPH_CONF and CEPH_ARGS read as `ceph` reads
@@ -12,13 +12,14 @@ import argparse
 import os
 import re
 import shlex
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from stormdeck.base.errors import UserError
+from stormdeck.base.files import FileMissing, FileProblem, check_regular
 from stormdeck.base.text import printable
+from stormdeck.collectors.curve import CurveSource
 from stormdeck.collectors.hub import Source
 from stormdeck.parsing import Parser
 
@@ -45,7 +46,6 @@ def http_url(text: Any) -> str:
 def readable_file(text: Any) -> str:
     if not isinstance(text, str) or not text:
         raise argparse.ArgumentTypeError("takes a file name")
-    from stormdeck.base.files import FileProblem, check_regular
 
     try:
         check_regular(text)  # a FIFO would hang the open, and later the read
@@ -238,7 +238,6 @@ def ceph_client(args: argparse.Namespace) -> CephClient:
     cid, cname = pick("client_id"), pick("client_name")
     name = cname or (f"client.{cid}" if cid else None)
     keyring = pick("keyring")
-    from stormdeck.base.files import FileMissing, check_regular
 
     for path, what in ((conf, "ceph.conf"), (keyring, "keyring")):
         if not path:
@@ -317,8 +316,6 @@ def prometheus_source(args: argparse.Namespace) -> Source:
 
 
 def curve_source(args: argparse.Namespace) -> Source:
-    from stormdeck.collectors.curve import CurveSource
-
     mds = [a for a in (args.curve_mds or "").split(",") if a]
     chunkservers = [a for a in (args.curve_chunkserver or "").split(",") if a]
     try:
@@ -345,30 +342,3 @@ def ceph_admin(args: argparse.Namespace) -> Any:
         raise UserError("this change needs the Ceph cluster: give -c CONF or set CEPH_CONF")
     return CephAdmin(client.conf, client_name=client.name, keyring=client.keyring,
                      cluster=client.cluster, timeout=client.timeout)
-
-
-def executor_factory(args: argparse.Namespace, journal: Any, read_only: bool,
-                     reached: Callable[[Any], bool] | None = None) -> Callable[[], Any]:
-    """What the console calls per change: a fresh connection with the sources' identity,
-    closed when the change is done (the console uses each Executor in a `with`).
-
-    `read_only` is the tab's; `reached(admin)` says whether the cluster this change's own
-    connection reached is one the config file holds read-only (by fsid): asked per change,
-    as a conf file may be repointed while the console runs.
-    """
-    from stormdeck.advisors.apply import Executor
-
-    client = ceph_client(args)  # resolved now: a bad keyring is said at start, not mid-change
-
-    def make() -> Executor:
-        ceph = ceph_admin(args) if client.conf else None
-        ro = read_only
-        if not ro and ceph is not None and reached is not None:
-            try:
-                ro = reached(ceph)
-            except BaseException:
-                ceph.close()
-                raise
-        return Executor(journal, ceph=ceph, read_only=ro)
-
-    return make

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Sequence
 from typing import Any
+
+from stormdeck.base.errors import UserError
 
 
 def watch(sources: Sequence[Any], engine: Any, duration: float, interval: float = 1.0,
@@ -13,11 +17,7 @@ def watch(sources: Sequence[Any], engine: Any, duration: float, interval: float 
     Returns the last findings and the last Snapshot. `first_polls` polls of every
     source come first (2 when rates must be real from the start).
     """
-    import math
-    import time
-
     from stormdeck.advisors.loop import Loop
-    from stormdeck.base.errors import UserError
 
     # NaN passes every `< 0` test and then never ends a wait: refuse it by name.
     if not (duration >= 0 and math.isfinite(duration)):

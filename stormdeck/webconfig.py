@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
+from prometheus_client.exposition import ThreadingWSGIServer
+
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 
@@ -332,8 +334,6 @@ class Certificates:
 def serve(app: App, addr: str, port: int, config: WebConfig,
           warn: Callable[[str], None] = lambda text: None) -> Any:
     """Start serving `app` on addr:port in a daemon thread; the server, for shutdown()."""
-    from prometheus_client.exposition import ThreadingWSGIServer
-
     certs = Certificates(config, warn) if config.tls else None
 
     class Server(ThreadingWSGIServer):

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from stormdeck.advisors.engine import Engine
-from stormdeck.advisors.evidence import EvidenceStore
-from stormdeck.advisors.model import Finding
+from stormdeck.advisors.findings import Finding
 from stormdeck.advisors.rules import ALL
 from stormdeck.advisors.settings import load_settings
+from stormdeck.advisors.validated import ValidatedStore
 from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import Daemon, Disk, Host, Partial, Snapshot, SourceHealth
@@ -125,9 +125,9 @@ def with_config(snap: Snapshot, option: str, who: str, value: str) -> Snapshot:
 
 
 def run(snaps: list[Snapshot], rules: tuple | None = None,
-        evidence: EvidenceStore | None = None) -> list[Finding]:
+        validated: ValidatedStore | None = None) -> list[Finding]:
     """Feed snapshots one at a time, as the console does, and return the last findings."""
-    engine = Engine(settings=load_settings(), rules=rules or ALL, evidence=evidence)
+    engine = Engine(settings=load_settings(), rules=rules or ALL, validated=validated)
     findings: list[Finding] = []
     for i in range(1, len(snaps) + 1):
         findings = engine.evaluate(snaps[:i])

@@ -22,25 +22,14 @@ from stormdeck.base.text import printable
 from stormdeck.base.when import parse_when
 from stormdeck.tui.commands import StormdeckCommands
 from stormdeck.tui.feed import Frame, is_late
-from stormdeck.tui.format import t
+from stormdeck.tui.format import inert
 from stormdeck.tui.keybar import KeyBar
-from stormdeck.tui.keys import help_sections, in_scope
+from stormdeck.tui.keys import VIEWS, help_sections, in_scope
 from stormdeck.tui.screens import Help, PlanReview
 from stormdeck.tui.table import VirtualTable
-from stormdeck.tui.views import (
-    DaemonDetail,
-    DaemonTable,
-    DisksView,
-    FindingsView,
-    FullnessView,
-    JournalChanged,
-    JournalTable,
-    LatencyTable,
-    Leaders,
-    Overview,
-    Triage,
-    View,
-)
+from stormdeck.tui.views import JournalChanged, View, view_class
+from stormdeck.tui.views.detail import DaemonDetail
+from stormdeck.tui.views.findings import FindingsView
 
 # The journal view's rows: the newest changes (a journal of years is read from its end).
 JOURNAL_ROWS = 1000
@@ -85,7 +74,10 @@ def source_state(s: Any, now: float, interval: float) -> tuple[str, str]:
     return "green", "ok"
 
 
-PRIORITY_ACTIONS = frozenset(k.action for k in in_scope("console") if k.priority)
+def priority_actions() -> frozenset[str]:
+    """The console's priority actions, as the registry holds them now (a view registered
+    late included)."""
+    return frozenset(k.action for k in in_scope("console") if k.priority)
 
 
 class StormdeckApp(App[None]):
@@ -103,6 +95,14 @@ class StormdeckApp(App[None]):
                  cluster_name: str = "", low_bandwidth: bool = False,
                  tabs: Sequence[ClusterTab] = ()) -> None:
         super().__init__()
+        # The bindings of views registered after this class was made (the class's own came
+        # from the registry as it was then): every view key the registry holds is bound.
+        bound = {b.action for bs in self._bindings.key_to_bindings.values() for b in bs}
+        for k in in_scope("console"):
+            if k.action not in bound:
+                self._bindings.bind(k.keys, k.action, k.description, show=bool(k.bar),
+                                    priority=k.priority)
+        self._priority = priority_actions()
         self.journal = journal
         self.low_bandwidth = low_bandwidth
         self.tabs = list(tabs) or [ClusterTab(cluster_name, feed, executor_factory, mutes,
@@ -132,12 +132,10 @@ class StormdeckApp(App[None]):
                         select_on_focus=False)
             yield Input(placeholder="go to a time: HH:MM:SS, or -90 (seconds back); Esc to "
                                     "cancel", id="goto")
-        with ContentSwitcher(initial="overview"):
-            for view in (Overview, DaemonTable, Leaders, LatencyTable, DisksView, FindingsView):
-                yield view(id=view.view_id)
-            yield JournalTable(id="journal")
-            yield Triage(id=Triage.view_id)
-            yield FullnessView(id=FullnessView.view_id)
+        # Every registered view, in its keys' order (tui/keys.py VIEWS): nothing listed here.
+        with ContentSwitcher(initial=VIEWS[0].id):
+            for info in VIEWS:
+                yield view_class(info)(id=info.id)
         yield KeyBar(id="keybar")
 
     def on_mount(self) -> None:
@@ -159,7 +157,7 @@ class StormdeckApp(App[None]):
             tab.feed.start(partial(self._from_feed, tab))
         self.refresh_journal()
         self.set_interval(1.0, self.refresh_status)
-        self.query_one(KeyBar).light("view('overview')")
+        self.query_one(KeyBar).light(f"view('{VIEWS[0].id}')")
 
     def _from_feed(self, tab: ClusterTab, frame: Frame) -> None:
         """Called on the feed's thread: post_message is safe from any thread."""
@@ -208,7 +206,7 @@ class StormdeckApp(App[None]):
         if self.frame is not None:
             self.show(self.frame)
         else:
-            self._status(t(f" stormdeck {self.cluster_name}: waiting for the first poll"))
+            self._status(inert(f" stormdeck {self.cluster_name}: waiting for the first poll"))
         self.refresh_journal()
 
     # -- rendering --
@@ -243,7 +241,7 @@ class StormdeckApp(App[None]):
         line = Text(" stormdeck ", style="bold")
         c = frame.snapshot.cluster
         name = self.cluster_name or (c.fsid[:8] if c and c.fsid else "")
-        line.append_text(t(name, "bold"))
+        line.append_text(inert(name, "bold"))
         if self.read_only:
             line.append(" [RO]", style="bold yellow")
         line.append("  ")
@@ -258,7 +256,7 @@ class StormdeckApp(App[None]):
         needle = self.query_one("#filter", Input).value if self.is_mounted else ""
         if needle:
             line.append("  filter ")
-            line.append_text(t(repr(needle), "bold cyan", 30))
+            line.append_text(inert(repr(needle), "bold cyan", 30))
         live = hasattr(self.feed, "loop") and not frame.position and not self.feed.paused
         # A live frame ages while it is on screen; a past or replayed one is judged at
         # its own time (a replay's sources are not stale today).
@@ -292,7 +290,7 @@ class StormdeckApp(App[None]):
 
     def focus_view(self) -> None:
         switcher = self.query_one(ContentSwitcher)
-        current = switcher.get_child_by_id(switcher.current or "overview")
+        current = switcher.get_child_by_id(switcher.current or VIEWS[0].id)
         target = current if current.can_focus else next(
             (w for w in current.query("*") if w.can_focus), None)
         self.set_focus(target)
@@ -301,7 +299,8 @@ class StormdeckApp(App[None]):
         self.query_one(ContentSwitcher).current = name
         self.query_one(KeyBar).light(f"view('{name}')")
         self.focus_view()
-        if name == "journal":
+        shown = self.query_one(ContentSwitcher).get_child_by_id(name)
+        if isinstance(shown, View) and shown.follows_journal:
             self.refresh_journal()
         elif self.frame is not None:
             self.show(self.frame)
@@ -343,7 +342,7 @@ class StormdeckApp(App[None]):
         view, then open the filter, then type into it, in that order; without priority
         the whole burst is handed to the view before "2" or "/" has run. While a box or a
         dialog has the keys, the binding steps aside and the key is theirs."""
-        if isinstance(action, str) and action in PRIORITY_ACTIONS and self._typing():
+        if isinstance(action, str) and action in self._priority and self._typing():
             return False
         return await super().run_action(action, default_namespace)
 
@@ -474,6 +473,8 @@ class StormdeckApp(App[None]):
         if len(self.tabs) > 1 and fsid:
             # With several clusters open, each tab's journal is its own cluster's.
             entries = [e for e in entries if e.cluster in (None, fsid)]
-        self.query_one(JournalTable).show_entries(
-            entries, lambda ts: time.strftime("%m-%d %H:%M:%S", time.localtime(ts)))
+        for view in self.query_one(ContentSwitcher).children:
+            if isinstance(view, View) and view.follows_journal:
+                view.show_entries(entries, lambda ts: time.strftime("%m-%d %H:%M:%S",
+                                                                    time.localtime(ts)))
 

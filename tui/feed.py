@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from stormdeck.advisors.findings import Finding
 from stormdeck.advisors.loop import REPLAY_RUNUP
-from stormdeck.advisors.model import Finding
 from stormdeck.advisors.timeline import Event
 from stormdeck.collectors.model import Snapshot, SourceHealth
 

@@ -12,21 +12,22 @@ from typing import Any
 
 from rich.text import Text
 
-from stormdeck.advisors.model import Finding, Severity
+from stormdeck.advisors.findings import Finding, Severity
 from stormdeck.base.text import printable
 from stormdeck.base.units import ms, num, pct
 
 # num, ms and pct live at the ground floor (the CLI prints with them too).
-__all__ = ["ASCII", "BLOCKS", "SEVERITY_STYLE", "bar", "finding_line", "ms", "num", "pct",
-           "rate", "spark", "t"]
+__all__ = ["ASCII", "BLOCKS", "SEVERITY_STYLE", "bar", "finding_line", "inert", "ms", "num",
+           "pct", "rate", "spark"]
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 ASCII = " .:-=+*#%"
 SEVERITY_STYLE = {Severity.INFO: "cyan", Severity.WARNING: "yellow", Severity.CRITICAL: "bold red"}
 
 
-def t(value: object, style: str = "", limit: int = 200) -> Text:
-    """Cluster text as an inert Text: no markup, control characters escaped."""
+def inert(value: object, style: str = "", limit: int = 200) -> Text:
+    """Cluster text as an inert Text: no markup, control characters escaped (whatever a
+    cluster names a pool or a host is shown, never interpreted)."""
     return Text(printable(value, limit), style=style)
 
 
@@ -51,7 +52,7 @@ def bar(used: float | None, allowed: float | None, width: int = 8, ascii_only: b
 def finding_line(f: Finding) -> Text:
     line = Text("  ")
     line.append(f"{str(f.severity).upper():<8}", style=SEVERITY_STYLE[f.severity])
-    line.append_text(t(f" {f.target}: {f.summary}", "dim" if f.muted else "", 150))
+    line.append_text(inert(f" {f.target}: {f.summary}", "dim" if f.muted else "", 150))
     if f.muted:
         line.append(" (muted)", style="dim")
     return line

@@ -31,12 +31,27 @@ class Key:
 
 @dataclass(frozen=True, slots=True)
 class ViewInfo:
+    """One view of the console, registered once (register_view): its number key, help
+    line, palette command, key bar label, man page entry and its place in the console all
+    follow from this; `widget` names its class, imported only when the console is made."""
+
     key: str
     id: str
     name: str
     short: str  # its label in a narrow key bar
     summary: str  # one line of help
     description: str  # the man page's VIEWS
+    widget: str  # "module:Class" of stormdeck.tui.views (or a full module path)
+    rank: int = 2  # the key bar drops the highest rank first
+
+    @property
+    def module(self) -> str:
+        name = self.widget.partition(":")[0]
+        return name if "." in name else f"stormdeck.tui.views.{name}"
+
+    @property
+    def class_name(self) -> str:
+        return self.widget.partition(":")[2]
 
 
 # Where a key works, in the order help and the man page list them.
@@ -49,49 +64,56 @@ SCOPES = {
     "dialog": "In a dialog (help, a plan review, a daemon's detail, a menu)",
 }
 
-VIEWS: tuple[ViewInfo, ...] = (
+# The views, in the order of their keys: register_view adds one (views/__init__ explains).
+VIEWS: list[ViewInfo] = []
+
+_BUILT_IN = (
     ViewInfo("1", "overview", "Overview", "Over",
              "what limits the cluster, at a glance",
              "health, PG states, slow ops, client IO, cores, the slowest OSD, the hottest "
-             "disk, leader spread and the findings firing"),
+             "disk, leader spread and the findings firing", "overview:Overview"),
     ViewInfo("2", "daemons", "Daemons", "Daem",
              "cores, IOPS and latency per daemon",
              "per daemon: cores used of allowed, IOPS, IOPS per core, latency, primaries or "
-             "leaders, device and its utilisation; Enter opens a daemon's detail"),
+             "leaders, device and its utilisation; Enter opens a daemon's detail",
+             "daemons:DaemonTable"),
     ViewInfo("3", "leaders", "Leaders", "Lead",
              "leader and primary spread",
-             "leader spread per Curve pool, primary PGs per Ceph OSD and per pool"),
+             "leader spread per Curve pool, primary PGs per Ceph OSD and per pool",
+             "leaders:Leaders"),
     ViewInfo("4", "latency", "Latency", "Lat",
              "commit/apply, raft, p99 and op latency",
              "commit/apply (OSDs) or raft append/send (chunkservers), p99 and op latency "
-             "(from Prometheus), with their history"),
+             "(from Prometheus), with their history", "latency:LatencyTable"),
     ViewInfo("5", "disks", "Disks", "Disk",
              "utilisation, await, cache and daemons per disk",
              "per disk: utilisation, IOPS, await, queue, write cache (kernel/device), "
-             "transport and the daemons on it, above the selected disk's detail"),
+             "transport and the daemons on it, above the selected disk's detail",
+             "disks:DisksView"),
     ViewInfo("6", "findings", "Findings", "Find",
              "the advisors' findings and their changes",
-             "the advisors' findings, above the selected one's evidence and change"),
+             "the advisors' findings, above the selected one's evidence and change",
+             "findings:FindingsView"),
     ViewInfo("7", "journal", "Journal", "Jrnl",
              "every change made, and its undo",
-             "every change stormdeck made, how it ended, and its undo"),
+             "every change stormdeck made, how it ended, and its undo",
+             "journal:JournalTable", rank=3),
     ViewInfo("8", "triage", "Triage", "Tri",
              "an incident on one screen",
              "an incident on one screen: PG states over time, what happened, who, the "
-             "cluster log"),
+             "cluster log", "triage:Triage", rank=3),
     ViewInfo("9", "fullness", "Fullness", "Full",
              "health checks, OSD and pool fullness",
              "Ceph's health checks with their detail lines (muted ones marked), each OSD's "
              "use as a bar against the nearfull, backfillfull and full ratios, each pool's "
-             "fill and its days to full at its growth"),
+             "fill and its days to full at its growth", "fullness:FullnessView", rank=3),
 )
 
-KEYS: tuple[Key, ...] = (
+# A list, changed in place by register_view: whoever imported it sees a view added later.
+KEYS: list[Key] = [
     Key("question_mark,f1", "help", "Help: every key, mouse action and palette command",
         bar="Help", short="Help", rank=0, palette="Help: every key"),
-    *(Key(v.key, f"view('{v.id}')", f"{v.name}: {v.summary}",
-          bar=v.name, short=v.short, rank=3 if v.key in "789" else 2,
-          palette=f"View: {v.name}") for v in VIEWS),
+    # The views' keys go here, in VIEWS' order (register_view).
     Key("slash", "filter", "Filter the rows (Enter keeps it, Esc clears it)",
         bar="Filter", short="Filt", rank=4, palette="Filter the rows"),
     Key("p", "pause", "Pause or resume the view (collection goes on)", bar="Pause",
@@ -143,7 +165,38 @@ KEYS: tuple[Key, ...] = (
     Key("escape", "close", "Close the dialog; in a plan review: cancel", scope="dialog"),
     Key("tab", "focus_next", "The next button or field", scope="dialog"),
     Key("x,delete", "lift", "In the mutes list (M): lift the selected mute", scope="dialog"),
-)
+]
+
+
+def view_key(v: ViewInfo) -> Key:
+    """A view's key: its digit shows it; in help, the key bar and the palette by name."""
+    return Key(v.key, f"view('{v.id}')", f"{v.name}: {v.summary}", bar=v.name, short=v.short,
+               rank=v.rank, palette=f"View: {v.name}")
+
+
+def register_view(v: ViewInfo) -> ViewInfo:
+    """The one registration of a view: its key joins the registry after the other views',
+    and the console composes it (tui/app.py reads VIEWS). A key or id already taken is a
+    programming error, said at import."""
+    taken = {k for key in KEYS if key.scope == "console" for k in key.keys.split(",")}
+    if v.key in taken or any(w.id == v.id for w in VIEWS):
+        raise ValueError(f"view {v.id!r}: its key {v.key!r} or its id is already registered")
+    VIEWS.append(v)
+    KEYS.insert(len(VIEWS), view_key(v))  # after help and the views before it
+    return v
+
+
+def unregister_view(view_id: str) -> None:
+    """Take a view out again (the registry's own test registers one of its own)."""
+    for i, v in enumerate(VIEWS):
+        if v.id == view_id:
+            del VIEWS[i]
+            KEYS.remove(view_key(v))
+            return
+
+
+for _v in _BUILT_IN:
+    register_view(_v)
 
 MOUSE: tuple[tuple[str, str], ...] = (
     ("click a column header", "sort by that column, largest first; again: the other way"),

@@ -18,8 +18,9 @@ from stormdeck.advisors.ceph_admin import CephAdmin
 from stormdeck.advisors.devices import (
     UDEV_RULES,
 )
-from stormdeck.advisors.model import Change
+from stormdeck.advisors.findings import Change
 from stormdeck.base.errors import UserError
+from stormdeck.collectors.model import Cluster
 
 
 def same(a: str | None, b: str | None) -> bool:
@@ -38,7 +39,9 @@ class Backends:
 
     ceph: CephAdmin | None = None
     curve_tool: tuple[str, ...] = ("curve_ops_tool",)
-    curve_follow: Callable[[str], tuple[bool, str]] | None = None
+    # Follows a pool's leader range after a schedule: (pool, the range the plan saw) ->
+    # (converged, what was seen); the assembly makes it from the Curve sources' options.
+    curve_follow: Callable[[str, str | None], tuple[bool, str]] | None = None
     verify_seconds: float = 15.0
     # How long apply follows a change that converges (pg_num steps toward its target)
     # before it journals "pending"; a later undo or `journal --refresh` follows it on.
@@ -88,6 +91,9 @@ class Actuator:
     # Whether it takes effect without a restart: True for every kind but Ceph's options,
     # which the cluster's own `config help` answers (None here: ask it).
     fixed_runtime: ClassVar[bool | None] = True
+    # Whether it moves Curve's copyset leaders: the leader rules tell the term rises it
+    # causes (transfers) from elections.
+    moves_leaders: ClassVar[bool] = False
 
     def command(self, c: Change) -> str:
         """The exact command this change runs, rendered from its fields and args: what the
@@ -97,6 +103,11 @@ class Actuator:
     def width(self, c: Change) -> str:
         """How far the change reaches (one of WIDTHS), from its kind, target and key."""
         raise NotImplementedError
+
+    def vet(self, cluster: Cluster | None, c: Change) -> str | None:
+        """Why this cluster cannot take the change as proposed (the engine drops it with
+        this note), or None. What a kind's cluster lacks is the kind's own knowledge."""
+        return None
 
     def runtime(self, ceph: CephAdmin | None, c: Change) -> bool | None:
         """Whether it applies without a restart; None: unknown (confirmed as if not)."""

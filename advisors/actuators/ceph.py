@@ -8,8 +8,9 @@ import time
 from stormdeck.advisors import overrides
 from stormdeck.advisors.actuators.base import Actuator, Backends, Verified, same
 from stormdeck.advisors.ceph_admin import CephAdmin
-from stormdeck.advisors.model import Change
+from stormdeck.advisors.findings import Change
 from stormdeck.base.errors import UserError
+from stormdeck.collectors.model import Cluster
 
 
 class CephConfig(Actuator):
@@ -32,6 +33,11 @@ class CephConfig(Actuator):
         if section == "mon":
             return "all monitors"
         return "cluster"  # global, mgr, client, a CRUSH-located mask: assume the widest
+
+    def vet(self, cluster: Cluster | None, c: Change) -> str | None:
+        """An option the release lacks (K3.8) or the running scheduler overrides
+        (advisors/overrides.py) is not proposed."""
+        return overrides.vet(cluster, c.key, c.target)
 
     def runtime(self, ceph: CephAdmin | None, c: Change) -> bool | None:
         """What the running cluster's `config help` says (can_update_at_runtime)."""

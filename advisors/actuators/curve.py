@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from stormdeck.advisors.actuators.base import Actuator, Backends, Verified
 from stormdeck.advisors.curve_schedule import ALL_POOLS, POOL_ID
-from stormdeck.advisors.model import Change
+from stormdeck.advisors.findings import Change
 from stormdeck.base.errors import UserError
 
 
@@ -19,6 +19,7 @@ class CurveLeaderSchedule(Actuator):
     has_value = False
     arg_values: ClassVar[dict[str, re.Pattern[str] | tuple[str, ...]]] = {"pool_id": POOL_ID}
     reversible = False
+    moves_leaders = True
 
     def command(self, c: Change) -> str:
         if c.target == ALL_POOLS:
@@ -47,8 +48,14 @@ class CurveLeaderSchedule(Actuator):
         if b.curve_follow is None:
             return Verified("applied", None,
                             "leader transfers ride on heartbeats; follow the range")
-        converged, detail = b.curve_follow(c.target)
+        converged, detail = b.curve_follow(c.target, self.planned_range(c))
         return Verified("applied" if converged else "pending", None, detail)
+
+    @staticmethod
+    def planned_range(c: Change) -> str | None:
+        """The leadernum range the plan saw (its `current`, "range N", as the rule wrote
+        it): the transfers may all land before the first look after the schedule."""
+        return c.current.removeprefix("range ") if c.current else None
 
     def cannot_undo(self, c: Change) -> str | None:
         return "a leader schedule moved leaders; there is nothing to undo"

@@ -18,7 +18,7 @@ from stormdeck.advisors.devices import (
     persist_path,
     udev_rule,
 )
-from stormdeck.advisors.model import Change
+from stormdeck.advisors.findings import Change
 from stormdeck.base.errors import UserError
 
 

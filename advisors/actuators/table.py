@@ -8,7 +8,7 @@ from stormdeck.advisors.actuators.base import Actuator
 from stormdeck.advisors.actuators.ceph import CephConfig, FastEC, OsdFlag, PoolSet
 from stormdeck.advisors.actuators.curve import CurveLeaderSchedule
 from stormdeck.advisors.actuators.host import DeviceCache, TunedProfile
-from stormdeck.advisors.model import Change
+from stormdeck.advisors.findings import Change
 from stormdeck.base.errors import UserError
 
 ACTUATORS: dict[str, Actuator] = {a.kind: a for a in (
@@ -22,6 +22,13 @@ def actuator(kind: str) -> Actuator:
         return ACTUATORS[kind]
     except KeyError:
         raise UserError(f"unknown kind of change {kind!r}") from None
+
+
+def moves_leaders(kind: str) -> bool:
+    """Whether a change of this kind (a journal's: it may name a kind this version lacks)
+    moves Curve's leaders."""
+    act = ACTUATORS.get(kind)
+    return act is not None and act.moves_leaders
 
 
 def change(kind: str, target: str, key: str, current: str | None, proposed: str, *,

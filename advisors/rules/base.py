@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from stormdeck.advisors.actuators.table import change
-from stormdeck.advisors.model import Change, Check, Evidence, Thresholds
+from stormdeck.advisors.findings import Change, Check, Evidence, Thresholds
 from stormdeck.collectors.model import Cluster, ConfigOption, Daemon, Snapshot
 from stormdeck.collectors.packing import value_of, values_of
 
 if TYPE_CHECKING:
-    from stormdeck.advisors.evidence import Validated
+    from stormdeck.advisors.validated import Validated
 
 
 class _Column:
@@ -321,7 +321,7 @@ class Context:
     first_seq: int = 0  # the window's first snapshot, in the columns' numbering
     tracked: frozenset[str] = field(default_factory=frozenset)  # targets this rule is
     # pending or firing on: a check on any other target that does not fire changes nothing
-    # What `stormdeck validate` measured (advisors/validate/evidence.py); None: nothing.
+    # What `stormdeck validate` measured (advisors/validated.py); None: nothing.
     validated: Validated | None = None
 
     def p(self, name: str) -> Any:

@@ -6,7 +6,7 @@ import math
 import re
 from collections.abc import Iterable
 
-from stormdeck.advisors.model import Check, Severity
+from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule, mean
 from stormdeck.collectors.model import Daemon, Pool
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.devices import cache_argv, persist_path
-from stormdeck.advisors.model import Change, Check, Severity
+from stormdeck.advisors.findings import Change, Check, Severity
 from stormdeck.advisors.rules.base import DISK, Context, Proposes, Rule, mean
 from stormdeck.collectors.model import Disk, Host, disk_key
 

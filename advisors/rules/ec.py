@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from stormdeck.advisors.actuators.table import change
-from stormdeck.advisors.model import Check, Severity
+from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.rules.base import ANY, Context, Proposes, Rule, config_change
 from stormdeck.collectors.model import Cluster, Pool
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from stormdeck.advisors.model import Check, Finding, Severity
+from stormdeck.advisors.findings import Check, Finding, Severity
 from stormdeck.advisors.rules.base import Context, Rule
 from stormdeck.advisors.rules.peering import mgr_blind
 from stormdeck.base import pgstate

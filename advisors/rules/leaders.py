@@ -6,10 +6,10 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from stormdeck.advisors.actuators.table import change
+from stormdeck.advisors.actuators.table import change, moves_leaders
 from stormdeck.advisors.curve_schedule import ALL_POOLS, journal_file
+from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.journal import Journal
-from stormdeck.advisors.model import Check, Severity
 from stormdeck.advisors.rules.base import ANY, Context, Proposes, Rule, mean
 
 # Ceph releases in order: require_min_compat_client is compared by it, never lowered.
@@ -144,7 +144,7 @@ def own_schedules(settle: float) -> list[tuple[float, float]]:
         except Exception:  # a journal that does not read explains nothing; say nothing
             entries = []
         _SCHEDULES[:] = [key, [(e.started, e.ended) for e in entries
-                               if e.change.kind == "curve_leader_schedule"]]
+                               if moves_leaders(e.change.kind)]]
     return [(start, (end if end is not None else start + 600.0) + settle)
             for start, end in _SCHEDULES[1]]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from stormdeck.advisors import overrides
-from stormdeck.advisors.model import Check, Severity
+from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.rules.base import Context, Proposes, Rule, config_change, mean
 from stormdeck.collectors.model import Snapshot
 

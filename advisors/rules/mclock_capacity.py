@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from statistics import median
 
 from stormdeck.advisors import overrides
-from stormdeck.advisors.model import Check, Severity
+from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule
 from stormdeck.collectors.model import Daemon
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from stormdeck.advisors import overrides
 from stormdeck.advisors.actuators.table import change
-from stormdeck.advisors.model import Change, Check, Severity
+from stormdeck.advisors.findings import Change, Check, Severity
 from stormdeck.advisors.rules.base import NUMBER, Context, Proposes, Rule, config_change, mean
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from stormdeck.advisors.actuators.table import change
-from stormdeck.advisors.model import Check, Severity
+from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.rules.base import ANY, Context, Proposes, Rule
 
 

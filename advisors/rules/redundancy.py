@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from stormdeck.advisors.model import Check, Severity
+from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule
 
 # Ceph's default (src/common/options/global.yaml.in: mon_max_pg_per_osd 250; an OSD refuses

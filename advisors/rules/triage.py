@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Iterable
 
 from stormdeck.advisors.actuators.table import change
-from stormdeck.advisors.model import Check, Severity
+from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.rules.base import OSD, Context, Proposes, Rule
 
 

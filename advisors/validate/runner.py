@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stormdeck.advisors import evidence
+from stormdeck.advisors import validated
 from stormdeck.advisors.report import md_text as md
 from stormdeck.advisors.validate import judge, steps
 from stormdeck.advisors.validate.judge import Verdict
@@ -83,16 +83,12 @@ class Report:
         return {judge.PASS: 0, judge.SKIP: 0, judge.WARN: 1, judge.FAIL: 2}[self.verdict]
 
 
-def take_snapshot(conf: str | None, timeout: float = 10.0, client_name: str | None = None,
-                  keyring: str | None = None, cluster: str = "ceph") -> Snapshot:
-    """What the cluster and this host look like now: two polls, so rates are real."""
+def take_snapshot(sources: list[Any], timeout: float = 10.0) -> Snapshot:
+    """What the cluster and this host look like now (the sources the assembly made: Ceph
+    and this host): two polls, so rates are real."""
     from stormdeck.advisors.loop import collect_once
-    from stormdeck.collectors.ceph.source import CephSource
-    from stormdeck.collectors.host.source import HostSource
 
-    snap = collect_once([CephSource(conf, client_name=client_name, keyring=keyring,
-                                    cluster=cluster, timeout=timeout),
-                         HostSource(ceph_conf=conf)], polls=2, timeout=timeout)
+    snap = collect_once(sources, polls=2, timeout=timeout)
     ceph = snap.sources.get("ceph")
     if snap.cluster is None or (ceph is not None and not ceph.ok and ceph.last_success is None):
         raise UserError(f"cannot reach the Ceph cluster: {ceph.error if ceph else 'no source'}",
@@ -251,7 +247,7 @@ def save(r: Report, directory: Path) -> Path:
     # that finished measured what it says).
     from stormdeck.collectors.host.processes import short_hostname
 
-    evidence.record(directory / evidence.FILE, r.cluster, short_hostname(),
+    validated.record(directory / validated.FILE, r.cluster, short_hostname(),
                     [s for s in r.steps if s.status == "done"], r.quick, r.started)
     return base.with_suffix(".md")
 

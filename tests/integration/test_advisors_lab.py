@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from stormdeck.advisors.engine import Engine
-from stormdeck.advisors.model import Severity
+from stormdeck.advisors.findings import Severity
 from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.host.source import HostSource

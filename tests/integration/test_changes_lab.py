@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from stormdeck.advisors.actuators.table import change as make
+from stormdeck.advisors.findings import Change
 from stormdeck.advisors.journal import Journal
-from stormdeck.advisors.model import Change
 from stormdeck.advisors.plan import Plan
 from tests.conftest import LabCluster, Result, ceph_json, eventually, run_cli
 
@@ -157,7 +157,7 @@ import json, sys
 from stormdeck.advisors.apply import Executor, journal_path
 from stormdeck.advisors.ceph_admin import CephAdmin
 from stormdeck.advisors.journal import Journal
-from stormdeck.advisors.model import Change
+from stormdeck.advisors.findings import Change
 from stormdeck.advisors.plan import Plan
 raw = json.load(open(sys.argv[1]))
 plan = Plan(**{**raw, "changes": tuple(Change(**c) for c in raw["changes"])})

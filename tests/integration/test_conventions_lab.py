@@ -310,7 +310,7 @@ def audit_entities(lab: LabCluster) -> set[str]:
 
 def test_the_consoles_executor_has_the_sources_identity_and_closes(
         lab_cluster: LabCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from stormdeck.advisors.model import Change
+    from stormdeck.advisors.findings import Change
     from stormdeck.advisors.plan import Plan
     from stormdeck.cli import build_parser
     from stormdeck.cli_watch import build_app

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from stormdeck.advisors import evidence
+from stormdeck.advisors import validated
 from stormdeck.advisors.engine import Engine
-from stormdeck.advisors.evidence import EvidenceStore
-from stormdeck.advisors.model import Severity
+from stormdeck.advisors.findings import Severity
 from stormdeck.advisors.settings import load_settings
 from stormdeck.advisors.validate.steps import device_of
+from stormdeck.advisors.validated import ValidatedStore
 from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.host.disks import whole_disk
 from stormdeck.collectors.host.processes import fsid_from_conf, short_hostname
@@ -180,8 +180,8 @@ def test_live_load_against_the_capacity_validate_measured(lab_cluster: LabCluste
     points = curve["verdicts"][0]["evidence"]
     assert len(points) >= 6, points
 
-    path = tmp_path / "state" / "stormdeck" / "validate" / evidence.FILE
-    kept = evidence.load(path)
+    path = tmp_path / "state" / "stormdeck" / "validate" / validated.FILE
+    kept = validated.load(path)
     fsid = fsid_from_conf(str(lab_cluster.conf))
     caps = kept.capacity_of(fsid)
     assert set(caps) == {"write", "read"} and caps["write"].max_iops > 0 and caps["write"].quick
@@ -192,14 +192,14 @@ def test_live_load_against_the_capacity_validate_measured(lab_cluster: LabCluste
 
     rule = "ceph.cluster.load_vs_validated"
     idle = judge_for(lab_cluster, Engine(quick(rule, seconds=5.0), mutes=None,
-                                         evidence=EvidenceStore(path)), 8)
+                                         validated=ValidatedStore(path)), 8)
     assert not [f for f in idle if f.rule == rule and f.state == "firing"]
     # The load generator's 16 writes in flight against a curve that went to 32: past the
     # 70% point when the shared machine lets it; 40% of the capacity at least.
     assert lab_cluster.cli("lab", "load", "--threads", "16").rc == 0
     try:
         engine = Engine(quick(rule, seconds=5.0, max_share=0.4), mutes=None,
-                        evidence=EvidenceStore(path))
+                        validated=ValidatedStore(path))
         busy = judge_for(lab_cluster, engine, 60, lambda found: [
             f for f in found if f.rule == rule and f.state == "firing"])
     finally:

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from stormdeck.advisors import evidence
+from stormdeck.advisors import validated
 from stormdeck.advisors.engine import Engine
-from stormdeck.advisors.evidence import EvidenceStore
-from stormdeck.advisors.model import Severity
+from stormdeck.advisors.findings import Severity
 from stormdeck.advisors.validate.steps import device_of
+from stormdeck.advisors.validated import ValidatedStore
 from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.host.processes import short_hostname
 from stormdeck.collectors.host.source import HostSource
@@ -114,8 +114,8 @@ def test_a_measured_write_cache_under_the_loops_is_judged_there_without_a_change
     assert v["verdict"] == "fail", v
     assert v["data"]["flushes_per_write"] >= 0.3, v["evidence"]
 
-    path = tmp_path / "state" / "stormdeck" / "validate" / evidence.FILE
-    engine = Engine(quick(WC, seconds=3.0), mutes=None, evidence=EvidenceStore(path))
+    path = tmp_path / "state" / "stormdeck" / "validate" / validated.FILE
+    engine = Engine(quick(WC, seconds=3.0), mutes=None, validated=ValidatedStore(path))
     found = judge_for(lab, engine, 10)
     said = [f for f in found if f.rule == WC and f.state == "firing"]
     (f,) = said

@@ -15,7 +15,7 @@ import pytest
 
 from stormdeck.advisors.actuators.table import change as make
 from stormdeck.advisors.engine import Engine
-from stormdeck.advisors.model import Finding, Severity
+from stormdeck.advisors.findings import Finding, Severity
 from stormdeck.advisors.plan import Plan
 from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.ceph.source import CephSource

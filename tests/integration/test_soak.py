@@ -15,8 +15,8 @@ import pytest
 
 from stormdeck.advisors.apply import CephAdmin, Executor
 from stormdeck.advisors.engine import Engine
+from stormdeck.advisors.findings import Change
 from stormdeck.advisors.journal import Journal
-from stormdeck.advisors.model import Change
 from stormdeck.advisors.plan import Plan
 from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.host.source import HostSource

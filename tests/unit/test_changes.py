@@ -17,8 +17,8 @@ from stormdeck.advisors.actuators import base as actuator_base
 from stormdeck.advisors.actuators.table import actuator
 from stormdeck.advisors.actuators.table import change as make
 from stormdeck.advisors.apply import Executor, ReadOnlyError
+from stormdeck.advisors.findings import Change
 from stormdeck.advisors.journal import Journal
-from stormdeck.advisors.model import Change
 from stormdeck.advisors.plan import Plan
 from stormdeck.base.errors import UserError
 from tests.conftest import run_cli

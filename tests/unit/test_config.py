@@ -83,7 +83,7 @@ def test_watch_opens_a_tab_per_cluster_each_read_only_as_configured(tmp_path: Pa
     app = app_for(tmp_path, "--config", str(path))
     assert [(t.name, t.read_only) for t in app.tabs] == [("prod", True), ("lab", False)]
     assert app.tabs[0].feed is not app.tabs[1].feed
-    assert app.tabs[0].mutes.path.name == "mutes-prod.json"
+    assert app.tabs[0].mutes.path.name == "mutes.json"  # one file: a mute names its fsid
     only = app_for(tmp_path, "--config", str(path), "--only", "lab")
     assert [t.name for t in only.tabs] == ["lab"]
     forced = app_for(tmp_path, "--config", str(path), "--read-only")

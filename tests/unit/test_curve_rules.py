@@ -19,8 +19,8 @@ from stormdeck.advisors.curve_schedule import (
     run_leader_schedule,
 )
 from stormdeck.advisors.engine import Engine
+from stormdeck.advisors.findings import Change, Check
 from stormdeck.advisors.journal import Journal
-from stormdeck.advisors.model import Change, Check
 from stormdeck.advisors.rules.base import Context
 from stormdeck.advisors.rules.leaders import CurveLeaderFlapping, CurveLeaderSpread
 from stormdeck.advisors.settings import load_settings

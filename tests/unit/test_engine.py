@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from stormdeck.advisors.engine import Engine, worst
-from stormdeck.advisors.model import Change, Check, RuleSettings, Severity
+from stormdeck.advisors.findings import Change, Check, RuleSettings, Severity
 from stormdeck.advisors.mutes import MuteStore
 from stormdeck.advisors.rules import Context, Rule
 from stormdeck.advisors.rules.cpu import CoresStarved

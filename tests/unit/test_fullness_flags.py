@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from stormdeck.advisors.engine import worst
-from stormdeck.advisors.model import Severity
+from stormdeck.advisors.findings import Severity
 from stormdeck.advisors.rules import fullness
 from stormdeck.collectors.ceph.parse import parse_health, parse_log_last
 from stormdeck.collectors.model import Snapshot

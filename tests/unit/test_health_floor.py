@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 
 from stormdeck.advisors.engine import Engine, worst
-from stormdeck.advisors.model import Severity
+from stormdeck.advisors.findings import Severity
 from stormdeck.advisors.rules import health
 from stormdeck.advisors.settings import load_settings
 from stormdeck.cli_check import render

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from stormdeck.advisors import report
+from stormdeck.advisors.findings import Change
 from stormdeck.advisors.journal import Journal
-from stormdeck.advisors.model import Change
 from stormdeck.advisors.validate import judge, runner
 from stormdeck.collectors.model import ConfigChange, ConfigOption, HealthCheck, LogEntry, Pool
 from stormdeck.tui.app import StormdeckApp

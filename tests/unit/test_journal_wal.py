@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stormdeck.advisors.findings import Change
 from stormdeck.advisors.journal import Journal, JournalError, decode, encode
-from stormdeck.advisors.model import Change
 
 CHANGE = Change("ceph_config", "osd", "osd_scrub_sleep", "0", "0.1",
                 "ceph config set osd osd_scrub_sleep 0.1", runtime=True)
@@ -59,7 +59,7 @@ def test_a_short_write_leaves_no_torn_record_and_sends_nothing(tmp_path: Path) -
 import resource, sys
 from pathlib import Path
 from stormdeck.advisors.journal import Journal, JournalError
-from stormdeck.advisors.model import Change
+from stormdeck.advisors.findings import Change
 resource.setrlimit(resource.RLIMIT_FSIZE, ({size + 100}, {size + 100}))
 c = Change("ceph_config", "osd", "osd_scrub_sleep", "0", "0.1", "x")
 try:

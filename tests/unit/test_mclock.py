@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from stormdeck.advisors import overrides
+from stormdeck.advisors.findings import Change, Check, Severity
 from stormdeck.advisors.journal import Journal
-from stormdeck.advisors.model import Change, Check, Severity
 from stormdeck.advisors.rules import Context, Rule
 from stormdeck.collectors.model import Snapshot
 from tests.captured import (

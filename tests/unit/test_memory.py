@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from stormdeck.advisors.model import Severity
+from stormdeck.advisors.findings import Severity
 from stormdeck.advisors.rules.memory import size
 from stormdeck.collectors.model import Snapshot
 from tests.captured import firing, history, run, with_config, with_daemon

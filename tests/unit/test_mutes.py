@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from stormdeck.advisors.findings import Finding, Severity
 from stormdeck.advisors.lock import writer
-from stormdeck.advisors.model import Finding, Severity
 from stormdeck.advisors.mutes import MuteStore
 from stormdeck.base.errors import UserError
 from tests.conftest import run_cli
@@ -116,7 +116,7 @@ def test_a_store_opened_earlier_does_not_drop_a_mute_added_since(tmp_path: Path)
 ADD = """
 import sys, time
 from pathlib import Path
-from stormdeck.advisors.model import Finding, Severity
+from stormdeck.advisors.findings import Finding, Severity
 from stormdeck.advisors.mutes import MuteStore
 go = Path(sys.argv[2])
 while not go.exists():

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Optional
 
 from stormdeck.collectors.hub import History
-from stormdeck.collectors.packing import FIGURES, PackedDaemons, Packer
+from stormdeck.collectors.packing import FIGURES, PackedDaemons, Packer, figures_of
 from tests.captured import history, lab_snapshot
 
 
@@ -48,14 +49,30 @@ def test_generations_share_what_did_not_change() -> None:
 
 def test_history_packs_all_but_the_newest_and_keeps_the_snapshots() -> None:
     snaps = moving(40)
+    held = [s.daemons for s in snaps]
     h = History(maxlen=30, whole=5)
     for s in snaps:
         h.append(s)
     kept = list(h)
     assert kept == snaps[-30:]
-    assert all(isinstance(s.daemons, PackedDaemons) for s in kept[:-5])
-    assert not any(isinstance(s.daemons, PackedDaemons) for s in kept[-5:])
+    assert all(isinstance(s.daemons.inner, PackedDaemons) for s in kept[:-5])
+    assert not any(isinstance(s.daemons.inner, PackedDaemons) for s in kept[-5:])
     assert [x is y for x, y in zip(kept, snaps[-30:], strict=True)] == [True] * 30
+    # Nothing mutates a Snapshot: every field holds the object it was made with (before,
+    # History set the frozen snapshot's daemons field to the packed mapping).
+    assert all(s.daemons is d for s, d in zip(snaps, held, strict=True))
+
+
+def test_a_newer_snapshot_sharing_the_mapping_stays_whole() -> None:
+    old = lab_snapshot()
+    new = replace(old, time=old.time + 1)  # the hub's memo: the same daemons underneath
+    assert new.daemons is not old.daemons and new.daemons.inner is old.daemons.inner
+    h = History(maxlen=10, whole=1)
+    h.append(old)
+    h.append(new)
+    assert isinstance(old.daemons.inner, PackedDaemons)
+    assert not isinstance(new.daemons.inner, PackedDaemons)
+    assert dict(old.daemons) == dict(new.daemons)
 
 
 def test_a_nan_figure_comes_back_unknown() -> None:
@@ -76,3 +93,21 @@ def test_values_of_a_packed_mapping_are_those_of_its_daemons() -> None:
             want = [getattr(d, attr, None) for d in s.daemons.values()]
             assert values_of(packed, attr) == want
             assert values_of(s.daemons, attr) == want
+
+
+
+@dataclass(frozen=True)
+class Spelled:
+    """Figures spelled three ways, and fields that are no figure."""
+
+    a: float | None = None
+    b: Optional[float] = None  # noqa: UP045 - the spelling under test
+    c: float = 0.0
+    d: int | None = None
+    e: str | None = None
+
+
+def test_figures_are_found_by_type_however_the_annotation_is_spelled() -> None:
+    # Before, only a field annotated exactly "float | None" was packed.
+    assert figures_of(Spelled) == ("a", "b", "c")
+    assert "read_iops" in FIGURES and "up" not in FIGURES

@@ -19,7 +19,7 @@ import pytest
 
 from stormdeck.advisors.actuators.table import ACTUATORS
 from stormdeck.advisors.actuators.table import change as make
-from stormdeck.advisors.model import Change
+from stormdeck.advisors.findings import Change
 from stormdeck.advisors.plan import MAX_BYTES, Plan, check_plan, plan_from_finding, review
 from stormdeck.advisors.rules import BY_ID
 from stormdeck.base.errors import UserError
@@ -263,7 +263,7 @@ def proposals(tmp_path: Path) -> list[tuple[str, Any]]:
     out = []
     for rule_id, (bad, _, _) in sorted(CASES.items()):
         store = EVIDENCE[rule_id](tmp_path) if rule_id in EVIDENCE else None
-        for f in firing(run(bad(), evidence=store), rule_id):
+        for f in firing(run(bad(), validated=store), rule_id):
             if f.changes:
                 out.append((rule_id, f))
     return out

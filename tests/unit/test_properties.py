@@ -227,7 +227,7 @@ def test_a_plan_file_loads_or_says_why(tmp_path_factory, data: st.DataObject) ->
 
 def test_the_plan_strategy_can_load_a_good_plan(tmp_path: Path) -> None:
     """The fuzzing starts from a plan that loads, so mutations test the edges."""
-    from stormdeck.advisors.model import Change
+    from stormdeck.advisors.findings import Change
 
     plan = Plan(id="p1", created=1.0, rule="ceph.scrub.during_load", target="osd",
                 summary="s", source="K1", fsid=FSID,

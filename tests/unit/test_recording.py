@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stormdeck.advisors.engine import Engine
+from stormdeck.advisors.findings import Change
 from stormdeck.advisors.journal import Journal
-from stormdeck.advisors.model import Change
 from stormdeck.advisors.session import Session, recorded_changes, recorded_findings, replay
 from stormdeck.base.errors import UserError
 from stormdeck.collectors.model import Snapshot

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from stormdeck.advisors.model import Severity
+from stormdeck.advisors.findings import Severity
 from stormdeck.collectors.model import Pool, Snapshot
 from tests.captured import firing, history, run, with_cluster, with_daemon
 

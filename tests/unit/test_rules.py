@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from stormdeck.advisors.evidence import EvidenceStore
-from stormdeck.advisors.model import Severity
+from stormdeck.advisors.findings import Severity
 from stormdeck.advisors.rules import ALL
 from stormdeck.advisors.settings import load_settings
+from stormdeck.advisors.validated import ValidatedStore
 from stormdeck.collectors.curve import CurveSource
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import ConfigOption, Disk, Host, Pool, Snapshot, SourceHealth
@@ -33,8 +33,8 @@ from tests.captured import (
 )
 from tests.conftest import DATA
 from tests.curve_wire import CurveWire
-from tests.evidence import CEPHADM_UNIT, fio_found, recorded_curves
 from tests.unit.test_mclock import recovery_hurts
+from tests.validated_cases import CEPHADM_UNIT, fio_found, recorded_curves
 
 History = list[Snapshot]
 
@@ -409,7 +409,7 @@ CASES: dict[str, tuple[Callable[[], History], Callable[[], History], Severity]] 
 
 
 # What `stormdeck validate` measured, for the rules that act on it only.
-EVIDENCE: dict[str, Callable[[Path], EvidenceStore]] = {
+EVIDENCE: dict[str, Callable[[Path], ValidatedStore]] = {
     "ceph.cluster.load_vs_validated": lambda tmp: recorded_curves(tmp),
     "disk.write_cache_on": lambda tmp: fio_found(tmp, "vm:/dev/sdb", "fail"),
 }
@@ -419,7 +419,7 @@ EVIDENCE: dict[str, Callable[[Path], EvidenceStore]] = {
 def test_rule_fires_on_the_bad_case(rule_id: str, tmp_path: Path) -> None:
     bad, _, severity = CASES[rule_id]
     store = EVIDENCE[rule_id](tmp_path) if rule_id in EVIDENCE else None
-    found = firing(run(bad(), evidence=store), rule_id)
+    found = firing(run(bad(), validated=store), rule_id)
     assert found, f"{rule_id} did not fire"
     f = found[0]
     assert f.severity == severity and f.summary and f.evidence
@@ -430,7 +430,7 @@ def test_rule_fires_on_the_bad_case(rule_id: str, tmp_path: Path) -> None:
 def test_rule_is_silent_on_the_healthy_case(rule_id: str, tmp_path: Path) -> None:
     _, good, _ = CASES[rule_id]
     store = EVIDENCE[rule_id](tmp_path) if rule_id in EVIDENCE else None
-    assert not [f for f in run(good(), evidence=store) if f.rule == rule_id]
+    assert not [f for f in run(good(), validated=store) if f.rule == rule_id]
 
 
 def test_every_rule_has_a_source_an_explanation_and_tests() -> None:
@@ -629,7 +629,7 @@ def test_write_cache_change_fits_the_transport(name: str, transport: str, comman
         return replace(s, disks={**s.disks, disk.key: disk})
 
     store = fio_found(tmp_path, f"vm:/dev/{name}", "fail")
-    (f,) = firing(run(history(2, edit=edit), evidence=store), "disk.write_cache_on")
+    (f,) = firing(run(history(2, edit=edit), validated=store), "disk.write_cache_on")
     assert f.changes[0].command == command
     assert "/sys/block" not in f.changes[0].command
     assert any("fio" in step for step in f.procedure)

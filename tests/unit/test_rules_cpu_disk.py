@@ -10,15 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from stormdeck.advisors import evidence
-from stormdeck.advisors.model import Severity
+from stormdeck.advisors import validated
+from stormdeck.advisors.findings import Severity
 from stormdeck.advisors.rules import BY_ID
 from stormdeck.advisors.rules.cpu import OP_THREADS_PER_CORE
 from stormdeck.advisors.settings import load_settings
 from stormdeck.advisors.validate import judge
 from stormdeck.collectors.model import Disk, Snapshot
 from tests.captured import firing, history, run, with_cluster, with_daemon
-from tests.evidence import CEPHADM_UNIT, LAB_FSID, fio_found, recorded_curves
 from tests.unit.test_rules import (
     at_limit,
     beyond_knee,
@@ -30,6 +29,7 @@ from tests.unit.test_rules import (
     ssd_saturated,
     throttled,
 )
+from tests.validated_cases import CEPHADM_UNIT, LAB_FSID, fio_found, recorded_curves
 
 
 def rule(rule_id: str) -> tuple:
@@ -292,7 +292,7 @@ def test_evidence_keeps_the_newest_per_cluster_and_disk_and_survives_damage(
     assert got.capacity_of(LAB_FSID)["read"].headroom_iops == pytest.approx(0.7 * 13139)
     assert got.cache_of("vm:/dev/sdb").verdict == judge.FAIL  # type: ignore[union-attr]
     assert got.cache_of("vm:/dev/sdb").flushes_per_write == 1.0  # type: ignore[union-attr]
-    (tmp_path / evidence.FILE).write_text("{not json")
+    (tmp_path / validated.FILE).write_text("{not json")
     assert store.get().capacity == {} and store.get().caches == {}
 
 

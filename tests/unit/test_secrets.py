@@ -243,7 +243,7 @@ def test_recordings_and_reports_are_0600(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_a_mute_in_the_state_directory_is_0600(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from stormdeck.advisors.model import Finding, Severity
+    from stormdeck.advisors.findings import Finding, Severity
     from stormdeck.advisors.mutes import MuteStore
     from stormdeck.advisors.settings import state_dir
 

@@ -29,9 +29,15 @@ class View:
     view_id: ClassVar[str]
     ascii_only = False
     settings: dict[str, Any] | None = None
+    # A view of the change journal rather than of frames: the app hands it the journal's
+    # entries (show_entries) when it is shown and whenever a change is made.
+    follows_journal: ClassVar[bool] = False
 
     def show(self, frame: Frame) -> None:
         raise NotImplementedError
+
+    def show_entries(self, entries: Any, clock: Callable[[float], str]) -> None:
+        """The journal's newest entries, for a view that follows_journal."""
 
     def threshold(self, rule_id: str, key: str) -> float:
         if self.settings is None:

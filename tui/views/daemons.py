@@ -10,7 +10,7 @@ from textual.binding import Binding, BindingType
 
 from stormdeck.collectors.model import Daemon, Snapshot, disk_key
 from stormdeck.tui.feed import Frame
-from stormdeck.tui.format import bar, ms, num, pct, t
+from stormdeck.tui.format import bar, inert, ms, num, pct
 from stormdeck.tui.keys import in_scope
 from stormdeck.tui.stale import note, show_note, stale_parts, struck, wrapped
 from stormdeck.tui.table import Column, VirtualTable
@@ -98,8 +98,8 @@ class DaemonTable(View, VirtualTable):
         utils = [k.util for k in disks if k is not None and k.util is not None]
         busy = bool(d.cores_used is not None and d.cores_allowed
                     and d.cores_used / d.cores_allowed > 0.85)
-        return (t(d.id, "bold red" if d.up is False else ""), t(d.host or "-"),
-                t(bar(d.cores_used, d.cores_allowed, ascii_only=self.ascii_only),
+        return (inert(d.id, "bold red" if d.up is False else ""), inert(d.host or "-"),
+                inert(bar(d.cores_used, d.cores_allowed, ascii_only=self.ascii_only),
                   "yellow" if busy else ""),
-                t(num(iops)), t(num(per_core)), t(lat), t(num(share)),
-                t(",".join(devs) or "-"), t(pct(max(utils)) if utils else "-"))
+                inert(num(iops)), inert(num(per_core)), inert(lat), inert(num(share)),
+                inert(",".join(devs) or "-"), inert(pct(max(utils)) if utils else "-"))

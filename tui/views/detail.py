@@ -14,7 +14,7 @@ from textual.widgets import Static
 
 from stormdeck.collectors.model import disk_key
 from stormdeck.tui.feed import Frame
-from stormdeck.tui.format import finding_line, ms, num, pct, spark, t
+from stormdeck.tui.format import finding_line, inert, ms, num, pct, spark
 
 
 def daemon_detail(frame: Frame, daemon_id: str, ascii_only: bool = False) -> Text:
@@ -22,12 +22,12 @@ def daemon_detail(frame: Frame, daemon_id: str, ascii_only: bool = False) -> Tex
     s = frame.snapshot
     d = s.daemons.get(daemon_id)
     if d is None:
-        return t(f"{daemon_id} is no longer reported")
+        return inert(f"{daemon_id} is no longer reported")
     out = Text()
-    out.append_text(t(f"{d.id}  ({d.kind} on {d.host or 'unknown host'})", "bold"))
+    out.append_text(inert(f"{d.id}  ({d.kind} on {d.host or 'unknown host'})", "bold"))
     out.append("\n")
     state = "up" if d.up else "DOWN" if d.up is False else "?"
-    out.append_text(t(f"  {state}, {'in' if d.in_ else 'out' if d.in_ is False else '?'}, "
+    out.append_text(inert(f"  {state}, {'in' if d.in_ else 'out' if d.in_ is False else '?'}, "
                       f"{d.objectstore or ''} {d.device_class or ''}  pid {d.pid or '-'}  "
                       f"threads {num(d.threads)}  RSS {num((d.rss_bytes or 0) / 2**20)} MiB"))
     out.append("\n\n")
@@ -56,9 +56,9 @@ def daemon_detail(frame: Frame, daemon_id: str, ascii_only: bool = False) -> Tex
     for dev in d.devices or ():
         k = s.disks.get(disk_key(d.host, dev))
         if k is None:
-            out.append_text(t(f"    /dev/{dev}: not seen by a host source"))
+            out.append_text(inert(f"    /dev/{dev}: not seen by a host source"))
         else:
-            out.append_text(t(f"    {k.key}: {pct(k.util)} busy, {num(k.write_iops)} w/s, "
+            out.append_text(inert(f"    {k.key}: {pct(k.util)} busy, {num(k.write_iops)} w/s, "
                               f"await {ms(k.write_await)}, cache {k.write_cache or '-'}/"
                               f"{k.device_cache or '-'}, {k.transport or '-'}"
                               + "".join(f", on /dev/{b}" for b in k.backing)))

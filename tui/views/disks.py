@@ -11,7 +11,7 @@ from textual.widgets import Static
 
 from stormdeck.collectors.model import Disk
 from stormdeck.tui.feed import Frame
-from stormdeck.tui.format import ms, num, pct, spark, t
+from stormdeck.tui.format import inert, ms, num, pct, spark
 from stormdeck.tui.stale import note as stale_note
 from stormdeck.tui.stale import stale_parts, struck
 from stormdeck.tui.table import Column, VirtualTable
@@ -42,12 +42,12 @@ class DiskTable(VirtualTable):
     def cells(k: Disk) -> tuple[Text, ...]:
         cache = f"{k.write_cache or '-'}/{k.device_cache or '-'}"
         risky = bool(k.daemons) and not k.virtual and (k.write_cache or "").startswith("write back")
-        return (t(k.key), t(pct(k.util), "yellow" if (k.util or 0) > 0.9 else ""),
-                t(num(k.read_iops)), t(num(k.write_iops)), t(ms(k.read_await)),
-                t(ms(k.write_await)), t(num(k.queue_depth, "{:.1f}")),
-                t(cache, "yellow" if risky else ""),
-                t((k.transport or "-") + (" (virtual)" if k.virtual else "")),
-                t(",".join(k.daemons) or "-"))
+        return (inert(k.key), inert(pct(k.util), "yellow" if (k.util or 0) > 0.9 else ""),
+                inert(num(k.read_iops)), inert(num(k.write_iops)), inert(ms(k.read_await)),
+                inert(ms(k.write_await)), inert(num(k.queue_depth, "{:.1f}")),
+                inert(cache, "yellow" if risky else ""),
+                inert((k.transport or "-") + (" (virtual)" if k.virtual else "")),
+                inert(",".join(k.daemons) or "-"))
 
 
 def udev_note(frame: Frame) -> Text:
@@ -62,25 +62,25 @@ def disk_detail(frame: Frame, key: str | None, ascii_only: bool = False) -> Text
     k = frame.snapshot.disks.get(key) if key else None
     if k is None:
         return Text("no disk selected" if key is None else "")
-    out = t(k.key, "bold")
+    out = inert(k.key, "bold")
     kind = ("rotational" if k.rotational else "solid state" if k.rotational is False else "")
     if k.rpm:
         kind = f"{k.rpm} rpm"
     what = ", ".join(x for x in (k.model, k.bus and f"bus {k.bus}", k.transport, kind) if x)
-    out.append_text(t(f"  {what}" if what else ""))
+    out.append_text(inert(f"  {what}" if what else ""))
     out.append("\n")
-    out.append_text(t(f"  serial {k.serial or '-'}   WWN {k.wwn or '-'}   cache kernel "
+    out.append_text(inert(f"  serial {k.serial or '-'}   WWN {k.wwn or '-'}   cache kernel "
                       f"{k.write_cache or '-'}, device {k.device_cache or '-'}   daemons "
                       f"{', '.join(k.daemons) or '-'}"))
     out.append("\n")
     if k.backing:
         # The loop is what `ceph osd metadata` names; the disk under its file is what the
         # disk rules judge for it.
-        out.append_text(t(f"  I/O lands on {', '.join('/dev/' + b for b in k.backing)}, "
+        out.append_text(inert(f"  I/O lands on {', '.join('/dev/' + b for b in k.backing)}, "
                           "the disk under its backing file"))
         out.append("\n")
     for link in k.links:
-        out.append_text(t(f"  {link}", "dim"))
+        out.append_text(inert(f"  {link}", "dim"))
         out.append("\n")
     series = [u for x in frame.history if k.key in x.disks
               and (u := x.disks[k.key].util) is not None]

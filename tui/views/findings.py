@@ -11,7 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from stormdeck.advisors.model import Finding
+from stormdeck.advisors.findings import Finding
 from stormdeck.advisors.plan import (
     Plan,
     plan_from_finding,
@@ -21,7 +21,7 @@ from stormdeck.advisors.plan import (
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 from stormdeck.tui.feed import Frame
-from stormdeck.tui.format import SEVERITY_STYLE, t
+from stormdeck.tui.format import SEVERITY_STYLE, inert
 from stormdeck.tui.keys import in_scope
 from stormdeck.tui.screens import MutesList, PlanReview
 from stormdeck.tui.table import Column, VirtualTable
@@ -41,8 +41,9 @@ class FindingTable(VirtualTable):
     @staticmethod
     def cells(f: Finding) -> tuple[Text, ...]:
         state = f.state + (" muted" if f.muted else "")
-        return (t(str(f.severity).upper(), SEVERITY_STYLE[f.severity]), t(state), t(f.rule),
-                t(f.target, limit=60), t(f.summary, "dim" if f.muted else "", 120))
+        return (inert(str(f.severity).upper(), SEVERITY_STYLE[f.severity]), inert(state),
+                inert(f.rule), inert(f.target, limit=60),
+                inert(f.summary, "dim" if f.muted else "", 120))
 
     def selected(self) -> Finding | None:
         key = self.selected_key
@@ -53,29 +54,29 @@ def finding_detail(f: Finding | None) -> Text:
     if f is None:
         return Text("no finding selected")
     out = Text()
-    out.append_text(t(f"{f.title}  [{f.source}]", "bold"))
+    out.append_text(inert(f"{f.title}  [{f.source}]", "bold"))
     out.append("\n")
-    out.append_text(t(f.summary, limit=400))
+    out.append_text(inert(f.summary, limit=400))
     out.append("\n\n")
-    out.append_text(t(f.explanation, "dim", limit=1200))
+    out.append_text(inert(f.explanation, "dim", limit=1200))
     out.append("\n")
     for e in f.evidence:
         line = (f"{e.metric}: now {e.now}, min {e.min:.4g}, avg {e.avg:.4g}, max {e.max:.4g} "
                 f"{e.unit} over {e.window:.0f} s" if e.min is not None and e.avg is not None
                 and e.max is not None else f"{e.metric}: {e.now} {e.unit}")
-        out.append_text(t("  " + line, limit=300))
+        out.append_text(inert("  " + line, limit=300))
         out.append("\n")
-    for line in f.detail:  # Ceph's own health detail lines: data, escaped by t()
-        out.append_text(t(f"  | {line}", limit=300))
+    for line in f.detail:  # Ceph's own health detail lines: data, inert text
+        out.append_text(inert(f"  | {line}", limit=300))
         out.append("\n")
     for c in f.changes:
-        out.append_text(t(f"  change: {c.command}", "cyan", 300))
+        out.append_text(inert(f"  change: {c.command}", "cyan", 300))
         out.append("\n")
     for step in f.procedure:
-        out.append_text(t(f"  - {step}", limit=500))
+        out.append_text(inert(f"  - {step}", limit=500))
         out.append("\n")
     for note in f.notes:
-        out.append_text(t(f"  note: {note}", "yellow", 300))
+        out.append_text(inert(f"  note: {note}", "yellow", 300))
         out.append("\n")
     if f.changes:
         out.append("\nEnter: review the change   m: mute for an hour\n", style="bold")

@@ -13,7 +13,7 @@ from textual.widgets import Static
 from stormdeck.advisors.rules.fullness import DAY, days_to_full, pool_points, ratios, slope
 from stormdeck.collectors.model import Cluster, Daemon, Pool, Snapshot
 from stormdeck.tui.feed import Frame
-from stormdeck.tui.format import num, pct, rate, t
+from stormdeck.tui.format import inert, num, pct, rate
 from stormdeck.tui.table import Cells, Column, VirtualTable
 from stormdeck.tui.views.base import View
 
@@ -70,12 +70,12 @@ def health_lines(c: Cluster | None) -> Text:
     for h in c.checks:
         out.append("\n")
         style = "dim" if h.muted else "bold red" if h.severity == "HEALTH_ERR" else "yellow"
-        out.append_text(t(f"{h.code}: {h.summary}", style, 200))
+        out.append_text(inert(f"{h.code}: {h.summary}", style, 200))
         if h.muted:
             out.append(" (muted)", style="dim")
         for line in h.detail[:CHECK_DETAIL]:
             out.append("\n")
-            out.append_text(t(f"    {line}", "dim", 200))
+            out.append_text(inert(f"    {line}", "dim", 200))
         if len(h.detail) > CHECK_DETAIL:
             out.append(f"\n    ... {len(h.detail) - CHECK_DETAIL} more (ceph health detail)",
                        style="dim")
@@ -99,10 +99,10 @@ class OsdFullTable(VirtualTable):
         past, style = level(d.utilization, c)
         updown = ("up" if d.up else "down" if d.up is False else "?") + "/" + \
             ("in" if d.in_ else "out" if d.in_ is False else "?")
-        return (t(d.id), t(pct(d.utilization), style), ratio_bar(d.utilization, c, BAR,
+        return (inert(d.id), inert(pct(d.utilization), style), ratio_bar(d.utilization, c, BAR,
                                                                  ascii_only),
-                t(past or "-", style), t(d.host or "-"), t(d.device_class or "-"),
-                t(num(d.pgs)), t(updown))
+                inert(past or "-", style), inert(d.host or "-"), inert(d.device_class or "-"),
+                inert(num(d.pgs)), inert(updown))
 
 
 class PoolFullTable(VirtualTable):
@@ -128,13 +128,13 @@ class PoolFullTable(VirtualTable):
             growth = k * DAY if k is not None else None
         u = p.used_ratio
         style = "yellow" if u is not None and u >= 0.85 else ""
-        return (t(p.name, limit=40), t(pct(u), style),
+        return (inert(p.name, limit=40), inert(pct(u), style),
                 ratio_bar(u, None, BAR, ascii_only, marks=False),
-                t(rate(p.stored_bytes) if p.stored_bytes is not None else "-"),
-                t(rate(p.max_avail_bytes) if p.max_avail_bytes is not None else "-"),
-                t(f"{days:.1f}" if days is not None else "-",
+                inert(rate(p.stored_bytes) if p.stored_bytes is not None else "-"),
+                inert(rate(p.max_avail_bytes) if p.max_avail_bytes is not None else "-"),
+                inert(f"{days:.1f}" if days is not None else "-",
                   "yellow" if days is not None and days < 5 else ""),
-                t(f"{growth:+.2%}" if growth is not None else "-"))
+                inert(f"{growth:+.2%}" if growth is not None else "-"))
 
 
 class FullnessView(View, Vertical):

@@ -13,21 +13,21 @@ from stormdeck.advisors.overrides import is_overridden
 from stormdeck.advisors.plan import Plan, review, runtime_from_options
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
-from stormdeck.tui.format import t
+from stormdeck.tui.format import inert
 from stormdeck.tui.keys import in_scope
 from stormdeck.tui.screens import PlanReview
 from stormdeck.tui.table import Column, VirtualTable
-from stormdeck.tui.views.base import JournalChanged, change_in_worker
+from stormdeck.tui.views.base import JournalChanged, View, change_in_worker
 
 
 def _status(status: str) -> Any:
     if is_overridden(status):
         # The daemons run something else, whatever is stored: the reason goes beside
         # the values, where there is room for it.
-        return t("overridden", "yellow")
+        return inert("overridden", "yellow")
     if status in ("pending", "pending restart"):
-        return t(status, "yellow")
-    return t(status, "bold red" if status in ("INCOMPLETE", "failed", "unknown") else "")
+        return inert(status, "yellow")
+    return inert(status, "bold red" if status in ("INCOMPLETE", "failed", "unknown") else "")
 
 
 # An entry whose outcome is still open: read again on the cluster while the view shows it.
@@ -35,7 +35,9 @@ OPEN = ("INCOMPLETE", "unknown", "pending")
 REREAD_EVERY = 10.0
 
 
-class JournalTable(VirtualTable):
+class JournalTable(View, VirtualTable):
+    view_id = "journal"
+    follows_journal = True
     EMPTY = ("no changes yet: a finding's change, reviewed (6, then Enter) and applied, is "
              "journaled here, and u undoes it")
     COLUMNS = (Column("id", 10), Column("when", 14, 3), Column("status", 15),
@@ -44,16 +46,20 @@ class JournalTable(VirtualTable):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(k.keys, k.action, k.description, show=False) for k in in_scope("journal")]
 
+    def show(self, frame: Any) -> None:
+        """The journal follows the journal file (show_entries), not the frames."""
+
     def show_entries(self, entries: Sequence[Any], clock: Callable[[float], str]) -> None:
         self.entries = {e.id: e for e in entries}
         if any(e.status in OPEN and not e.undone_by for e in entries):
             self.reread_open()
-        self.sync((e.id, (t(e.id), t(clock(e.started)), _status(e.status),
-                          t(e.change.command, limit=80),
-                          t(f"{e.before if e.before is not None else 'unset'} -> {e.after}"
+        self.sync((e.id, (inert(e.id), inert(clock(e.started)), _status(e.status),
+                          inert(e.change.command, limit=80),
+                          inert(f"{e.before if e.before is not None else 'unset'} -> {e.after}"
                             + (f" ({e.status.removeprefix('overridden by ')})"
                                if is_overridden(e.status) else "")),
-                          t(", ".join(e.undone_by) or (f"undoes {e.undoes}" if e.undoes else ""))))
+                          inert(", ".join(e.undone_by)
+                                or (f"undoes {e.undoes}" if e.undoes else ""))))
                   for e in entries)
 
     def selected(self) -> Any:

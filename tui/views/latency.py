@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from stormdeck.collectors.model import Daemon, Snapshot
 from stormdeck.tui.feed import Frame
-from stormdeck.tui.format import ms, spark, t
+from stormdeck.tui.format import inert, ms, spark
 from stormdeck.tui.format import newest as last_values
 from stormdeck.tui.stale import note, show_note, stale_parts, struck
 from stormdeck.tui.table import Cells, Column, VirtualTable
@@ -43,9 +43,9 @@ class LatencyTable(View, VirtualTable):
         else:
             first, second = d.raft_append_latency, d.raft_send_latency
             p99, attr = d.raft_append_latency_p99, "raft_append_latency"
-        return (t(d.id), t(d.kind), t(ms(first)), t(ms(second)), t(ms(p99)),
-                t(f"{ms(d.op_read_latency)}/{ms(d.op_write_latency)}"),
-                t(spark(newest(history, d.id, attr, SPARK), SPARK, self.ascii_only)))
+        return (inert(d.id), inert(d.kind), inert(ms(first)), inert(ms(second)), inert(ms(p99)),
+                inert(f"{ms(d.op_read_latency)}/{ms(d.op_write_latency)}"),
+                inert(spark(newest(history, d.id, attr, SPARK), SPARK, self.ascii_only)))
 
 
 def newest(history: Sequence[Snapshot], daemon_id: str, attr: str, n: int) -> list[float]:

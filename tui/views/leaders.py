@@ -7,7 +7,7 @@ from typing import Any
 from rich.text import Text
 
 from stormdeck.tui.feed import Frame
-from stormdeck.tui.format import num, spark, t
+from stormdeck.tui.format import inert, num, spark
 from stormdeck.tui.views.base import FrameText
 from stormdeck.tui.views.overview import pool_range
 
@@ -26,7 +26,7 @@ class Leaders(FrameText):
             limit = self.threshold("curve.leaders.spread", "max_range")
             for pool in s.curve.pools:
                 over = (pool.leader_range or 0) > limit
-                out.append_text(t(f"Curve pool {pool.name}: leadernum range "
+                out.append_text(inert(f"Curve pool {pool.name}: leadernum range "
                                   f"{num(pool.leader_range, '{:g}')} (threshold {limit:g})",
                                   "bold yellow" if over else "bold"))
                 series = [v for v in (pool_range(x, pool.name) for x in frame.history)
@@ -46,7 +46,7 @@ class Leaders(FrameText):
                        style="bold yellow" if elections or candidates else "")
             for d in css:
                 width = round((d.leaders or 0) / top * 40)
-                out.append_text(t(f"  {d.id:<22}"))
+                out.append_text(inert(f"  {d.id:<22}"))
                 out.append(full * width, style="cyan")
                 out.append(f" {d.leaders}")
                 if d.leader_delta:
@@ -61,7 +61,7 @@ class Leaders(FrameText):
             for d in osds:
                 width = round((d.primary_pgs or 0) / top * 40)
                 off = avg and abs((d.primary_pgs or 0) - avg) / avg > deviation
-                out.append_text(t(f"  {d.id:<22}"))
+                out.append_text(inert(f"  {d.id:<22}"))
                 out.append(full * width, style="yellow" if off else "cyan")
                 out.append(f" {d.primary_pgs}\n")
             if s.cluster is not None:
@@ -78,7 +78,7 @@ class Leaders(FrameText):
 def pool_primaries(pool: Any, deviation: float, ascii_only: bool = False) -> Text:
     """One pool's primaries per OSD: mean, the extremes, and the spread as a small chart."""
     counts = dict(pool.primaries)
-    line = t(f"  pool {pool.name}", "bold", 60)
+    line = inert(f"  pool {pool.name}", "bold", 60)
     if not counts:
         line.append("  no primaries counted yet")
         return line

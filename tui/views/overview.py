@@ -18,7 +18,7 @@ from stormdeck.tui.feed import (
     stale_part,
     stale_sources,
 )
-from stormdeck.tui.format import finding_line, ms, newest, num, pct, rate, spark, t
+from stormdeck.tui.format import finding_line, inert, ms, newest, num, pct, rate, spark
 from stormdeck.tui.views.base import FrameText
 
 # What an idle cluster's screen says (views' empty states): how to make something happen.
@@ -76,7 +76,7 @@ class Overview(FrameText):
             begin = len(out)
             worst = max(osds, key=lambda d: d.commit_latency or 0)
             out.append("slowest ")
-            out.append_text(t(f"{worst.id} commit {ms(worst.commit_latency)}"))
+            out.append_text(inert(f"{worst.id} commit {ms(worst.commit_latency)}"))
             out.append("\n")
             _mark_stale(out, begin, frame, "osd", stale, said)
         disks = [k for k in s.disks.values() if k.util is not None and k.daemons]
@@ -84,7 +84,7 @@ class Overview(FrameText):
             begin = len(out)
             hot = max(disks, key=lambda k: k.util or 0)
             out.append("hottest ")
-            out.append_text(t(f"{hot.key} {pct(hot.util)} busy ({', '.join(hot.daemons)})"))
+            out.append_text(inert(f"{hot.key} {pct(hot.util)} busy ({', '.join(hot.daemons)})"))
             out.append("\n")
             _mark_stale(out, begin, frame, "disks", stale, said)
         if s.curve is not None:
@@ -93,7 +93,7 @@ class Overview(FrameText):
             for pool in s.curve.pools:
                 over = (pool.leader_range or 0) > limit
                 out.append("leaders ")
-                out.append_text(t(f"{pool.name} range {num(pool.leader_range, '{:g}')} "
+                out.append_text(inert(f"{pool.name} range {num(pool.leader_range, '{:g}')} "
                                   f"(threshold {limit:g})", "bold yellow" if over else ""))
                 out.append(f"   {sp(lambda x, n=pool.name: pool_range(x, n))}\n")
             _mark_stale(out, begin, frame, "curve", stale, said)
@@ -118,12 +118,12 @@ class Overview(FrameText):
         assert c is not None
         style = {"HEALTH_OK": "green", "HEALTH_WARN": "yellow"}.get(c.health or "", "bold red")
         out.append("health  ")
-        out.append_text(t(c.health or "unknown", style))
+        out.append_text(inert(c.health or "unknown", style))
         if c.release:
-            out.append_text(t(f"   {c.release} {c.version}"))
+            out.append_text(inert(f"   {c.release} {c.version}"))
         out.append("\n")
         for chk in c.checks:
-            out.append_text(t(f"  {chk.code}: {chk.summary}", "yellow", 160))
+            out.append_text(inert(f"  {chk.code}: {chk.summary}", "yellow", 160))
             out.append("\n")
         unhealthy = c.pgs_not_clean
         out.append(f"pgs     {num(c.num_pgs)}   ")
@@ -139,7 +139,7 @@ class Overview(FrameText):
         for state, n in list(bad.items())[:NAMED]:
             serving = not (pgstate.parts(state) & pgstate.NOT_SERVING)
             # Every bad state red; bold where the PGs serve no IO (stale, peering, down...).
-            out.append_text(t(f"  {n:>6} {state}", "red" if serving else "bold red"))
+            out.append_text(inert(f"  {n:>6} {state}", "red" if serving else "bold red"))
             out.append("\n")
         if len(bad) > NAMED:
             out.append(f"  {sum(list(bad.values())[NAMED:]):>6} in {len(bad) - NAMED} other "
@@ -148,11 +148,11 @@ class Overview(FrameText):
             out.append(f"osds    {num(c.num_osds)}   up {num(c.num_up_osds)}   "
                        f"in {num(c.num_in_osds)}\n")
         for line, style in _osd_incidents(osds, frame):
-            out.append_text(t(line, style))
+            out.append_text(inert(line, style))
             out.append("\n")
         out.append(f"slow ops {num(c.slow_ops)}")
         if c.slow_ops:
-            out.append_text(t(_slow_text(c.slow_ops_daemons, c.slow_ops_oldest, s), "yellow"))
+            out.append_text(inert(_slow_text(c.slow_ops_daemons, c.slow_ops_oldest, s), "yellow"))
         out.append("\n")
         writes = sp(lambda x: x.cluster.client_write_iops if x.cluster else None)
         out.append(f"client  {num(c.client_read_iops)} rd/s {num(c.client_write_iops)} wr/s   "
@@ -176,7 +176,7 @@ class Overview(FrameText):
                 out.append("ETA unknown: no progress in the last minute", style="bold red")
             out.append("\n")
         if c.osd_flags:
-            out.append_text(t(f"flags   {', '.join(c.osd_flags)}", "yellow"))
+            out.append_text(inert(f"flags   {', '.join(c.osd_flags)}", "yellow"))
             out.append("\n")
 
 

@@ -7,7 +7,7 @@ from rich.text import Text
 from stormdeck.advisors.rules import TRIAGE
 from stormdeck.base import pgstate
 from stormdeck.tui.feed import Frame, age_text, clock, stale_part
-from stormdeck.tui.format import finding_line, num, rate, spark, t
+from stormdeck.tui.format import finding_line, inert, num, rate, spark
 from stormdeck.tui.views.base import FrameText
 from stormdeck.tui.views.overview import LAB_HINT
 
@@ -75,17 +75,17 @@ class Triage(FrameText):
                        "an OSD restart)\n", style="green")
         for e in events:
             out.append(f"  {clock(e.time)}  ")
-            out.append_text(t(e.text, EVENT_STYLE.get(e.level, ""), 150))
+            out.append_text(inert(e.text, EVENT_STYLE.get(e.level, ""), 150))
             out.append("\n")
         flaps = flapping(frame.events, s.time)
         slow = [d for d in s.daemons.values() if d.has_slow_ops]
         out.append("\nWho", style="bold")
         out.append("\n  flapping  ")
-        out.append_text(t(", ".join(f"{k} x{n}" for k, n in flaps.items()) or "none",
+        out.append_text(inert(", ".join(f"{k} x{n}" for k, n in flaps.items()) or "none",
                           "bold red" if flaps else ""))
         out.append("\n  slow ops  ")
         if c is not None and c.slow_ops:
-            out.append_text(t(f"{c.slow_ops} on " + (", ".join(d.id for d in slow)
+            out.append_text(inert(f"{c.slow_ops} on " + (", ".join(d.id for d in slow)
                                                       or ", ".join(c.slow_ops_daemons)
                                                       or "unnamed daemons"), "yellow"))
         else:
@@ -93,7 +93,7 @@ class Triage(FrameText):
         if c is not None:
             for chk in c.checks:
                 out.append("\n  ")
-                out.append_text(t(f"{chk.code}: {chk.summary}",
+                out.append_text(inert(f"{chk.code}: {chk.summary}",
                                   "bold red" if chk.severity == "HEALTH_ERR" else "yellow", 150))
         out.append("\n\nAdvisors on the incident\n", style="bold")
         mine = [f for f in frame.findings if f.rule in TRIAGE_RULES]
@@ -107,7 +107,7 @@ class Triage(FrameText):
             out.append("  (as ceph -w shows it)\n")
             for entry in c.log[-10:]:
                 style = {"[WRN]": "yellow", "[ERR]": "bold red"}.get(entry.priority, "")
-                out.append_text(t(f"  {clock(entry.stamp)} {entry.who} {entry.priority} "
+                out.append_text(inert(f"  {clock(entry.stamp)} {entry.who} {entry.priority} "
                                   f"{entry.message}", style, 180))
                 out.append("\n")
         return out

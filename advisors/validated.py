@@ -1,5 +1,8 @@
 """What validation measured, kept per cluster and per disk for the rules to act on: the
-response curve's capacity (K5.5) and the fio write-cache evidence (K2.5, K6.4)."""
+response curve's capacity (K5.5) and the fio write-cache verdicts (K2.5, K6.4).
+
+"Evidence" is one thing elsewhere: the figures a finding rests on (findings.Evidence);
+what validate measured is "validated" (the Engine's `validated`, a rule's ctx.validated)."""
 
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ class Capacity:
 
 
 @dataclass(frozen=True, slots=True)
-class CacheEvidence:
+class CacheVerdict:
     """fio's fdatasync writes against what the device saw, for one disk (K2.5)."""
 
     disk: str  # "host:/dev/vda"
@@ -41,12 +44,12 @@ class CacheEvidence:
 @dataclass(frozen=True, slots=True)
 class Validated:
     capacity: Mapping[str, Mapping[str, Capacity]] = field(default_factory=dict)  # fsid ->
-    caches: Mapping[str, CacheEvidence] = field(default_factory=dict)  # disk key ->
+    caches: Mapping[str, CacheVerdict] = field(default_factory=dict)  # disk key ->
 
     def capacity_of(self, fsid: str | None) -> Mapping[str, Capacity]:
         return self.capacity.get(fsid or "", {})
 
-    def cache_of(self, disk: str) -> CacheEvidence | None:
+    def cache_of(self, disk: str) -> CacheVerdict | None:
         return self.caches.get(disk)
 
 
@@ -59,12 +62,12 @@ def load(path: Path) -> Validated:
     if not isinstance(raw, dict):
         return Validated()
     capacity: dict[str, dict[str, Capacity]] = {}
-    caches: dict[str, CacheEvidence] = {}
+    caches: dict[str, CacheVerdict] = {}
     try:
         for fsid, kinds in (raw.get("capacity") or {}).items():
             capacity[fsid] = {k: Capacity(**v) for k, v in kinds.items()}
         for disk, ev in (raw.get("caches") or {}).items():
-            caches[disk] = CacheEvidence(**ev)
+            caches[disk] = CacheVerdict(**ev)
     except (TypeError, AttributeError):
         return Validated()
     return Validated(capacity, caches)
@@ -89,7 +92,7 @@ def record(path: Path, fsid: str | None, host: str, steps: Iterable[Any], quick:
                     float(head["iops"]) if head.get("iops") else None, when, quick)
             elif step.id == "hosts" and data.get("device") and data.get("ratio") is not None:
                 disk = f"{host}:/dev/{data['device']}"
-                caches[disk] = CacheEvidence(disk, v.verdict, float(data["ratio"]),
+                caches[disk] = CacheVerdict(disk, v.verdict, float(data["ratio"]),
                                              data.get("flushes_per_write"), when)
     out = Validated(capacity, caches)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -103,12 +106,12 @@ def record(path: Path, fsid: str | None, host: str, steps: Iterable[Any], quick:
     return out
 
 
-def store_in(state: Path) -> EvidenceStore:
+def store_in(state: Path) -> ValidatedStore:
     """The store `stormdeck validate` writes under the state directory (validate/)."""
-    return EvidenceStore(state / "validate" / FILE)
+    return ValidatedStore(state / "validate" / FILE)
 
 
-class EvidenceStore:
+class ValidatedStore:
     """The evidence file as the engine reads it: again only when a validation rewrote it."""
 
     def __init__(self, path: Path) -> None:

@@ -1,16 +1,16 @@
-"""Validation evidence for rule tests, made the way `stormdeck validate` makes it: the judge's
-verdicts on recorded measurements, kept by advisors.evidence.record."""
+"""What validate measured, for rule tests, made the way `stormdeck validate` makes it: the judge's
+verdicts on recorded measurements, kept by advisors.validated.record."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from stormdeck.advisors import evidence
-from stormdeck.advisors.evidence import EvidenceStore
+from stormdeck.advisors import validated
 from stormdeck.advisors.validate import judge
 from stormdeck.advisors.validate.judge import Point
 from stormdeck.advisors.validate.runner import StepReport
 from stormdeck.advisors.validate.steps import levels, parse_bench
+from stormdeck.advisors.validated import ValidatedStore
 
 VAL = Path(__file__).parent / "data" / "validate"
 # The captured Pacific lab's fsid (tests/data/pacific/status_load.json).
@@ -27,16 +27,16 @@ def curve_points(kind: str) -> list[Point]:
     return out
 
 
-def recorded_curves(tmp: Path, fsid: str = LAB_FSID) -> EvidenceStore:
+def recorded_curves(tmp: Path, fsid: str = LAB_FSID) -> ValidatedStore:
     step = StepReport("curve", "curve", status="done",
                       verdicts=[judge.response_curve(k, curve_points(k))
                                 for k in ("write", "read")])
-    path = tmp / evidence.FILE
-    evidence.record(path, fsid, "vm", [step], quick=False, when=1_800_000_000.0)
-    return EvidenceStore(path)
+    path = tmp / validated.FILE
+    validated.record(path, fsid, "vm", [step], quick=False, when=1_800_000_000.0)
+    return ValidatedStore(path)
 
 
-def fio_found(tmp: Path, disk: str, verdict: str) -> EvidenceStore:
+def fio_found(tmp: Path, disk: str, verdict: str) -> ValidatedStore:
     """fio's fdatasync writes on `disk` ("vm:/dev/sdb"): with the cache costing, each
     write also sent the device a flush (a kernel since 5.5 counts them apart)."""
     host, _, name = disk.partition(":/dev/")
@@ -44,6 +44,6 @@ def fio_found(tmp: Path, disk: str, verdict: str) -> EvidenceStore:
     v = judge.write_cache(name, 480.0, 481.0, "write back", flushes, 1.9)
     assert v.verdict == verdict, v
     step = StepReport("hosts", "hosts", status="done", verdicts=[v])
-    path = tmp / evidence.FILE
-    evidence.record(path, LAB_FSID, host, [step], quick=False, when=1_800_000_000.0)
-    return EvidenceStore(path)
+    path = tmp / validated.FILE
+    validated.record(path, LAB_FSID, host, [step], quick=False, when=1_800_000_000.0)
+    return ValidatedStore(path)
