@@ -37,18 +37,26 @@ def slope(points: Sequence[tuple[float, float]]) -> float | None:
     return sum((p[0] - mt) * (p[1] - mv) for p in points) / var
 
 
-def pool_points(history: Iterable[Snapshot], name: str) -> list[tuple[float, float]]:
-    """A pool's used ratio over the snapshots, one point per change of `df`'s answer."""
-    out: list[tuple[float, float]] = []
+def all_pool_points(history: Iterable[Snapshot]) -> dict[str, list[tuple[float, float]]]:
+    """Every pool's used ratio over the snapshots: one point where a snapshot's pools
+    are new (the source keeps the same tuple until `df` or the osdmap moves), so an
+    hour of History costs one pass and no point is counted twice."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    last = None
     for s in history:
         c = s.cluster
-        if c is None:
+        if c is None or c.pools is last:
             continue
+        last = c.pools
         for p in c.pools:
-            if p.name == name and p.used_ratio is not None:
-                out.append((s.time, p.used_ratio))
-                break
+            if p.used_ratio is not None:
+                out.setdefault(p.name, []).append((s.time, p.used_ratio))
     return out
+
+
+def pool_points(history: Iterable[Snapshot], name: str) -> list[tuple[float, float]]:
+    """One pool's used ratio over the snapshots (all_pool_points)."""
+    return all_pool_points(history).get(name, [])
 
 
 def days_to_full(points: Sequence[tuple[float, float]], min_span: float) -> float | None:
@@ -141,10 +149,11 @@ class PoolFullness(Rule):
         horizon = float(ctx.p("horizon_days"))
         limit = float(ctx.p("forecast_used"))
         min_span = float(ctx.p("min_span_seconds"))
+        every = all_pool_points(ctx.window)
         for p in c.pools:
             if p.used_ratio is None:
                 continue
-            points = pool_points(ctx.window, p.name)
+            points = every.get(p.name, [])
             k = slope(points) if points and points[-1][0] - points[0][0] >= min_span \
                 else None
             forecast = p.used_ratio + k * horizon * DAY if k is not None and k > 0 else \
