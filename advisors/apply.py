@@ -12,12 +12,14 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from stormdeck.advisors import blast
 from stormdeck.advisors.actuators.base import Backends, same
 from stormdeck.advisors.actuators.table import actuator
 from stormdeck.advisors.ceph_admin import CephAdmin, Refused
@@ -65,8 +67,11 @@ class Executor:
     def __init__(self, journal: Journal, ceph: CephAdmin | None = None,
                  read_only: bool = False, curve_tool: list[str] | None = None,
                  verify_seconds: float = 15.0, curve_follow: Callable[[str], Any] | None = None,
-                 converge_seconds: float = 120.0, wait: float = 0.0) -> None:
+                 converge_seconds: float = 120.0, wait: float = 0.0,
+                 predict: bool = True) -> None:
         self.journal = journal
+        # Whether changes that move data are predicted (advisors/blast.py) and guarded.
+        self.predict = predict
         self.read_only = read_only
         self.wait = wait
         self.backends = Backends(ceph=ceph, curve_tool=tuple(curve_tool or ["curve_ops_tool"]),
@@ -123,6 +128,46 @@ class Executor:
             raise StaleError("refused, the cluster moved since the plan: " + "; ".join(moved)
                              + "; make a new plan")
 
+    # -- what it moves --
+
+    def prediction(self, plan: Plan) -> blast.Prediction | None:
+        """What the plan's data-moving changes do, predicted from the cluster now; None when
+        none moves data (or prediction is off). A prediction that cannot be made refuses:
+        a change whose reach is unknown is not made blind."""
+        ceph = self.backends.ceph
+        if not self.predict or ceph is None or \
+                not any(blast.moves_data(c) for c in plan.changes):
+            return None
+        try:
+            return blast.plan_prediction(ceph.connection, plan.changes)
+        except NothingChanged:
+            raise
+        except UserError as exc:
+            raise NothingChanged(f"refused: what {printable(plan.rule)} would move could not "
+                                 f"be predicted ({exc}); nothing was changed") from None
+
+    def guard(self, plan: Plan, prediction: blast.Prediction | None) -> None:
+        """Refuse a change that makes a PG inactive or fills an OSD past backfillfull; one
+        past nearfull only if the plan the operator confirmed already said so (its typed
+        phrase was asked for that reason)."""
+        if prediction is None:
+            return
+        reason = prediction.refusal()
+        if reason:
+            raise NothingChanged(f"refused: {reason}; nothing was changed (the plan's command "
+                                 "is shown above, for an operator who decides otherwise by "
+                                 "hand)")
+        near = {i for p in prediction.stages() for i in p.osds_past_nearfull}
+        told = set()
+        if plan.prediction is not None:
+            told = {i for p in blast.Prediction.from_dict(plan.prediction).stages()
+                    for i in p.osds_past_nearfull}
+        if near - told:
+            raise NothingChanged(f"refused: it fills "
+                                 f"{', '.join(f'osd.{i}' for i in sorted(near - told))} past "
+                                 "nearfull, which the reviewed plan did not say; review it "
+                                 "again (stormdeck apply predicts it and asks the phrase)")
+
     def apply(self, plan: Plan) -> list[Outcome]:
         self._guard(f"applying {printable(plan.rule)}")
         for c in plan.changes:
@@ -130,12 +175,16 @@ class Executor:
         with self._lock(f"applying plan {printable(plan.id, 40)}"):
             # Under the lock: a second terminal with the same plan finds it stale here.
             self.check_stale(plan)
-            return [self._one(c, c.proposed, plan=plan.id, rule=plan.rule, cluster=plan.fsid)
+            prediction = self.prediction(plan)
+            self.guard(plan, prediction)
+            predicted = prediction.to_dict() if prediction is not None else None
+            return [self._one(c, c.proposed, plan=plan.id, rule=plan.rule, cluster=plan.fsid,
+                              prediction=predicted if blast.moves_data(c) else None)
                     for c in plan.changes]
 
     def _one(self, c: Change, value: str | None, plan: str | None = None,
              rule: str | None = None, cluster: str | None = None,
-             undoes: str | None = None) -> Outcome:
+             undoes: str | None = None, prediction: dict[str, Any] | None = None) -> Outcome:
         """Set what `c` names to `value` (None: back to unset), journaled around it.
 
         Nothing is sent before its intent is durable. Afterwards the journal says what is
@@ -145,7 +194,7 @@ class Executor:
         before = act.before(self.backends, c)
         failpoint("before-intent")
         entry = self.journal.intent(c, before, plan=plan, rule=rule, cluster=cluster,
-                                    undoes=undoes, value=value)
+                                    undoes=undoes, value=value, prediction=prediction)
         self.began.append(entry)
         failpoint("after-intent")
         shown = printable(c.command, 200)
@@ -170,14 +219,40 @@ class Executor:
                             f"stormdeck journal shows entry {entry} as unknown, and stormdeck "
                             f"undo {entry} puts back the value before", exit_code=1) from None
         failpoint("after-verify")
-        self._end(entry, c, v.outcome, v.detail, v.after)
+        observed = self.observed() if prediction is not None else None
+        self._end(entry, c, v.outcome, v.detail, v.after, observed)
         failpoint("after-end")
         return Outcome(entry, c, v.outcome, v.after, v.detail)
 
-    def _end(self, entry: str, c: Change, outcome: str, detail: str = "",
-             after: str | None = None) -> None:
+    def observed(self) -> dict[str, Any] | None:
+        """What the cluster says right after a data-moving change (`ceph status`): PGs
+        remapped, objects misplaced and degraded; kept beside the prediction."""
+        ceph = self.backends.ceph
+        if ceph is None:
+            return None
         try:
-            self.journal.end(entry, outcome, detail, after)
+            pgmap = (ceph.cmd("status") or {}).get("pgmap") or {}
+        except UserError:
+            return None
+        states = pgmap.get("pgs_by_state") or ()
+
+        def count(word: str) -> int:
+            return sum(int(s.get("count", 0)) for s in states
+                       if word in str(s.get("state_name", "")).split("+"))
+
+        return {"time": time.time(), "pgs_remapped": count("remapped"),
+                "pgs_backfilling": count("backfilling") + count("backfill_wait"),
+                "pgs_inactive": sum(int(s.get("count", 0)) for s in states
+                                    if "active" not in str(s.get("state_name", ""))),
+                "misplaced_objects": int(pgmap.get("misplaced_objects") or 0),
+                "misplaced_ratio": float(pgmap.get("misplaced_ratio") or 0.0),
+                "degraded_objects": int(pgmap.get("degraded_objects") or 0),
+                "num_pgs": int(pgmap.get("num_pgs") or 0)}
+
+    def _end(self, entry: str, c: Change, outcome: str, detail: str = "",
+             after: str | None = None, observed: dict[str, Any] | None = None) -> None:
+        try:
+            self.journal.end(entry, outcome, detail, after, observed=observed)
         except JournalError as exc:
             raise UserError(f"{printable(c.command, 200)} ended {outcome}, but its end could not "
                             f"be journaled ({exc}); its intent is on disk, so stormdeck journal "

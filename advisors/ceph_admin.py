@@ -122,6 +122,20 @@ class CephAdmin:
                 return set(o.get("state") or ())
         raise UserError(f"{osd} is not in the OSD map")
 
+    def ok_to_stop(self, osd: str) -> str | None:
+        """Why Ceph says `osd` cannot be down now without PGs going inactive, or None when
+        it can: the mgr's `osd ok-to-stop` (DaemonServer), which answers EBUSY with the
+        reason when PGs would go inactive (K9.3)."""
+        osd_id = osd.removeprefix("osd.")
+        try:
+            out = self.mgr_cmd("osd ok-to-stop", ids=[osd_id])
+        except Refused as exc:
+            return str(exc)
+        if isinstance(out, dict) and out.get("ok_to_stop") is False:
+            bad = [str(p) for p in out.get("bad_become_inactive") or ()]
+            return f"Ceph says PGs {', '.join(bad[:8]) or '?'} would go inactive"
+        return None
+
     def set_group_flag(self, flag: str, who: str, on: bool) -> None:
         """`ceph osd set-group FLAG WHO` / `unset-group`: a flag for one OSD (or a CRUSH
         node or device class) alone, not the whole cluster."""

@@ -67,6 +67,10 @@ class Entry:
     undoes: str | None = None  # the entry this one reverses
     undone_by: list[str] = field(default_factory=list)
     value: str | None = None  # what was sent; None = unset (`config rm`)
+    # What a data-moving change was predicted to move (blast.Prediction.to_dict) and what
+    # `ceph status` said right after it; absent from older records and other changes.
+    prediction: dict[str, Any] | None = None
+    observed: dict[str, Any] | None = None
 
     @property
     def status(self) -> str:
@@ -146,11 +150,16 @@ def _entry(rec: dict[str, Any]) -> Entry | None:
             else c.proposed
     return Entry(id=rec["id"], plan=_text(rec.get("plan")), rule=_text(rec.get("rule")),
                  cluster=_text(rec.get("cluster")), change=c, before=_text(rec.get("before")),
-                 started=float(rec["time"]), undoes=undoes, value=value)
+                 started=float(rec["time"]), undoes=undoes, value=value,
+                 prediction=_dict(rec.get("prediction")))
 
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _dict(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
 
 
 def _ended(e: Entry, rec: dict[str, Any]) -> Entry:
@@ -158,7 +167,8 @@ def _ended(e: Entry, rec: dict[str, Any]) -> Entry:
                  before=e.before, started=e.started, ended=float(rec["time"]),
                  outcome=_text(rec.get("outcome")) or "unknown",
                  detail=_text(rec.get("detail")) or "", after=_text(rec.get("after")),
-                 undoes=e.undoes, value=e.value)
+                 undoes=e.undoes, value=e.value, prediction=e.prediction,
+                 observed=_dict(rec.get("observed")))
 
 
 class Journal:
@@ -278,22 +288,29 @@ class Journal:
 
     def intent(self, change: Change, before: str | None, plan: str | None = None,
                rule: str | None = None, cluster: str | None = None,
-               undoes: str | None = None, value: str | object | None = ...) -> str:
+               undoes: str | None = None, value: str | object | None = ...,
+               prediction: dict[str, Any] | None = None) -> str:
         """Make the intent durable; JournalError (nothing may be sent) when it is not.
         `value` is what will be sent (None: unset); the change's proposed value by default."""
         self._ensure_reserve()
         entry_id = uuid.uuid4().hex[:10]
-        self._append({"type": "intent", "id": entry_id, "time": time.time(), "plan": plan,
-                      "rule": rule, "cluster": cluster, "change": asdict(change),
-                      "before": before, "undoes": undoes,
-                      "value": change.proposed if value is ... else value})
+        record = {"type": "intent", "id": entry_id, "time": time.time(), "plan": plan,
+                  "rule": rule, "cluster": cluster, "change": asdict(change),
+                  "before": before, "undoes": undoes,
+                  "value": change.proposed if value is ... else value}
+        if prediction is not None:
+            record["prediction"] = prediction
+        self._append(record)
         return entry_id
 
-    def end(self, entry_id: str, outcome: str, detail: str = "", after: str | None = None
-            ) -> None:
+    def end(self, entry_id: str, outcome: str, detail: str = "", after: str | None = None,
+            observed: dict[str, Any] | None = None) -> None:
         """How a change ended (a later end of the same entry supersedes an earlier one)."""
-        self._append({"type": "end", "id": entry_id, "time": time.time(), "outcome": outcome,
-                      "detail": detail[:2000], "after": after}, ending=True)
+        record = {"type": "end", "id": entry_id, "time": time.time(), "outcome": outcome,
+                  "detail": detail[:2000], "after": after}
+        if observed is not None:
+            record["observed"] = observed
+        self._append(record, ending=True)
         with contextlib.suppress(JournalError):
             self._ensure_reserve()  # given up for this end: take it back if there is room
 

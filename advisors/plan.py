@@ -22,6 +22,7 @@ from typing import Any
 
 from stormdeck.advisors.actuators.base import RANK
 from stormdeck.advisors.actuators.table import ACTUATORS
+from stormdeck.advisors.blast import Prediction, moves_data
 from stormdeck.advisors.findings import Change, Finding
 from stormdeck.base.errors import UserError
 from stormdeck.base.files import read_bytes
@@ -53,6 +54,10 @@ class Plan:
     fsid: str | None  # the cluster it was made for; applying elsewhere is refused
     changes: tuple[Change, ...]
     version: int = PLAN_VERSION
+    # What the changes move (advisors/blast.py Prediction.to_dict), computed from the cluster
+    # when the plan was made or reviewed; from a file it is shown, never trusted: apply
+    # predicts again under its lock.
+    prediction: dict[str, Any] | None = None
 
     def phrase_reasons(self, runtime: Runtime | None = None) -> list[str]:
         """Why this plan needs a typed phrase rather than y/N: each change's reach and
@@ -74,6 +79,10 @@ class Plan:
                 reasons.append(f"{what} needs a restart")
             elif live is None:
                 reasons.append(f"whether {what} applies at runtime is unknown")
+        if self.prediction is not None:
+            nearfull = Prediction.from_dict(self.prediction).phrase_reason()
+            if nearfull:
+                reasons.append(nearfull)
         return reasons
 
     def needs_phrase(self, runtime: Runtime | None = None) -> bool:
@@ -135,11 +144,12 @@ class Plan:
             if isinstance(created, bool) or not isinstance(created, int | float):
                 raise TypeError("created is not a time")
             fsid = raw.get("fsid")
+            prediction = _prediction_of(raw.get("prediction"))
             plan = cls(id=_text(raw, "id", 64), created=float(created),
                        rule=_text(raw, "rule", 200), target=_text(raw, "target"),
                        summary=_text(raw, "summary"), source=_text(raw, "source"),
                        fsid=None if fsid is None else _text(raw, "fsid", 64),
-                       changes=changes)
+                       changes=changes, prediction=prediction)
         except KeyError as exc:
             raise UserError(f"{where} is not a plan file stormdeck can read "
                             f"({printable(exc.args[0], 60)} is missing)") from None
@@ -150,6 +160,16 @@ class Plan:
         # What is shown, printed and journaled from here on is the rendering, never the file.
         return replace(plan, changes=tuple(
             replace(c, command=ACTUATORS[c.kind].command(c)) for c in plan.changes))
+
+
+def _prediction_of(raw: Any) -> dict[str, Any] | None:
+    """A plan file's prediction, read back field by field (anything else in it dropped)."""
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return Prediction.from_dict(raw).to_dict()
+    except RecursionError:  # a chain of `then` nested past reason
+        raise ValueError("the prediction is nested too deep") from None
 
 
 def _text(raw: Mapping[str, Any], name: str, limit: int = MAX_TEXT) -> str:
@@ -263,7 +283,12 @@ def check_plan(plan: Plan, where: str = "plan") -> None:
         raise UserError(f"{where} names no cluster (fsid), so it could apply to any: refused")
 
 
-def plan_from_finding(finding: Finding, fsid: str | None) -> Plan:
+def plan_from_finding(finding: Finding, fsid: str | None,
+                      predict: Callable[[tuple[Change, ...]], Any] | None = None) -> Plan:
+    """The finding's changes as a plan. `predict` (blast.plan_prediction on a connection)
+    computes what they move; a plan whose prediction is refused (inactive PGs, an OSD past
+    backfillfull) raises Refused, which carries the plan, so its exact command can still
+    be shown to an operator who decides otherwise by hand."""
     if not finding.changes:
         raise UserError(f"{finding.rule} on {finding.target} proposes no change stormdeck "
                         "can make" + (f": {finding.procedure[0]}" if finding.procedure else ""))
@@ -272,7 +297,25 @@ def plan_from_finding(finding: Finding, fsid: str | None) -> Plan:
                 fsid=fsid, changes=finding.changes)
     # The same checks a plan file gets: what the console applies is what it would accept.
     check_plan(plan, finding.rule)
+    if predict is not None:
+        prediction = predict(plan.changes)
+        if prediction is not None:
+            plan = replace(plan, prediction=prediction.to_dict())
+            reason = prediction.refusal()
+            if reason:
+                raise Refused(plan, reason)
     return plan
+
+
+class Refused(UserError):
+    """A plan whose predicted outcome is refused: `plan` (with its prediction) to show."""
+
+    def __init__(self, plan: Plan, reason: str) -> None:
+        super().__init__(f"refused: {reason}; nothing was saved or changed (the command "
+                         "above is what the plan would run, for an operator who decides "
+                         "otherwise by hand)")
+        self.plan = plan
+        self.reason = reason
 
 
 def runtime_from_options(options: Mapping[str, Any] | None) -> Runtime:
@@ -297,9 +340,16 @@ def review(plan: Plan) -> str:
             "runtime unknown"
         # A plan's command is its rendering (check_plan); an undo's, the actuator's inverse.
         lines.append(f"  {p(c.command, 300)}")
+        reach = f"affects {act.width(c)}"
+        if moves_data(c):
+            # What it moves is computed, below; the reach label says nothing of it.
+            reach = "moves data: see the prediction" if plan.prediction is not None else \
+                "moves data: not predicted here (stormdeck whatif plan FILE predicts it)"
         lines.append(f"      {p(c.key)} on {p(c.target)}: {p(c.current)} -> {p(c.proposed)}; "
-                     f"{how}; {'reversible' if act.reversible else 'IRREVERSIBLE'}; "
-                     f"affects {act.width(c)}")
+                     f"{how}; {'reversible' if act.reversible else 'IRREVERSIBLE'}; {reach}")
         if c.note:
             lines.append(f"      {p(c.note, 300)}")
+    if plan.prediction is not None:
+        predicted = Prediction.from_dict(plan.prediction)
+        lines.extend(f"  {p(line, 400)}" for line in predicted.lines())
     return "\n".join(lines)

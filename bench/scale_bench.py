@@ -508,6 +508,44 @@ def htop(seconds: float) -> dict[str, Any] | None:
     return on_pty(["htop", "-d", "10"], seconds, 200, 50, None, b"")
 
 
+def blast_step(osds: int) -> dict[str, Any] | None:
+    """What `stormdeck whatif out osd.0` costs on a synthetic osdmap of `osds` OSDs (hosts of
+    20, racks of 25, as `crushtool --build` makes them), 128 PGs per OSD in one size-3 pool,
+    every OSD up and in: osdmaptool maps every PG twice. The canned JSON cluster above has no
+    binary map, so the map is made by osdmaptool itself (cheap: a second or two)."""
+    if shutil.which("osdmaptool") is None or shutil.which("crushtool") is None:
+        return None
+    from stormdeck.advisors import blast
+    from stormdeck.collectors.placement import ClusterState, parse_osds, parse_pools
+
+    def run(*argv: str) -> str:
+        return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+
+    with tempfile.TemporaryDirectory(prefix="stormdeck-blast-bench-") as d:
+        mapfile, crush = f"{d}/osdmap", f"{d}/crush"
+        started = time.monotonic()
+        run("osdmaptool", "--createsimple", str(osds), "--pg-bits", "7", "--pgp-bits", "7",
+            "--with-default-pool", mapfile)
+        run("crushtool", "-o", crush, "--build", "--num_osds", str(osds), "host", "straw2",
+            "20", "rack", "straw2", "25", "root", "straw2", "0")
+        run("osdmaptool", mapfile, "--import-crush", crush)
+        # --mark-up-in is saved only beside a change --save accepts: a no-op weight.
+        run("osdmaptool", mapfile, "--mark-up-in", "--adjust-crush-weight", "0:1", "--save")
+        built = time.monotonic() - started
+        dump = json.loads(run("osdmaptool", mapfile, "--dump", "json"))
+        version = run("osdmaptool", "--version").split()[2]
+        pools = parse_pools(dump, {})
+        state = ClusterState(osdmap=Path(mapfile).read_bytes(), epoch=int(dump["epoch"]),
+                             version=version, release="host", pools=pools, pgs={},
+                             osds=parse_osds(dump, None), full_ratio=0.95,
+                             backfillfull_ratio=0.90, nearfull_ratio=0.85, flags=frozenset())
+        started = time.monotonic()
+        p = blast.predict_out(state, blast.Tools(None, version, "host"), [0])
+        took = time.monotonic() - started
+    return {"osds": osds, "pgs": sum(x.pg_num for x in pools.values()), "map_built_s": built,
+            "predict_out_s": took, "pgs_remapped": len(p.pgs_remapped)}
+
+
 # ---- main -----------------------------------------------------------------------------------
 
 
@@ -521,7 +559,7 @@ def main() -> int:
     ap.add_argument("--smoke", action="store_true",
                     help="a few seconds on a small cluster, to see that it runs (CI)")
     ap.add_argument("--only", choices=("console", "record", "seek", "check", "htop",
-                                       "history"),
+                                       "history", "blast"),
                     action="append", help="run only these parts")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--stats", help=argparse.SUPPRESS)
@@ -545,7 +583,7 @@ def main() -> int:
     if args.smoke:
         args.osds, args.seconds, args.fill, args.seek_osds = 60, 3.0, 30, 60
         minutes, back = 4.0, 60.0
-    parts = args.only or ["history", "console", "record", "seek", "check", "htop"]
+    parts = args.only or ["history", "console", "record", "seek", "check", "htop", "blast"]
     out: dict[str, Any] = {"osds": args.osds, "pgs": args.osds * 100, "seconds": args.seconds,
                            "history": args.fill}
     say = (lambda *a: None) if args.json else print
@@ -593,6 +631,14 @@ def main() -> int:
         else:
             say(f"  htop 200x50 beside it: CPU {r['cpu_pct']:.1f}% of a core, "
                 f"{r['bytes_per_s'] / 1024:.2f} KiB/s")
+    if "blast" in parts:
+        r = out["blast"] = blast_step(args.osds)
+        if r is None:
+            say("  whatif out: osdmaptool/crushtool not installed here (ceph-base): not measured")
+        else:
+            say(f"  whatif out osd.0 on a synthetic map of {r['osds']:,} OSDs, {r['pgs']:,} "
+                f"PGs: {r['predict_out_s']:.1f} s ({r['pgs_remapped']:,} PGs remapped; map "
+                f"made in {r['map_built_s']:.1f} s)")
     tmp.cleanup()
     subprocess.run(["stty", "sane"], stderr=subprocess.DEVNULL, check=False)
     if args.json:

@@ -217,11 +217,17 @@ class Pool:
     pgs_by_osd: Mapping[str, int] = field(default_factory=dict)
     pg_num_target: int | None = None  # where pg_num is heading while PGs split or merge
     autoscale_mode: str | None = None  # "on" | "warn" | "off"
+    # The pg_num the autoscaler would give the pool (`osd pool autoscale-status`
+    # pg_num_final); None when not asked or the mgr module is off.
+    autoscale_target: int | None = None
     # The erasure-code profile's plugin, technique, failure domain and device class.
     ec_plugin: str | None = None
     ec_technique: str | None = None
     ec_failure_domain: str | None = None
     ec_device_class: str | None = None
+    # Every key of the erasure-code profile as `osd dump` gives it (crush-root too), so a
+    # profile copied from it keeps them all.
+    ec_profile_settings: Mapping[str, str] = field(default_factory=dict)
     # `df`: what the pool stores (before replication), and its share of what it may hold:
     # percent_used = stored / (stored + max_avail), max_avail counting the full ratio.
     stored_bytes: int | None = None
@@ -293,6 +299,9 @@ class Cluster:
     audit: tuple[LogEntry, ...] = ()  # the audit channel's newest entries, the newest last
     osdmap_epoch: int | None = None
     require_min_compat_client: str | None = None  # "luminous", "reef", ...
+    # Clients connected now, by the release their features say (`ceph features`):
+    # {"luminous": 4, "reef": 2}; empty when not asked. Later clients are not in it.
+    client_releases: Mapping[str, int] = field(default_factory=dict)
     # osd id -> primary affinity, for OSDs whose affinity is not 1 (`osd dump`)
     primary_affinity: Mapping[str, float] = field(default_factory=dict)
     num_osds: int | None = None

@@ -26,6 +26,7 @@ from stormdeck.advisors.mutes import WAIT, MuteStore
 from stormdeck.advisors.rules import ALL
 from stormdeck.advisors.validated import store_in
 from stormdeck.base.errors import UserError
+from stormdeck.base.text import printable
 from stormdeck.sources import build_sources, ceph_admin, ceph_client, ceph_source, curve_source
 
 # One mutes file for every cluster: each mute carries the fsid of the cluster it was made
@@ -135,9 +136,18 @@ def _fold_named(store: Any) -> None:
         except UserError as exc:  # a damaged old file is left where it is, and said
             print(f"stormdeck: {exc}", file=sys.stderr)
             continue
-        store._change(f"fold {path.name} into {MUTES_FILE}",
-                      lambda held, mutes=mutes: held.update(
-                          {k: m for k, m in mutes.items() if k not in held}))
+        try:
+            store._change(f"fold {path.name} into {MUTES_FILE}",
+                          lambda held, mutes=mutes: held.update(
+                              {k: m for k, m in mutes.items() if k not in held}))
+        except UserError as exc:
+            # A state dir this user cannot write (or a writer holding its lock): the old
+            # mutes still hold in this run, as they did before the one file, and the old
+            # file stays to be folded by a run that can write.
+            print(f"stormdeck: {printable(path.name, 80)} is not folded into {MUTES_FILE} "
+                  f"({exc}); its mutes hold in this run", file=sys.stderr)
+            store._mutes.update({k: m for k, m in mutes.items() if k not in store._mutes})
+            continue
         with contextlib.suppress(OSError):
             path.rename(path.with_name(path.name + ".folded"))
 

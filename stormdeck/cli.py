@@ -20,6 +20,7 @@ from stormdeck import (
     cli_snapshot,
     cli_validate,
     cli_watch,
+    cli_whatif,
 )
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_validate.register(sub)
     cli_exporter.register(sub)
     cli_lab.register(sub)
+    cli_whatif.register(sub)
     cli_completion.register(sub, parser)
     return parser
 

@@ -18,7 +18,7 @@ from stormdeck.assembly import add_executor_options, assemble, settings_of
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 from stormdeck.output import add_format_options, dump, is_json
-from stormdeck.sources import add_source_options
+from stormdeck.sources import add_source_options, ceph_admin
 
 
 def register(sub: Any) -> None:
@@ -181,7 +181,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # A plan is made from what holds now: the rule's for-window does not apply.
     _, findings, snap = findings_now(args, args.rule, args.duration)
     finding = one_finding(findings, args.rule, args.target)
-    plan = plan_from_finding(finding, snap.cluster.fsid if snap and snap.cluster else None)
+    plan = planned(args, finding, snap.cluster.fsid if snap and snap.cluster else None)
     out = args.output or Path(f"plan-{plan.id}.json")
     try:
         plan.save(out)
@@ -193,6 +193,25 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def planned(args: argparse.Namespace, finding: Any, fsid: str | None) -> Any:
+    """The finding's plan with what it moves predicted from the cluster (advisors/blast.py);
+    a refused prediction prints the plan, then exits 3 with the reason."""
+    from stormdeck.advisors.blast import moves_data, plan_prediction
+    from stormdeck.advisors.plan import Refused
+
+    if not any(moves_data(c) for c in finding.changes):
+        return plan_from_finding(finding, fsid)
+    admin = ceph_admin(args)
+    try:
+        return plan_from_finding(finding, fsid,
+                                 predict=lambda ch: plan_prediction(admin.connection, ch))
+    except Refused as exc:
+        print(review(exc.plan))
+        raise
+    finally:
+        admin.close()
+
+
 def cmd_apply(args: argparse.Namespace) -> int:
     plan = Plan.load(args.file)
     print(review(plan))
@@ -200,6 +219,13 @@ def cmd_apply(args: argparse.Namespace) -> int:
         if ex.read_only:
             ex.apply(plan)  # refuses, with the reason
         ex.check_stale(plan)  # before asking, so nobody confirms a stale plan
+        # What it moves, predicted now (the file's prediction is only what was shown then):
+        # refused before asking when it makes PGs inactive or fills an OSD too far.
+        prediction = ex.prediction(plan)
+        if prediction is not None:
+            plan = replace(plan, prediction=prediction.to_dict())
+            print("\n".join(f"  {printable(line, 400)}" for line in prediction.lines()))
+            ex.guard(plan, prediction)
         confirm(plan, args.yes, runtime_of(ex))
         try:
             outcomes = ex.apply(plan)
@@ -250,9 +276,17 @@ def cmd_journal(args: argparse.Namespace) -> int:
                 print(f"    {printable(e.detail, 300)}")
             if e.status in EXPLAIN and not e.undone_by:
                 print(f"    {EXPLAIN[e.status]}")
+            if e.prediction is not None:
+                print(f"    {printable(predicted_against_observed(e), 400)}")
     for note in j.damaged:
         print(f"stormdeck: {note}", file=sys.stderr)
     return 3 if damaged else 0
+
+
+def predicted_against_observed(e: Any) -> str:
+    from stormdeck.advisors.blast import against
+
+    return against(e.prediction, e.observed)
 
 
 def cmd_undo(args: argparse.Namespace) -> int:

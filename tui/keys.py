@@ -165,6 +165,8 @@ KEYS: list[Key] = [
     Key("escape", "close", "Close the dialog; in a plan review: cancel", scope="dialog"),
     Key("tab", "focus_next", "The next button or field", scope="dialog"),
     Key("x,delete", "lift", "In the mutes list (M): lift the selected mute", scope="dialog"),
+    Key("o", "whatif_out", "In an OSD's detail: what if it goes out (predicted; nothing "
+        "changes)", scope="dialog"),
 ]
 
 

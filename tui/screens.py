@@ -16,6 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from stormdeck.advisors.blast import Prediction
 from stormdeck.advisors.plan import Plan, Runtime
 from stormdeck.base.text import printable
 from stormdeck.tui.keys import in_scope
@@ -41,11 +42,19 @@ class PlanReview(ModalScreen[bool]):
         # what the plan states about itself.
         self.reasons = plan.phrase_reasons(runtime)
         self.needs_phrase = bool(self.reasons)
+        # What the change moves (advisors/blast.py), when it was predicted: the review text
+        # shows it; a refused outcome (inactive PGs, an OSD past backfillfull) cannot be
+        # applied from here, only read.
+        self.refused = Prediction.from_dict(plan.prediction).refusal() \
+            if plan.prediction is not None else None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="review"):
             yield Static(Text(self.review), id="review-text")
-            if self.needs_phrase:
+            if self.refused:
+                yield Static(Text(f"Refused: {printable(self.refused, 600)}.", style="bold red"),
+                             id="review-refused")
+            if self.needs_phrase and not self.refused:
                 yield Static(Text(f"{'; '.join(self.reasons)}.\n"
                                   f"Type {printable(self.plan.phrase)!r} to apply:"))
                 # Focused after letters typed on Cancel, the box keeps them (no select-all
@@ -55,7 +64,7 @@ class PlanReview(ModalScreen[bool]):
             with Horizontal(id="review-buttons"):
                 yield Button("Cancel", id="cancel", variant="primary")
                 yield Button("Apply", id="apply", variant="warning",
-                             disabled=self.needs_phrase)
+                             disabled=self.needs_phrase or bool(self.refused))
 
     def on_mount(self) -> None:
         self.query_one("#cancel", Button).focus()
@@ -68,7 +77,7 @@ class PlanReview(ModalScreen[bool]):
     def on_key(self, event: events.Key) -> None:
         """What is typed is the phrase wherever the focus is: Cancel keeps the focus (Enter
         still cancels) and the letters land in the box, not nowhere."""
-        if not self.needs_phrase:
+        if not self.needs_phrase or self.refused:
             return
         box = self.query_one("#phrase", Input)
         if self.focused is box:

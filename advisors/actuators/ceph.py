@@ -183,6 +183,11 @@ class OsdFlag(Actuator):
     def apply(self, b: Backends, c: Change, value: str | None) -> None:
         on = (value or "unset") == "set"
         if self._one_osd(c):
+            if on and c.key == "noup":
+                # Held down, the OSD's PGs must stay active: Ceph's own word, asked now.
+                why = b.need_ceph().ok_to_stop(c.target)
+                if why:
+                    raise UserError(f"not holding {c.target} down: {why} (osd ok-to-stop)")
             b.need_ceph().set_group_flag(c.key, c.target, on)
         else:
             b.need_ceph().set_flag(c.key, on)

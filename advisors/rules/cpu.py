@@ -201,10 +201,12 @@ class IopsPerCore(Rule):
         "The 60-OSD measurements (3 replicas) found 2400-8500 small random read IOPS and "
         "1600-3900 write IOPS per allocated core (K1.4); upstream sizing asks for 1 core "
         "per 1000-3000 IOPS (K1.1). Reads and writes cost differently, so each is judged "
-        "apart; a client write costs every copy, so writes count times the pools' replica "
-        "count (3,900 client writes at 3 replicas: 11,700 copies per core). Beyond that the "
-        "OSDs' cores, not the disks, set the ceiling: a capacity warning before latency "
-        "shows it. Only OSDs given a cpuset or quota have cores of their own to count.")
+        "apart. The write figures count OSD operations, replication included (the report "
+        "factors in the 3 copies to compare with its single-OSD tests, K9.1): so client "
+        "writes are counted times the pools' copies and held against 3,900 OSD writes per "
+        "core, not against 3,900 x 3 again. Beyond that the OSDs' cores, not the disks, "
+        "set the ceiling: a capacity warning before latency shows it. Only OSDs given a "
+        "cpuset or quota have cores of their own to count.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster

@@ -119,14 +119,17 @@ class AtHardwareLimit(Rule):
     title = "Disk at its hardware limit"
     source = "K2.4"
     explanation = (
-        "The ideal is disks at full load: a disk at its limit together with CPU idle near 0 "
-        "means the hardware limit is reached, and no tuning will help (K2.4): more or "
-        "faster disks, or less load, will. Idle as iostat counts it: time the CPUs neither "
-        "ran nor waited on I/O, so a host whose CPUs wait on the disk (iowait) is not idle. "
-        "For a rotational disk %util near 100% says it. "
-        "An SSD or NVMe serves many requests at once, so %util reaches 100% long before it "
-        "is saturated: there the queue (iostat's aqu-sz) and the time each request waits "
-        "(await, beyond the few ms an SSD takes, K2.4) say it.")
+        "The ideal is disks at full load: a disk at its limit means the hardware limit is "
+        "reached, and no tuning will help (K2.4): more or faster disks, or less load, will. "
+        "It is judged by the disk's own figures on every kind of device, from "
+        "/proc/diskstats as iostat computes them: the requests queued and in flight "
+        "(aqu-sz) and the time each waits (r_await/w_await). A disk at its limit keeps a "
+        "queue and makes each request wait far beyond its own service time: beyond the "
+        "tens of ms of an HDD, or the few ms of an SSD or NVMe (K2.4), with a queue of "
+        "its kind (an SSD serves many at once). Neither %util (100% on an SSD long before "
+        "it is saturated) nor the CPUs' iowait decides it: an OSD's own asynchronous I/O "
+        "(libaio, io_uring) is not counted as iowait, so a disk BlueStore saturates can sit "
+        "beside idle CPUs. Both are shown as evidence only.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         for disk in ctx.latest.disks.values():
@@ -134,52 +137,29 @@ class AtHardwareLimit(Rule):
                 # A loop device waits on the disk under its backing file: that disk is
                 # judged, once, with every daemon on it; two findings would be one limit.
                 continue
-            busy = ctx.values(lambda s, h=disk.host: _not_idle(s.hosts[h]))
-            b = mean(busy)
-            if b is None:
+            queue = ctx.values(lambda s, k=disk.key: s.disks[k].queue_depth)
+            waits = ctx.values(lambda s, k=disk.key: _await(s.disks[k]))
+            q, w = mean(queue), mean(waits)
+            if q is None or w is None:
                 continue
-            cpu_full = b >= float(ctx.p("min_cpu_busy"))
-            if disk.rotational is False or disk.transport == "nvme":
-                yield from self._solid(ctx, disk, busy, b, cpu_full)
-                continue
+            solid = disk.rotational is False or disk.transport == "nvme"
+            kind = ("NVMe" if disk.transport == "nvme" else "SSD") if solid else "HDD"
+            min_q = float(ctx.p("min_queue_depth" if solid else "min_queue_depth_hdd"))
+            max_w = float(ctx.p("ssd_await" if solid else "hdd_await"))
+            fire = q >= min_q and w >= max_w
             util = ctx.values(lambda s, k=disk.key: s.disks[k].util)
-            u = mean(util)
-            if u is None:
-                continue
-            fire = u >= float(ctx.p("min_util")) and cpu_full
+            busy = ctx.values(lambda s, h=disk.host: _not_idle(s.hosts[h]))
             yield Check(
-                target=disk.key, fire=fire, clear=u < float(ctx.p("min_util")) - 0.1,
+                target=disk.key, fire=fire, clear=q < min_q / 2 or w < max_w / 2,
                 severity=Severity.INFO,
-                summary=f"{disk.key} is {u:.0%} busy and its host's CPUs {1 - b:.0%} idle: "
-                        "the hardware limit, no tuning will help",
-                evidence=(ctx.evidence("disk util", util, "ratio"),
-                          ctx.evidence("host CPU not idle (busy + iowait)", busy, "ratio")),
-                badness=u + b)
-
-    @staticmethod
-    def _solid(ctx: Context, disk: Disk, busy: list[float], b: float,
-               cpu_full: bool) -> Iterable[Check]:
-        queue = ctx.values(lambda s, k=disk.key: s.disks[k].queue_depth)
-        waits = ctx.values(lambda s, k=disk.key: _await(s.disks[k]))
-        q, w = mean(queue), mean(waits)
-        if q is None or w is None:
-            return
-        min_q, max_w = float(ctx.p("min_queue_depth")), float(ctx.p("ssd_await"))
-        fire = q >= min_q and w >= max_w and cpu_full
-        yield Check(
-            target=disk.key, fire=fire, clear=q < min_q / 2 or w < max_w / 2,
-            severity=Severity.INFO,
-            summary=f"{disk.key} ({'NVMe' if disk.transport == 'nvme' else 'SSD'}) keeps "
-                    f"{q:.1f} requests queued, each waiting {w * 1000:.1f} ms, and its "
-                    f"host's CPUs are {1 - b:.0%} idle: the hardware limit, no tuning will "
-                    "help",
-            evidence=(ctx.evidence("queue depth (aqu-sz)", queue, "requests"),
-                      ctx.evidence("await", waits, "s"),
-                      ctx.evidence("disk util (not saturation on SSD)",
-                                   ctx.values(lambda s, k=disk.key: s.disks[k].util),
-                                   "ratio"),
-                      ctx.evidence("host CPU not idle (busy + iowait)", busy, "ratio")),
-            badness=q / min_q + w / max_w + b)
+                summary=f"{disk.key} ({kind}) keeps {q:.1f} requests queued, each waiting "
+                        f"{w * 1000:.1f} ms (at least {min_q:g} and {max_w * 1000:g} ms say "
+                        "its limit): the hardware limit, no tuning will help",
+                evidence=(ctx.evidence("queue depth (aqu-sz)", queue, "requests"),
+                          ctx.evidence("await", waits, "s"),
+                          ctx.evidence("disk util (evidence only)", util, "ratio"),
+                          ctx.evidence("host CPU not idle (evidence only)", busy, "ratio")),
+                badness=q / min_q + w / max_w)
 
 
 def loops_over(ctx: Context) -> dict[tuple[str, str], str]:

@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.findings import Check, Severity
-from stormdeck.advisors.rules.base import ANY, Context, Proposes, Rule, config_change
+from stormdeck.advisors.rules.base import Context, Proposes, Rule, config_change
 from stormdeck.collectors.model import Cluster, Pool
 
 FIXED = (20, 2, 1)  # 20.2.0 crashes OSDs with the flag set (tracker 74813)
@@ -56,7 +55,8 @@ def tentacle(c: Cluster | None) -> tuple[int, ...] | None:
 
 class FastEcOff(Rule):
     id = "ceph.ec.fast_ec_off"
-    proposes = (Proposes("fast_ec", ("allow_ec_optimizations",), ANY, "true"),)
+    # Nothing: an irreversible flag on a production pool is the operator's step, taken
+    # after a test pool has run the load (issue 31); new pools get it by the default.
     title = "Erasure-coded pool without fast EC"
     source = "K5.1, K5.3, K7.3, K8.6"
     explanation = (
@@ -66,7 +66,10 @@ class FastEcOff(Rule):
         "the jerasure and isa plugins with technique reed_sol_van, and only when every mon "
         "and OSD runs Tentacle (K8.6); RGW bucket-data pools (large objects written whole) "
         "gain little and are left alone. 20.2.0 crashes OSDs with it set (tracker 74813): "
-        "use 20.2.1 or later. New pools get it from osd_pool_default_flag_ec_optimizations.")
+        "use 20.2.1 or later. New pools get it from osd_pool_default_flag_ec_optimizations. "
+        "On an existing pool it is information and a procedure, never a change made from "
+        "here: a flag that cannot be turned off is tried on a test pool with the same "
+        "profile and load first.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster
@@ -103,12 +106,22 @@ class FastEcOff(Rule):
                 summary=f"EC pool {pool.name} ({pool.ec_k}+{pool.ec_m}, {pool.ec_plugin} "
                         f"{pool.ec_technique or 'reed_sol_van'}) runs without fast EC",
                 evidence=(ctx.evidence("pool flags", [], now=",".join(pool.flags) or "none"),),
-                changes=(change(
-                    "fast_ec", pool.name, "allow_ec_optimizations", "false", "true",
-                    note="IRREVERSIBLE: fast EC cannot be turned off again"),),
-                procedure=("For pools created later: `ceph config set mon "
-                           "osd_pool_default_flag_ec_optimizations true` "
-                           "(ceph.ec.fast_ec_default).",))
+                procedure=fast_ec_procedure(pool))
+
+
+def fast_ec_procedure(pool: Pool) -> tuple[str, ...]:
+    """How to turn fast EC on for an existing pool without betting it on the first try."""
+    profile = pool.ec_profile or "PROFILE"
+    return (
+        "Fast EC cannot be turned off again (K5.1, K7.3): try it on a test pool first. "
+        f"`ceph osd pool create {pool.name}-fastec-test 32 32 erasure {profile}`, "
+        f"`ceph osd pool set {pool.name}-fastec-test allow_ec_optimizations true`, put the "
+        "pool's own kind of load on it (rbd bench or fio on an image in it, or rados "
+        "bench) for hours, and watch `ceph crash ls-new` and the OSD logs.",
+        f"Only then, in a quiet hour, with a backup of what matters: `ceph osd pool set "
+        f"{pool.name} allow_ec_optimizations true` (IRREVERSIBLE); delete the test pool.",
+        "For pools created later: `ceph config set mon "
+        "osd_pool_default_flag_ec_optimizations true` (ceph.ec.fast_ec_default).")
 
 
 class FastEcDefault(Rule):
@@ -148,6 +161,21 @@ class FastEcDefault(Rule):
             if fire else ())
 
 
+def stripe_unit_default(ctx: Context) -> tuple[int | None, bool]:
+    """(what new profiles that name no stripe unit get, whether 0 means automatic here).
+
+    Since ceph PR 64908 (ceph/ceph main, 2025-08) the option defaults to 0: 16K for a pool
+    with fast EC, 4K otherwise; releases before it default to 4096 and have no such
+    meaning of 0. The release's own `config help` says which this cluster runs (K9.6)."""
+    opt = ctx.option("osd_pool_erasure_code_stripe_unit")
+    automatic = opt is not None and opt.exists and (opt.default or "").strip() == "0"
+    value = ctx.effective("osd_pool_erasure_code_stripe_unit", "mon")
+    try:
+        return (int(float(value)) if value is not None else None), automatic
+    except ValueError:
+        return None, automatic
+
+
 class StripeUnitSmall(Rule):
     id = "ceph.ec.stripe_unit_small"
     title = "EC stripe unit smaller than fast EC wants"
@@ -156,42 +184,53 @@ class StripeUnitSmall(Rule):
         "For new fast-EC pools a 16K stripe_unit is recommended (up to 256K for read-heavy "
         "pools); the default is still 4K, and an existing pool's stripe unit cannot change "
         "(K5.2, K8.6). So this is said once per cluster, about the next pool: it fires while "
-        "EC pools with a small stripe unit exist and new profiles still default to it "
-        "(osd_pool_erasure_code_stripe_unit), and proposes a profile that keeps the old one's "
-        "plugin, technique, failure domain and device class.")
+        "EC pools that run (or could run) fast EC have a small stripe unit and new profiles "
+        "still default to one (osd_pool_erasure_code_stripe_unit). Where the release reads "
+        "0 as automatic (16K with fast EC, else 4K; ceph PR 64908) a 0 is not small, and "
+        "16K is never forced on pools that will not run fast EC. The proposed profile "
+        "copies every key of the old one (crush-root included) but the stripe unit.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster
         if c is None or tentacle(c) is None:
             return
         want = int(ctx.p("stripe_unit"))
+        # Pools fast EC cannot run on (a code the mon refuses, RGW bucket data) keep their
+        # stripe unit: 16K buys them nothing.
         small = [p for p in c.pools if p.type == "erasure" and p.stripe_unit is not None
-                 and p.stripe_unit < want]
-        default = ctx.effective("osd_pool_erasure_code_stripe_unit", "mon")
-        try:
-            default_small = default is None or int(float(default)) < want
-        except ValueError:
-            default_small = True
+                 and p.stripe_unit < want and fast_ec_capable(p) is not False
+                 and not rgw_bulk_data(p)]
+        default, automatic = stripe_unit_default(ctx)
+        default_small = default is None or (default < want and not (default == 0 and automatic))
         fire = bool(small) and default_small
         if not small:
             yield Check(target="cluster", fire=False, clear=True, severity=Severity.INFO,
-                        summary="no EC pool with a small stripe unit")
+                        summary="no fast-EC-capable EC pool with a small stripe unit")
             return
         model = self._model(small)
         names = ", ".join(f"{p.name} ({p.stripe_unit // 1024} KiB)" for p in small[:5])
+        if automatic:
+            default_step = ("Or let profiles that name no stripe unit choose: `ceph config rm "
+                            "mon osd_pool_erasure_code_stripe_unit` (0, automatic on this "
+                            "release: 16K for fast-EC pools, 4K for the rest).")
+        else:
+            default_step = ("Name the stripe unit in each fast-EC profile rather than "
+                            "raising osd_pool_erasure_code_stripe_unit: on this release that "
+                            "default applies to every new EC pool, fast EC or not.")
         yield Check(
             target="cluster", fire=fire, clear=not fire, severity=Severity.INFO,
             summary=f"EC pools {names} have stripe units below {want // 1024} KiB, which "
                     "cannot change; create the next fast-EC pool with a profile of "
                     f"{want // 1024} KiB",
             evidence=(ctx.evidence("stripe_unit", [float(p.stripe_unit or 0) for p in small],
-                                   "B"),),
+                                   "B"),
+                      ctx.evidence("osd_pool_erasure_code_stripe_unit", [],
+                                   now="unknown" if default is None else
+                                   f"{default}{' (automatic)' if default == 0 else ''}")),
             procedure=(f"For the next pool: `{self._profile_command(model, want)}`, then "
                        f"`ceph osd pool create NAME erasure {model.ec_profile}-su"
                        f"{want // 1024}k` (a pool cannot take a new profile; migrate data "
-                       "to it if the old pool's small writes matter).",
-                       "Or make it the default for profiles that name no stripe unit: "
-                       f"`ceph config set mon osd_pool_erasure_code_stripe_unit {want}`."),
+                       "to it if the old pool's small writes matter).", default_step),
             badness=float(len(small)))
 
     @staticmethod
@@ -202,16 +241,24 @@ class StripeUnitSmall(Rule):
 
     @staticmethod
     def _profile_command(p: Pool, want: int) -> str:
-        parts = [f"ceph osd erasure-code-profile set {p.ec_profile}-su{want // 1024}k",
-                 f"k={p.ec_k}", f"m={p.ec_m}"]
-        if p.ec_plugin:
-            parts.append(f"plugin={p.ec_plugin}")
-        if p.ec_technique:
-            parts.append(f"technique={p.ec_technique}")
-        if p.ec_failure_domain:
-            parts.append(f"crush-failure-domain={p.ec_failure_domain}")
-        if p.ec_device_class:
-            parts.append(f"crush-device-class={p.ec_device_class}")
+        head = f"ceph osd erasure-code-profile set {p.ec_profile}-su{want // 1024}k"
+        if p.ec_profile_settings:
+            # Every key of the old profile, as `osd dump` gave it, but its stripe unit.
+            keys = {k: v for k, v in p.ec_profile_settings.items() if v != ""}
+            keys.pop("stripe_unit", None)  # an empty value is the default: same without
+            first = [k for k in ("k", "m", "plugin", "technique") if k in keys]
+            order = first + sorted(k for k in keys if k not in first)
+            parts = [head, *(f"{k}={keys[k]}" for k in order)]
+        else:
+            parts = [head, f"k={p.ec_k}", f"m={p.ec_m}"]
+            if p.ec_plugin:
+                parts.append(f"plugin={p.ec_plugin}")
+            if p.ec_technique:
+                parts.append(f"technique={p.ec_technique}")
+            if p.ec_failure_domain:
+                parts.append(f"crush-failure-domain={p.ec_failure_domain}")
+            if p.ec_device_class:
+                parts.append(f"crush-device-class={p.ec_device_class}")
         parts.append(f"stripe_unit={want // 1024}K")
         return " ".join(parts)
 

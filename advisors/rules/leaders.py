@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from stormdeck.advisors.actuators.table import change, moves_leaders
@@ -25,6 +25,13 @@ def release_at_least(release: str | None, floor: str) -> bool | None:
     return RELEASES.index(release) >= RELEASES.index(floor)
 
 
+def _version(text: str | None) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in (text or "").split(".")[:3]) or (0,)
+    except ValueError:
+        return (0,)
+
+
 def desired_primaries(pool, affinity) -> dict[str, float]:
     """Each OSD's fair share of the pool's primaries, as Ceph's read balancer computes it
     (src/osd/OSDMap.cc, OSDMap::calc_desired_primary_distribution): its PGs in the pool
@@ -39,6 +46,42 @@ def desired_primaries(pool, affinity) -> dict[str, float]:
     return {osd: v * factor for osd, v in raw.items()}
 
 
+def binomial_tail(n: int, p: float, k: int) -> float:
+    """P(X >= k) for X ~ Binomial(n, p): how often chance alone gives k or more."""
+    if k <= 0:
+        return 1.0
+    if k > n or p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    lp, lq = math.log(p), math.log1p(-p)
+    total = 0.0
+    for i in range(k, n + 1):
+        term = math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
+                        + i * lp + (n - i) * lq)
+        total += term
+        if term < total * 1e-12:
+            break  # the terms only shrink from here (k is above the mean)
+    return min(1.0, total)
+
+
+def chance_of_worst(primaries: dict[str, int], want: dict[str, float], total: int
+                    ) -> tuple[str, float]:
+    """The OSD whose primaries stand furthest above its fair share in standard deviations,
+    and how likely chance alone makes some OSD that far over: each OSD's count is
+    Binomial(PGs, share / PGs), and with many OSDs one of them is likely to be high, so
+    the tail is multiplied by the number of OSDs (Bonferroni; an upper bound)."""
+    def z(osd: str) -> float:
+        share = want[osd]
+        q = share / total if total else 0.0
+        sd = math.sqrt(max(total * q * (1 - q), 1e-9))
+        return (primaries.get(osd, 0) - share) / sd
+    worst = max(want, key=z)
+    q = want[worst] / total if total else 0.0
+    tail = binomial_tail(total, q, primaries.get(worst, 0))
+    return worst, min(1.0, tail * len(want))
+
+
 class PrimarySpread(Rule):
     id = "ceph.primary.spread"
     title = "Primary PGs unevenly spread over a pool's OSDs"
@@ -50,10 +93,16 @@ class PrimarySpread(Rule):
         "the pool / size x its primary affinity, so OSDs with lower affinity or weight are "
         "meant to lead less. Pools with fewer PGs than OSDs cannot be balanced (a 1-PG .mgr "
         "pool scores 3 on three OSDs) and are not judged; from Reef a pool's "
-        "read_balance_score says the same where PG counts are missing. Reef fixes primaries "
-        "offline with osdmaptool; Squid adds the read balancer. Both need "
-        "require_min_compat_client reef, which kernel clients (krbd, kcephfs) do not "
-        "support, and which must never be lowered (K8.5).")
+        "read_balance_score says the same where PG counts are missing. Which OSD leads a "
+        "PG is chance: with 10-33 primaries per OSD a 30% deviation happens by itself "
+        "(each OSD's count is binomial), so the spread is judged against chance and fires "
+        "only beyond what chance gives once in a thousand (Bonferroni over the pool's "
+        "OSDs). Reef fixes primaries offline with osdmaptool; Squid adds the read "
+        "balancer. Both need require_min_compat_client reef: kernel clients (krbd, "
+        "kcephfs, ceph-csi's default krbd mounter) that connect later are refused, "
+        "`ceph features` lists only clients connected now, and it must never be lowered "
+        "(K8.5). Reef before 18.2.4 lacks the client-compat checks for pg-upmap-primary "
+        "(its mons crashed encoding it in 18.2.2, ceph PR 55712): upgrade first (K9.7).")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster
@@ -65,7 +114,8 @@ class PrimarySpread(Rule):
         for pool in c.pools:
             if pool.type != "replicated" or (pool.size or 0) < 2:
                 continue  # one copy: its only OSD leads every PG, there is nothing to move
-            steps = self._procedure(c.release, c.require_min_compat_client, pool.name)
+            steps = self._procedure(c.release, c.require_min_compat_client, pool.name,
+                                    c.version, c.client_releases)
             want = desired_primaries(pool, c.primary_affinity) if pool.primaries else {}
             if want:
                 if pool.pg_num < len(pool.pgs_by_osd) or \
@@ -73,19 +123,30 @@ class PrimarySpread(Rule):
                     continue  # too few PGs per OSD to balance (K8.5)
                 worst, dev = max(((osd, self._over(pool.primaries.get(osd, 0), share))
                                   for osd, share in want.items()), key=lambda kv: kv[1])
+                total = sum(pool.primaries.values())
+                if math.isinf(dev):
+                    chance = 0.0  # primaries where affinity says none: not chance
+                else:
+                    worst, chance = chance_of_worst(dict(pool.primaries), want, total)
+                    dev = self._over(pool.primaries.get(worst, 0), want[worst])
                 have = pool.primaries.get(worst, 0)
                 score = pool.read_balance_score
+                alpha = float(ctx.p("chance"))
+                beyond = dev > limit and chance < alpha
                 yield Check(
-                    target=f"pool {pool.name}", fire=dev > limit, clear=dev <= limit * 0.8,
+                    target=f"pool {pool.name}", fire=beyond,
+                    clear=dev <= limit * 0.8 or chance >= alpha * 10,
                     severity=Severity.WARNING,
                     summary=f"pool {pool.name}: {worst} is primary for {have} PGs against a "
                             f"fair share of {want[worst]:.1f} ({dev:.0%} over, weighted by "
-                            "PGs and primary affinity)"
+                            f"PGs and primary affinity); chance alone does that in "
+                            f"{self._odds(chance)}"
                             + (f"; read_balance_score {score:g}"
                                if score is not None and score == score else ""),
                     evidence=(ctx.evidence("primaries / fair share", sorted(
                         pool.primaries.get(o, 0) / s for o, s in want.items() if s > 0),
-                        "ratio"),),
+                        "ratio"),
+                              ctx.evidence("probability by chance", [chance], "")),
                     procedure=steps, badness=min(dev, 1e6))
                 continue
             score = pool.read_balance_score
@@ -105,28 +166,72 @@ class PrimarySpread(Rule):
         return (have - share) / share
 
     @staticmethod
-    def _procedure(release: str | None, required: str | None, pool: str) -> tuple[str, ...]:
+    def _odds(chance: float) -> str:
+        if chance <= 0:
+            return "never"
+        if chance >= 0.5:
+            return "most pools"
+        return f"1 pool in {1 / chance:,.0f}"
+
+    @staticmethod
+    def _procedure(release: str | None, required: str | None, pool: str,
+                   version: str | None = None,
+                   clients: Mapping[str, int] | None = None) -> tuple[str, ...]:
         squid_on = release_at_least(release, "squid")
         reef_on = release_at_least(release, "reef")
         if not reef_on:
             return ("This release has no read balancer; Reef adds an offline one, Squid an "
                     "online one (K7.2). Primary affinity (`ceph osd primary-affinity`) is "
                     "the only lever here.",)
+        if release == "reef" and _version(version) < (18, 2, 4):
+            return (f"Reef {version or ''} before 18.2.4 lacks the client-compat checks for "
+                    "pg-upmap-primary (its mons crashed encoding it in 18.2.2, ceph PR "
+                    "55712): upgrade to 18.2.4 or later before balancing primaries (K9.7). "
+                    "Primary affinity (`ceph osd primary-affinity`) needs no compat raise.",)
         ready = release_at_least(required, "reef")
         if ready:
             compat = (f"require_min_compat_client is already {required}: nothing to raise "
                       "(and never lower it, K8.5).")
         else:
-            compat = (f"require_min_compat_client is {required or 'unknown'}: check with "
-                      "`ceph features` that no client older than Reef and no kernel client "
-                      "(krbd, kcephfs) is connected, then `ceph osd "
-                      "set-require-min-compat-client reef` (never lower it again, K8.5).")
+            compat = PrimarySpread._compat(required, clients or {})
+            if compat is None:
+                return (f"require_min_compat_client is {required or 'unknown'} and the "
+                        "connected clients' releases are unknown: run `ceph features` and "
+                        "read its `client` section before anything else. Raising it to reef "
+                        "refuses every kernel client (krbd, kcephfs, ceph-csi's default krbd "
+                        "mounter) that connects LATER, which `ceph features` cannot show; "
+                        "primary affinity (`ceph osd primary-affinity`) needs no raise "
+                        "(K8.5, K9.7).",)
         if squid_on:
             return (compat, "`ceph balancer mode upmap-read` (or `read`), then `ceph balancer "
                             "on`; follow the pool in `ceph osd pool ls detail`.")
         return (compat, f"`ceph osd getmap -o om`, `osdmaptool om --read out.txt --read-pool "
                         f"{pool}`, review out.txt, then run its `ceph osd pg-upmap-primary` "
                         "lines.")
+
+    @staticmethod
+    def _compat(required: str | None, clients: Mapping[str, int]) -> str | None:
+        """The step about require_min_compat_client, naming the clients connected now;
+        None when they are unknown (then no raise is proposed at all)."""
+        if not clients:
+            return None
+        listed = ", ".join(f"{n} x {rel}" for rel, n in sorted(
+            clients.items(), key=lambda kv: RELEASES.index(kv[0]) if kv[0] in RELEASES
+            else -1))
+        older = {rel: n for rel, n in clients.items() if not release_at_least(rel, "reef")}
+        later = ("Kernel clients (krbd, kcephfs, ceph-csi's default krbd mounter) that "
+                 "connect LATER will be refused once it is reef, and `ceph features` "
+                 "shows only clients connected now; never lower it again (K8.5, K9.7).")
+        if older:
+            return (f"require_min_compat_client is {required or 'unknown'}; clients "
+                    f"connected now ({listed}, from `ceph features`) include "
+                    f"{sum(older.values())} older than Reef (kernel clients report as "
+                    "luminous): raising it would refuse them, so do NOT raise it; balance "
+                    f"with primary affinity (`ceph osd primary-affinity`) instead. {later}")
+        return (f"require_min_compat_client is {required or 'unknown'}; clients connected "
+                f"now: {listed} (`ceph features`), none older than Reef. {later} Only if no "
+                "such client will ever mount: `ceph osd set-require-min-compat-client "
+                "reef`.")
 
 
 def own_schedules(settle: float) -> list[tuple[float, float]]:

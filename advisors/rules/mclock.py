@@ -21,6 +21,29 @@ def background(s: Snapshot) -> float | None:
     return float(c.pgs_in(*BACKGROUND))
 
 
+def reduced_redundancy(s: Snapshot) -> int:
+    """PGs degraded or undersized in this snapshot: copies missing, to be recovered."""
+    c = s.cluster
+    return c.pgs_in("degraded", "undersized") if c is not None else 0
+
+
+def profile_blocked(ctx: Context, profile: str) -> str | None:
+    """Why high_client_ops must not be proposed now, or None. While PGs are degraded or
+    undersized, recovery restores the copies: giving clients the larger share
+    lengthens the window in which one more failure loses data (K9.5). And an operator
+    who chose high_recovery_ops chose recovery over clients: not ours to undo."""
+    n = reduced_redundancy(ctx.latest)
+    if n:
+        return (f"{n} PGs are degraded or undersized: recovery is restoring their copies, "
+                "and high_client_ops would slow it, a longer window with fewer copies "
+                "(K9.5). Not proposed; see that no OSD is stuck down instead.")
+    if profile == "high_recovery_ops":
+        return ("osd_mclock_profile is high_recovery_ops, chosen to speed recovery up "
+                "(K9.5): set it back to balanced yourself once recovery is done; not "
+                "proposed here.")
+    return None
+
+
 def client_latency(s: Snapshot, attr: str) -> float | None:
     """The OSDs' mean latency of `attr` in this snapshot (the ones that report it)."""
     vals = [v for d in s.daemons.values() if d.kind == "osd"
@@ -75,17 +98,21 @@ class MclockBackgroundVsClients(Rule):
         loaded = (mean(iops) or 0) >= float(ctx.p("min_client_iops"))
         profile = (ctx.effective("osd_mclock_profile") or "").strip().lower()
         changes = []
-        if profile not in ("high_client_ops", "custom") and ctx.option("osd_mclock_profile"):
+        procedure = []
+        blocked = profile_blocked(ctx, profile)
+        if blocked:
+            procedure.append(blocked)
+        elif profile not in ("high_client_ops", "custom") and ctx.option("osd_mclock_profile"):
             changes.append(config_change(
                 ctx, "osd_mclock_profile", "high_client_ops",
                 note=f"recovery and scrubs slow down; set {profile or 'balanced'} back when "
                      "they are done (K8.2)"))
-        procedure = []
         if profile == "custom":
             procedure.append("osd_mclock_profile is custom: raise the client reservation "
                              "(osd_mclock_scheduler_client_res) or lower the background "
                              "limits (osd_mclock_scheduler_background_*_lim) yourself.")
-        fire = up and loaded and now > 0 and bool(changes or procedure)
+        fire = up and loaded and now > 0 and bool(changes or procedure) and \
+            profile != "high_client_ops"
         ratio = during / before if during is not None and before else 0.0
         yield Check(
             target="osd", fire=fire, clear=not up or now == 0,

@@ -8,6 +8,7 @@ from stormdeck.advisors import overrides
 from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.findings import Change, Check, Severity
 from stormdeck.advisors.rules.base import NUMBER, Context, Proposes, Rule, config_change, mean
+from stormdeck.advisors.rules.mclock import client_latency, profile_blocked
 
 
 def _inactive(s) -> float | None:  # Snapshot -> PGs not active
@@ -144,7 +145,10 @@ class ScrubDuringLoad(Rule):
         "(osd_scrub_begin_hour/osd_scrub_end_hour). osd_scrub_load_threshold is not "
         "proposed: it is load per CPU since Luminous, 10 by default in Tentacle, and "
         "raising it lets more scrubs start under load (K8.4). The report also stretched "
-        "the scrub intervals, a choice about how often data is checked, not made here.")
+        "the scrub intervals, a choice about how often data is checked, not made here. "
+        "Judged only while a scrub runs, and under mClock only where clients' latency "
+        "rose with it; high_client_ops is never proposed while PGs are degraded or "
+        "undersized, nor over an operator's high_recovery_ops (K9.5).")
 
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster
@@ -161,13 +165,19 @@ class ScrubDuringLoad(Rule):
         sleep = ctx.effective("osd_scrub_sleep")
         if scheduler == overrides.WPQ and sleep is not None and _num(sleep) == 0:
             changes.append(config_change(ctx, "osd_scrub_sleep", str(ctx.p("scrub_sleep"))))
+        # A sleep between chunks matters only while a scrub runs: no scrub, nothing to say.
+        scrubbing = ctx.values(lambda s: s.cluster.pgs_in("scrubbing"))
+        busy = max(scrubbing, default=0.0)
         yield Check(
-            target="osd", fire=loaded and bool(changes), clear=not changes,
+            target="osd", fire=loaded and busy > 0 and bool(changes),
+            clear=not changes or busy == 0,
             severity=Severity.INFO,
             summary="; ".join(f"{ch.key} is {ch.current}" for ch in changes) +
-                    f" under {scheduler} while clients do {mean(iops) or 0:.0f} IOPS"
+                    f" under {scheduler} while up to {busy:.0f} PGs scrub and clients do "
+                    f"{mean(iops) or 0:.0f} IOPS"
                     if changes else "scrub settings fit the load",
-            evidence=(ctx.evidence("client IOPS", iops, "IOPS"),),
+            evidence=(ctx.evidence("client IOPS", iops, "IOPS"),
+                      ctx.evidence("PGs scrubbing", scrubbing, "PGs")),
             changes=tuple(changes), badness=float(len(changes)))
 
     @staticmethod
@@ -176,29 +186,60 @@ class ScrubDuringLoad(Rule):
         point to the profile and the scrub hours instead."""
         scrubbing = ctx.values(lambda s: s.cluster.pgs_in("scrubbing"))
         profile = (ctx.effective("osd_mclock_profile") or "").strip().lower()
+        during, before = ScrubDuringLoad._latency(ctx)
+        factor, floor = float(ctx.p("factor")), float(ctx.p("min_latency"))
+        # The evidence that scrubs hurt clients: their latency while PGs scrub, above the
+        # floor, and (where the window has samples without a scrub) above that too.
+        hurt = during is not None and during > floor and (
+            before is None or during > factor * before)
         changes = []
-        if profile not in ("high_client_ops", "custom") and ctx.option("osd_mclock_profile"):
+        procedure = []
+        blocked = profile_blocked(ctx, profile)
+        if blocked:
+            procedure.append(blocked)
+        elif profile not in ("high_client_ops", "custom") and ctx.option("osd_mclock_profile"):
             changes.append(config_change(
                 ctx, "osd_mclock_profile", "high_client_ops",
                 note="the share background work loses slows recovery as well; set "
                      f"{profile or 'balanced'} back when the load is over (K8.2)"))
         hours = (ctx.effective("osd_scrub_begin_hour"), ctx.effective("osd_scrub_end_hour"))
-        procedure = [f"osd_scrub_sleep is forced to 0 under {scheduler} and is not the lever "
-                     "here (K8.1)."]
+        procedure.append(f"osd_scrub_sleep is forced to 0 under {scheduler} and is not the "
+                         "lever here (K8.1).")
         if hours[0] is not None and _num(hours[0]) == _num(hours[1]):
             procedure.append("Scrubs may start at any hour (osd_scrub_begin_hour = "
                              "osd_scrub_end_hour): confine them to quiet hours, e.g. "
                              "ceph config set osd osd_scrub_begin_hour 22 and "
                              "osd_scrub_end_hour 6.")
         busy = max(scrubbing, default=0.0)
-        fire = loaded and busy > 0 and bool(changes)
+        fire = loaded and busy > 0 and hurt and (bool(changes) or bool(blocked)) and \
+            profile != "high_client_ops"
+        lat = (f"; client latency {during * 1000:.1f} ms while scrubbing"
+               + (f" against {before * 1000:.1f} ms without" if before is not None else "")
+               if during is not None else "; no client latency known")
         return Check(
             target="osd", fire=fire, clear=not fire, severity=Severity.INFO,
             summary=f"up to {busy:.0f} PGs scrubbing while clients do {mean(iops) or 0:.0f} "
-                    f"IOPS under {scheduler}, osd_mclock_profile {profile or 'unknown'}",
+                    f"IOPS under {scheduler}, osd_mclock_profile {profile or 'unknown'}" + lat,
             evidence=(ctx.evidence("client IOPS", iops, "IOPS"),
                       ctx.evidence("PGs scrubbing", scrubbing, "PGs")),
             changes=tuple(changes), procedure=tuple(procedure), badness=busy)
+
+    @staticmethod
+    def _latency(ctx: Context) -> tuple[float | None, float | None]:
+        """Clients' mean latency in the window's snapshots with a scrub running, and in
+        those without (None where there were none, or too few to compare)."""
+        attr = next((a for a in ("op_write_latency", "commit_latency")
+                     if client_latency(ctx.latest, a) is not None), None)
+        if attr is None:
+            return None, None
+        busy, quiet = [], []
+        for s in ctx.window:
+            c, lat = s.cluster, client_latency(s, attr)
+            if c is None or lat is None:
+                continue
+            (busy if c.pgs_in("scrubbing") else quiet).append(lat)
+        enough = len(quiet) >= int(ctx.p("min_quiet_samples"))
+        return mean(busy), mean(quiet) if enough else None
 
 
 def _num(text: str | None) -> float | None:

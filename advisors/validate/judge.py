@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from stormdeck.advisors import overrides
 from stormdeck.advisors.rules.cpu import OP_THREADS_PER_CORE
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
@@ -128,12 +129,18 @@ def pg_num(pool: str, pgs: int) -> Verdict:
     ok = pgs > 0 and pgs & (pgs - 1) == 0
     return Verdict(f"pool {pool} pg_num", PASS if ok else WARN,
                    f"{pgs}" if ok else f"{pgs} is not a power of two: PGs split unevenly, "
-                   f"so data spreads unevenly; use {1 << round(math.log2(max(1, pgs)))}",
+                   f"so data spreads unevenly; use {1 << (max(1, pgs) - 1).bit_length()} "
+                   "(rounding up splits PGs; rounding down would merge them and move data)",
                    "K4.2", (f"pg_num {pgs}",))
 
 
 def ec_pool(pool: str, k: int | None, m: int | None, release: str | None,
-            flags: Sequence[str], stripe_unit: int | None) -> Verdict:
+            flags: Sequence[str], stripe_unit: int | None, *, capable: bool | None = True,
+            version: str | None = None, bulk: bool = False) -> Verdict:
+    """An EC pool's fast EC. Warned only where it could be turned on and be worth it:
+    `capable` is whether the monitor takes the flag for its profile's code (None: profile
+    unknown), `bulk` an RGW bucket-data pool, and 20.2.0 crashes OSDs with the flag set
+    (tracker 74813), so there it is not a fault to be without it."""
     name = f"EC pool {pool}"
     ev = (f"k={k} m={m}", f"release {release}", f"stripe_unit {stripe_unit}")
     fast = release in ("tentacle", "umbrella") or (release or "") > "tentacle"
@@ -141,13 +148,31 @@ def ec_pool(pool: str, k: int | None, m: int | None, release: str | None,
         return Verdict(name, PASS, f"{k}+{m}; fast EC needs Tentacle (20.2) or later",
                        "K5.1, K7.3", ev)
     if "ec_optimizations" not in flags:
+        if capable is False:
+            return Verdict(name, PASS, "fast EC off: its profile's code cannot have it (only "
+                           "jerasure or isa with reed_sol_van)", "K8.6", ev)
+        if bulk:
+            return Verdict(name, PASS, "fast EC off: an RGW bucket-data pool gains little "
+                           "from it", "K8.6", ev)
+        if version is not None and _version(version) < (20, 2, 1):
+            return Verdict(name, PASS, f"fast EC off, as it should be on {version}: 20.2.0 "
+                           "crashes OSDs with it (tracker 74813); upgrade first",
+                           "K7.3", (*ev, f"version {version}"))
         return Verdict(name, WARN, "fast EC is off: small reads 2-3x and writes 2x slower "
-                       "than they could be (allow_ec_optimizations; it cannot be undone)",
+                       "than they could be (allow_ec_optimizations; it cannot be undone: "
+                       "try it on a test pool with the same profile first)",
                        "K5.1-K5.3, K7.3", ev)
     if stripe_unit is not None and stripe_unit < 16384:
         return Verdict(name, WARN, f"fast EC on, stripe_unit {stripe_unit}: new pools "
                        "should use 16K", "K5.2", ev)
     return Verdict(name, PASS, "fast EC on", "K5.1-K5.2", ev)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(".")[:3])
+    except ValueError:
+        return (0,)
 
 
 def scrub(values: Mapping[str, str | None], scheduler: str | None = None) -> list[Verdict]:
@@ -197,11 +222,35 @@ def scrub(values: Mapping[str, str | None], scheduler: str | None = None) -> lis
 
 def overridden_settings(set_values: Mapping[str, tuple[str, str]]) -> list[Verdict]:
     """Options set in the config database that the scheduler overrides: option -> (value,
-    why, from advisors/overrides.py). They do nothing but mislead whoever reads them."""
-    return [Verdict(f"{name} set but overridden", WARN,
-                    f"{value} is stored, but {why}: it does nothing; remove it "
-                    f"(ceph config rm osd {name})", "K8.1-K8.2", (f"{name} = {value}",))
-            for name, (value, why) in sorted(set_values.items())]
+    why, from advisors/overrides.py).
+
+    Two kinds (src/osd/OSD.cc): the sleeps are forced to 0 at boot and on every change
+    (maybe_override_sleep_options_for_qos): a stored one does nothing. The recovery
+    limits are different (maybe_override_options_for_qos): at boot the OSD applies
+    mClock's values with set_val_default, which yields to a value already stored, so an
+    OSD (re)started after it was stored RUNS with it; only a change made while the OSD
+    runs is removed again. Telling the operator to remove such a value would change
+    what every OSD does at its next restart (K9.5).
+    """
+    out = []
+    for name, (value, why) in sorted(set_values.items()):
+        o = overrides.TABLE.get(name)
+        if o is not None and o.source == overrides.RECOVERY_SOURCE:
+            out.append(Verdict(
+                f"{name} set but overridden", WARN,
+                f"{value} is stored: OSDs started after it was stored run with it (the "
+                "boot path applies mClock's value with set_val_default, which keeps a "
+                "stored one), but a change made while they run is removed again "
+                f"unless {o.unless} is true, so OSDs may differ. Decide which you want: "
+                f"keep it and set {o.unless} true, or remove it (ceph config rm osd "
+                f"{name}) and let osd_mclock_profile govern it from the next restart",
+                "K8.2, K9.5", (f"{name} = {value}", why)))
+        else:
+            out.append(Verdict(
+                f"{name} set but overridden", WARN,
+                f"{value} is stored, but {why}: it does nothing; remove it "
+                f"(ceph config rm osd {name})", "K8.1-K8.2", (f"{name} = {value}",)))
+    return out
 
 
 def secure_mode(modes: Mapping[str, str | None]) -> Verdict:

@@ -26,6 +26,7 @@ import psutil
 
 from stormdeck.advisors import overrides
 from stormdeck.advisors.actuators.base import same
+from stormdeck.advisors.rules.ec import fast_ec_capable, rgw_bulk_data
 from stormdeck.advisors.validate import judge
 from stormdeck.advisors.validate.judge import Point, Verdict
 from stormdeck.base.errors import UserError
@@ -392,7 +393,9 @@ def cluster_settings(ctx: Ctx) -> list[Verdict]:
         return [Verdict("cluster settings", judge.SKIP, "no Ceph cluster", "K4.2")]
     out = [judge.pg_num(p.name, p.pg_num) for p in c.pools
            if not p.name.startswith(POOL_PREFIX)]
-    out += [judge.ec_pool(p.name, p.ec_k, p.ec_m, c.release, p.flags, p.stripe_unit)
+    out += [judge.ec_pool(p.name, p.ec_k, p.ec_m, c.release, p.flags, p.stripe_unit,
+                          capable=fast_ec_capable(p), version=c.version,
+                          bulk=rgw_bulk_data(p))
             for p in c.pools if p.type == "erasure"]
 
     def effective(name: str) -> str | None:

@@ -444,7 +444,8 @@ def parse_pools(rows: Iterable[Mapping[str, Any]],
             autoscale_mode=r.get("pg_autoscale_mode") or None,
             ec_plugin=prof.get("plugin") or None, ec_technique=prof.get("technique") or None,
             ec_failure_domain=prof.get("crush-failure-domain") or None,
-            ec_device_class=prof.get("crush-device-class") or None))
+            ec_device_class=prof.get("crush-device-class") or None,
+            ec_profile_settings={str(k): str(v) for k, v in prof.items()}))
     return tuple(pools)
 
 

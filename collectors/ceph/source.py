@@ -72,9 +72,9 @@ WATCHED_OPTIONS = (
     "osd_recovery_max_active_ssd",
     # Fast EC for new pools and their stripe unit (K5.2, K8.6; Tentacle's osd pool create).
     "osd_pool_default_flag_ec_optimizations", "osd_pool_erasure_code_stripe_unit",
-    # PGs per OSD and mClock's idea of each OSD's capacity (advisors/rules/redundancy.py,
-    # mclock_capacity.py).
-    "mon_max_pg_per_osd", "osd_mclock_max_capacity_iops_hdd",
+    # PGs per OSD before the mon refuses a split, and when a down OSD is marked out;
+    # mClock's idea of each OSD's capacity (advisors/rules/mclock_capacity.py).
+    "mon_max_pg_per_osd", "mon_osd_down_out_interval", "osd_mclock_max_capacity_iops_hdd",
     "osd_mclock_max_capacity_iops_ssd",
 )
 

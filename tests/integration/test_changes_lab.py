@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -64,6 +66,32 @@ def flags(lab: LabCluster) -> str:
         cluster.shutdown()
 
 
+@contextmanager
+def scrubbing(lab: LabCluster) -> Iterator[None]:
+    """Scrubs running under the load, for the scrub rule to see (it speaks only while one
+    runs, issue 31). The lab's PGs hold a few objects and scrub in milliseconds, so osd.0
+    alone scrubs an object per chunk with a second between chunks; its own section, so
+    the `osd` section's osd_scrub_sleep stays 0, as the rule judges it."""
+    cluster = lab.rados()
+    slow = {"osd_scrub_sleep": "1", "osd_scrub_chunk_min": "1", "osd_scrub_chunk_max": "1"}
+    try:
+        for key, value in slow.items():
+            ceph_json(cluster, "config set", who="osd.0", name=key, value=value)
+        # A mgr command; through the mon with `who` a string it never answers.
+        ceph_json(cluster, "osd pool deep-scrub", target="mgr", who=["lab-bench"])
+
+        def seen() -> bool:
+            stat = ceph_json(cluster, "pg stat", target="mgr")
+            states = stat.get("pg_summary", {}).get("num_pg_by_state", [])
+            return any("scrubbing" in s.get("name", "") for s in states)
+        eventually(seen, 60, interval=0.5)
+        yield
+    finally:
+        for key in slow:
+            ceph_json(cluster, "config rm", who="osd.0", name=key)
+        cluster.shutdown()
+
+
 def test_plan_apply_and_undo_a_scrub_change_through_the_cli(release_cluster: LabCluster, env,
                                                             tmp_path: Path) -> None:
     lab_cluster = release_cluster
@@ -72,7 +100,10 @@ def test_plan_apply_and_undo_a_scrub_change_through_the_cli(release_cluster: Lab
         assert lab_cluster.cli("lab", "load", "--threads", "8").rc == 0
         try:
             time.sleep(6)  # the mgr's client IO rates need a few seconds of load
-            res = cli(lab_cluster, env, "plan", "ceph.scrub.during_load", "-o", str(plan))
+            # The rule speaks only while a scrub runs (issue 31): start some.
+            with scrubbing(lab_cluster):
+                res = cli(lab_cluster, env, "plan", "ceph.scrub.during_load", "--for", "5",
+                          "-o", str(plan))
             assert res.rc == 0, res.err
             assert "ceph config set osd osd_scrub_sleep 0.1" in res.out
         finally:

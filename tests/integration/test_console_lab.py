@@ -17,6 +17,7 @@ from stormdeck.tui.app import PlanReview, StormdeckApp
 from stormdeck.tui.feed import Feed
 from stormdeck.tui.views import FindingTable, JournalTable
 from tests.conftest import LabCluster, ceph_json
+from tests.integration.test_changes_lab import scrubbing
 from tests.unit.test_tui import confirm_with_phrase, open_review, until
 
 pytestmark = pytest.mark.integration
@@ -36,8 +37,10 @@ def stored(lab: LabCluster, who: str, key: str) -> str | None:
 async def test_apply_and_undo_from_the_console(lab_cluster: LabCluster, tmp_path: Path) -> None:
     settings = load_settings()
     rule = "ceph.scrub.during_load"
+    # A window long enough to hold the scrubs started below (the rule speaks only while a
+    # scrub runs, issue 31).
     settings[rule] = replace(settings[rule], for_seconds=0, warmup_samples=1,
-                             params={**settings[rule].params, "window_seconds": 5})
+                             params={**settings[rule].params, "window_seconds": 60})
     journal = Journal(tmp_path / "journal.jsonl")
     conf = str(lab_cluster.conf)
     feed = Feed([CephSource(conffile=conf), HostSource(ceph_conf=conf)], Engine(settings),
@@ -49,7 +52,10 @@ async def test_apply_and_undo_from_the_console(lab_cluster: LabCluster, tmp_path
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.press("6")
             table = app.query_one(FindingTable)
-            await until(pilot, lambda: f"{rule}|osd" in table.keys, 90)
+            # Scrubs until the finding shows; its window keeps it after they end, and the
+            # OSDs then all run the value applied (none keeps a slow scrub of its own).
+            with scrubbing(lab_cluster):
+                await until(pilot, lambda: f"{rule}|osd" in table.keys, 90)
             review = await open_review(app, pilot, f"{rule}|osd")
             assert app.focused.id == "cancel"
             await confirm_with_phrase(app, pilot, review)

@@ -93,12 +93,13 @@ def test_under_load_no_finding_proposes_an_option_mclock_overrides(
     findings = json.loads(out)["findings"]
     proposed = {(f["rule"], c["key"]) for f in findings for c in f["changes"]}
     assert not {key for _, key in proposed} & MCLOCK_OVERRIDES, proposed
-    # It judged the scrub it saw, and pointed to the lever mClock has.
-    (scrub,) = [f for f in findings if f["rule"] == "ceph.scrub.during_load"]
-    assert "mclock_scheduler" in scrub["summary"], scrub
-    assert [(c["key"], c["proposed"]) for c in scrub["changes"]] == \
-        [("osd_mclock_profile", "high_client_ops")]
-    assert any("osd_scrub_begin_hour" in p for p in scrub["procedure"])
+    # Where it judged the scrub it saw hurting clients (under mClock only with their
+    # latency up, issue 31), it pointed to the lever mClock has.
+    for scrub in [f for f in findings if f["rule"] == "ceph.scrub.during_load"]:
+        assert "mclock_scheduler" in scrub["summary"], scrub
+        assert [(c["key"], c["proposed"]) for c in scrub["changes"]] in \
+            ([("osd_mclock_profile", "high_client_ops")], [])
+        assert any("osd_scrub_begin_hour" in p for p in scrub["procedure"])
 
 
 RULE = "ceph.mclock.background_vs_clients"

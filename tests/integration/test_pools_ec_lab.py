@@ -197,14 +197,18 @@ def test_ec_advice_and_the_monitors_own_refusals(release_cluster: LabCluster,
             return
         (f,) = fast  # not cauchy_good, not RGW bucket data
         assert f.target == "pool ecrsv"
-        assert f.changes[0].command == "ceph osd pool set ecrsv allow_ec_optimizations true"
+        assert f.changes == ()  # a procedure, test pool first (issue 31)
+        assert any("ceph osd pool set ecrsv allow_ec_optimizations true" in p
+                   for p in f.procedure)
         (d,) = of(found, "ceph.ec.fast_ec_default")
         assert d.changes[0].command == \
             "ceph config set mon osd_pool_default_flag_ec_optimizations true"
         (s,) = of(found, "ceph.ec.stripe_unit_small")
         assert s.target == "cluster" and "ecrsv (4 KiB)" in s.summary
-        assert "plugin=jerasure technique=reed_sol_van crush-failure-domain=osd" in \
-            s.procedure[0]
+        assert "plugin=jerasure technique=reed_sol_van" in s.procedure[0]
+        # Every key of the old profile, crush-root too (issue 31).
+        assert "crush-failure-domain=osd" in s.procedure[0]
+        assert "crush-root=default" in s.procedure[0]
         # The monitor agrees with the rule on both sides.
         err = ceph.refused("osd pool set", pool="eccauchy", var="allow_ec_optimizations",
                            val="true")
@@ -229,33 +233,54 @@ def test_ec_advice_and_the_monitors_own_refusals(release_cluster: LabCluster,
             ceph("osd erasure-code-profile rm", name=name)
 
 
-def test_noup_for_one_osd_applied_read_back_and_undone(release_cluster: LabCluster,
-                                                       tmp_path: Path) -> None:
-    """ceph.osd.flapping's change through `stormdeck apply` and `undo`: set-group noup on
-    osd.2 alone, read back from its state, journalled, and unset again."""
+def test_flapping_changes_ask_ceph_before_holding_an_osd_down(release_cluster: LabCluster,
+                                                               tmp_path: Path) -> None:
+    """ceph.osd.flapping's pair through `stormdeck apply` (issue 31): noup on one OSD is
+    set only if Ceph's `osd ok-to-stop` says no PG goes inactive without it. The lab's one
+    pool (the mgr's) has one copy: the OSD holding its PG is refused, nothing set. An OSD
+    holding no PG takes noup and its noout (kept in while held down), each on that OSD
+    alone, read back from its state, journalled, and undone."""
     lab = release_cluster
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
-    change = make("osd_flag", "osd.2", "noup", "unset", "set")
     ceph = Ceph(lab)
-    plan = Plan(id="lab1", created=0.0, rule="ceph.osd.flapping", target="osd.2",
-                summary="test", source="K7.5", fsid=ceph("status")["fsid"], changes=(change,))
-    path = tmp_path / "plan.json"
-    path.write_text(json.dumps(asdict(plan)))
+    fsid = ceph("status")["fsid"]
+    pools = ceph("osd dump")["pools"]
+    held = {s["acting_primary"] for p in pools for s in ceph.pgs(p["pool_name"])}
+    assert all(p["size"] == 1 for p in pools) and len(held) == 1, (pools, held)
+    (busy,) = held
+    free = next(o for o in (0, 1, 2) if o not in held)
+
+    def plan_of(name: str, osd: int, *flags: str) -> Path:
+        changes = tuple(make("osd_flag", f"osd.{osd}", f, "unset", "set") for f in flags)
+        plan = Plan(id=name, created=0.0, rule="ceph.osd.flapping", target=f"osd.{osd}",
+                    summary="test", source="K7.5", fsid=fsid, changes=changes)
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(asdict(plan)))
+        return path
 
     def state(osd: int) -> list[str]:
         return next(o["state"] for o in ceph("osd dump")["osds"] if o["osd"] == osd)
 
     try:
-        res = run_cli("apply", str(path), "--yes", "-c", str(lab.conf), env=env)
+        res = run_cli("apply", str(plan_of("refused", busy, "noup", "noout")), "--yes",
+                      "-c", str(lab.conf), env=env)
+        assert res.rc != 0 and f"not holding osd.{busy} down" in res.err, (res.out, res.err)
+        assert "ok-to-stop" in res.err
+        assert "noup" not in state(busy) and "noout" not in state(busy)
+        res = run_cli("apply", str(plan_of("held", free, "noup", "noout")), "--yes",
+                      "-c", str(lab.conf), env=env)
         assert res.rc == 0, res.err
-        assert "noup" in state(2) and "noup" not in state(1)
-        assert "noup" not in ceph("osd dump")["flags"], "not the cluster-wide flag"
-        res = run_cli("undo", "--yes", "-c", str(lab.conf), env=env)
-        assert res.rc == 0, res.err
-        assert "noup" not in state(2)
+        assert {"noup", "noout"} <= set(state(free)) and "noup" not in state(busy)
+        assert not {"noup", "noout"} & set(ceph("osd dump")["flags"]), "not cluster-wide"
+        for _ in ("noout", "noup"):  # one entry at a time, the newest first
+            res = run_cli("undo", "--yes", "-c", str(lab.conf), env=env)
+            assert res.rc == 0, res.err
+        assert not {"noup", "noout"} & set(state(free))
     finally:
-        if "noup" in state(2):
-            ceph("osd unset-group", flags="noup", who=["osd.2"])
+        for osd in (0, 1, 2):
+            for flag in ("noup", "noout"):
+                if flag in state(osd):
+                    ceph("osd unset-group", flags=flag, who=[f"osd.{osd}"])
         ceph.cluster.shutdown()
 
 

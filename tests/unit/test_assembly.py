@@ -129,3 +129,22 @@ def test_named_tabs_and_the_cli_share_one_mutes_file(home: Path) -> None:
         assert not (old / "mutes-prod.json").exists()
     finally:
         tab.feed.hub.stop(wait=0)
+
+
+def test_a_state_dir_that_cannot_be_written_still_reads_an_old_tab_mutes(
+        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # An operator's state dir stormdeck may read but not write (a read-only mount, another
+    # user's): a console tab's mutes of before still hold, and the command still runs.
+    state = home / "state" / "stormdeck"
+    state.mkdir(parents=True)
+    mute = {"rule": "r", "target": "osd.1", "until": time.time() + 600,
+            "created": time.time(), "severity": 2, "badness": 1.0, "reason": "", "fsid": None}
+    (state / "mutes-prod.json").write_text(json.dumps({"version": 1, "mutes": [mute]}))
+    # Root writes through a mode, so the writer's lock is made unopenable instead.
+    (state / "writer.lock").mkdir()
+    store = assembly.mutes_store(wait=0)
+    assert [m.target for m in store.list()] == ["osd.1"]
+    assert (state / "mutes-prod.json").exists()  # not folded: tried again next time
+    assert "mutes-prod.json" in capsys.readouterr().err
+    assert cli.main(["mute", "--list"]) == 0
+    assert "osd.1" in capsys.readouterr().out

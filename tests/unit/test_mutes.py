@@ -262,7 +262,9 @@ def scrub_engine(store: MuteStore):
 def scrub_findings(store: MuteStore, fsid: str | None) -> list[Finding]:
     from tests.captured import history, with_cluster
 
-    snaps = history(5, step=1.0, edit=lambda s, i: with_cluster(s, fsid=fsid))
+    # Three PGs scrub: the rule speaks only while a scrub runs (issue 31).
+    snaps = history(5, step=1.0, edit=lambda s, i: with_cluster(
+        s, fsid=fsid, pg_states={"active+clean": 30, "active+clean+scrubbing": 3}))
     engine = scrub_engine(store)
     out: list[Finding] = []
     for i in range(1, len(snaps) + 1):

@@ -128,8 +128,18 @@ def flapping(s: Snapshot, i: int) -> Snapshot:
     return with_daemon(s, "osd.1", up=i not in (34, 38)) if i > 30 else s
 
 
+def three_copies(s: Snapshot, i: int) -> Snapshot:
+    """Every pool at size 3, min_size 2: one OSD down leaves every PG active."""
+    assert s.cluster is not None
+    return with_cluster(s, pools=tuple(replace(p, size=3, min_size=2) for p in s.cluster.pools))
+
+
 def slow_ops(s: Snapshot, i: int) -> Snapshot:
     return with_cluster(s, slow_ops=12, slow_ops_daemons=("osd.1",))
+
+
+def scrubs(s: Snapshot, i: int) -> Snapshot:
+    return with_cluster(s, pg_states={"active+clean": 30, "active+clean+scrubbing+deep": 3})
 
 
 def scrub_sleep_set(s: Snapshot, i: int) -> Snapshot:
@@ -215,8 +225,10 @@ def ssd_busy_not_saturated(s: Snapshot, i: int) -> Snapshot:
 
 
 def at_limit(s: Snapshot, i: int) -> Snapshot:
-    disks = {k: replace(d, util=0.99) if d.daemons else d for k, d in s.disks.items()}
-    return replace(s, disks=disks, hosts={"vm": replace(s.hosts["vm"], cpu_busy=0.97)})
+    """Each disk with daemons 99% busy with 8 requests queued, each waiting 80 ms."""
+    disks = {k: replace(d, util=0.99, queue_depth=8.0, read_await=0.080, write_await=0.080)
+             if d.daemons else d for k, d in s.disks.items()}
+    return replace(s, disks=disks)
 
 
 def tuned(profile: str) -> Callable[[Snapshot, int], Snapshot]:
@@ -359,9 +371,10 @@ CASES: dict[str, tuple[Callable[[], History], Callable[[], History], Severity]] 
                             lambda: long(primaries_by_affinity), Severity.WARNING),
     "ceph.peering.storm": (lambda: long(storm), long, Severity.CRITICAL),
     "ceph.mgr.no_pg_stats": (lambda: long(mgr_blind), lambda: long(storm), Severity.WARNING),
-    "ceph.osd.flapping": (lambda: long(flapping), long, Severity.WARNING),
+    "ceph.osd.flapping": (lambda: long(both(flapping, three_copies)), long, Severity.WARNING),
     "ceph.slow_ops": (lambda: long(slow_ops), long, Severity.WARNING),
-    "ceph.scrub.during_load": (long, lambda: long(scrub_sleep_set), Severity.INFO),
+    "ceph.scrub.during_load": (lambda: long(scrubs), lambda: long(both(scrubs, scrub_sleep_set)),
+                               Severity.INFO),
     "ceph.osdmap.cache": (lambda: long(small_map_cache), long, Severity.WARNING),
     "ceph.mclock.background_vs_clients": (  # Tentacle's capture: more in test_mclock.py
         lambda: tentacle(recovery_hurts(0.025)), lambda: tentacle(recovery_hurts(0.0025)),
@@ -482,12 +495,13 @@ def test_pg_count_rounds_up_to_the_next_power_of_two_from_the_target() -> None:
                   "ceph.pool.pg_not_power_of_two"), "warn mode leaves pg_num to the operator"
 
 
-def test_fast_ec_is_irreversible_and_not_offered_on_20_2_0() -> None:
+def test_fast_ec_is_a_procedure_with_a_test_pool_first_and_not_offered_on_20_2_0() -> None:
     (f,) = firing(run(long(tentacle_ec("20.2.1", ()))), "ceph.ec.fast_ec_off")
-    (ch,) = f.changes
-    assert not ch.reversible and "IRREVERSIBLE" in ch.note
-    assert ch.command == "ceph osd pool set ecpool allow_ec_optimizations true"
-    assert any("osd_pool_default_flag_ec_optimizations" in step for step in f.procedure)
+    assert f.changes == (), "an irreversible flag on an existing pool is the operator's step"
+    test, real, default = f.procedure
+    assert "test pool first" in test and "ecpool-fastec-test" in test and "k4m2" in test
+    assert "ceph osd pool set ecpool allow_ec_optimizations true` (IRREVERSIBLE)" in real
+    assert "osd_pool_default_flag_ec_optimizations" in default
     (old,) = firing(run(long(tentacle_ec("20.2.0", ()))), "ceph.ec.fast_ec_off")
     assert old.changes == () and "74813" in old.summary
     assert not firing(run(long()), "ceph.ec.fast_ec_off"), "not on Pacific"
@@ -566,9 +580,11 @@ def test_storm_is_not_judged_while_the_mgr_knows_no_pg() -> None:
 
 
 def test_flapping_proposes_noup_for_that_osd_alone() -> None:
-    (f,) = firing(run(long(flapping)), "ceph.osd.flapping")
-    (ch,) = f.changes
+    # 3 copies, min_size 2: held down, osd.1 leaves every PG active.
+    (f,) = firing(run(long(both(flapping, three_copies))), "ceph.osd.flapping")
+    ch, noout = f.changes
     assert (ch.kind, ch.target, ch.key, ch.proposed) == ("osd_flag", "osd.1", "noup", "set")
+    assert noout.command == "ceph osd set-group noout osd.1"
     assert ch.command == "ceph osd set-group noup osd.1"
     assert "ceph osd unset-group noup osd.1" in ch.note
     from stormdeck.advisors.actuators.table import actuator
@@ -605,11 +621,16 @@ def test_primary_spread_judges_each_pool_and_skips_small_ones() -> None:
     # Pacific: no read balancer, and nothing about require_min_compat_client.
     assert "no read balancer" in f.procedure[0]
 
-    def reef(required: str) -> Callable[[Snapshot, int], Snapshot]:
+    def reef(required: str, clients: dict[str, int] | None = None
+             ) -> Callable[[Snapshot, int], Snapshot]:
         return both(primaries_skewed, at("18.2.7", "reef"),
-                    lambda s, i: with_cluster(s, require_min_compat_client=required))
+                    lambda s, i: with_cluster(s, require_min_compat_client=required,
+                                              client_releases=clients or {}))
 
+    # Clients connected now unknown: no raise proposed (more in test_rule_harms.py).
     (f,) = firing(run(long(reef("luminous"))), "ceph.primary.spread")
+    assert "set-require-min-compat-client" not in " ".join(f.procedure)
+    (f,) = firing(run(long(reef("luminous", {"reef": 2}))), "ceph.primary.spread")
     assert "set-require-min-compat-client reef" in f.procedure[0]
     assert "osdmaptool om --read out.txt --read-pool lab-bench" in f.procedure[1]
     (f,) = firing(run(long(reef("squid"))), "ceph.primary.spread")
@@ -644,7 +665,8 @@ def test_write_cache_on_a_virtual_disk_is_never_a_target() -> None:
 
 
 def test_scrub_change_proposes_the_report_values() -> None:
-    (f,) = firing(run(long()), "ceph.scrub.during_load")
+    assert not firing(run(long()), "ceph.scrub.during_load"), "no scrub runs: nothing to say"
+    (f,) = firing(run(long(scrubs)), "ceph.scrub.during_load")
     assert [(c.key, c.current, c.proposed) for c in f.changes] == \
         [("osd_scrub_sleep", "0", "0.1")]
     assert f.changes[0].command == "ceph config set osd osd_scrub_sleep 0.1"

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import ClassVar
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from stormdeck.advisors import blast
+from stormdeck.base.errors import UserError
+from stormdeck.base.text import printable
 from stormdeck.collectors.model import disk_key
 from stormdeck.tui.feed import Frame
 from stormdeck.tui.format import finding_line, inert, ms, num, pct, spark
@@ -80,7 +85,9 @@ def daemon_detail(frame: Frame, daemon_id: str, ascii_only: bool = False) -> Tex
 class DaemonDetail(ModalScreen[None]):
     """Drill-down into one daemon; it follows the frames while open."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "close", "Close")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q", "close", "Close"),
+        Binding("o", "whatif_out", "What if it goes out (predicted; nothing changes)")]
 
     def __init__(self, daemon_id: str, frame: Frame, ascii_only: bool) -> None:
         super().__init__()
@@ -90,7 +97,7 @@ class DaemonDetail(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         yield VerticalScroll(Static(daemon_detail(self.frame, self.daemon_id, self.ascii_only),
-                                    id="detail-body"), id="help")
+                                    id="detail-body"), Static(id="detail-whatif"), id="help")
 
     def show(self, frame: Frame) -> None:
         self.frame = frame
@@ -99,3 +106,31 @@ class DaemonDetail(ModalScreen[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+    def action_whatif_out(self) -> None:
+        """o: what marking this OSD out would move (advisors/blast.py), in a worker."""
+        box = self.query_one("#detail-whatif", Static)
+        if not re.fullmatch(r"osd\.\d+", self.daemon_id):
+            box.update(Text("only an OSD can be marked out", style="bold"))
+            return
+        box.update(Text(f"predicting what {self.daemon_id} going out moves...", style="dim"))
+        self.predict_out()
+
+    @work(thread=True, exclusive=True)
+    def predict_out(self) -> None:
+        tab = getattr(self.app, "tab", None)
+        factory = tab.executor_factory if tab is not None else None
+        try:
+            if factory is None:
+                raise UserError("this session has no cluster connection to read the map from")
+            with factory() as executor:
+                ceph = executor.backends.ceph
+                if ceph is None:
+                    raise UserError("this session has no Ceph connection to read the map from")
+                state = blast.state_of(ceph.connection)
+                p = blast.predict_out(state, blast.find_tools(state.version, state.release),
+                                      [int(self.daemon_id.removeprefix("osd."))])
+            text = Text("\n".join(printable(line, 400) for line in p.lines()))
+        except UserError as exc:
+            text = Text(f"not predicted: {printable(str(exc), 400)}", style="bold")
+        self.app.call_from_thread(self.query_one("#detail-whatif", Static).update, text)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from dataclasses import replace
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -11,6 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from stormdeck.advisors.blast import moves_data
 from stormdeck.advisors.findings import Finding
 from stormdeck.advisors.plan import (
     Plan,
@@ -131,8 +133,33 @@ class FindingsView(View, Vertical):
                         markup=False)
             return
         config = frame.snapshot.cluster.config if frame and frame.snapshot.cluster else None
+        if any(moves_data(c) for c in plan.changes):
+            # What it moves is read from the cluster (osdmap, pg dump, osdmaptool): never on
+            # the screen's thread; the review opens when the prediction is in.
+            self.notify("predicting what it moves...", markup=False)
+            self.predict_then_review(plan, config)
+            return
+        self.open_review(plan, config)
+
+    def open_review(self, plan: Plan, config: Any) -> None:
         self.app.push_screen(PlanReview(plan, review(plan), runtime_from_options(config)),
                              lambda ok: self.apply_plan(plan) if ok else None)
+
+    @work(thread=True, exclusive=True)
+    def predict_then_review(self, plan: Plan, config: Any) -> None:
+        factory = self.app.tab.executor_factory
+        prediction = None
+        try:
+            if factory is not None:
+                with factory() as executor:
+                    prediction = executor.prediction(plan)
+        except UserError as exc:
+            self.app.call_from_thread(self.notify, printable(str(exc), 400),
+                                      title="not predicted", severity="error", markup=False)
+            return
+        if prediction is not None:
+            plan = replace(plan, prediction=prediction.to_dict())
+        self.app.call_from_thread(self.open_review, plan, config)
 
     @work(thread=True, exclusive=True)
     def apply_plan(self, plan: Plan) -> None:

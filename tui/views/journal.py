@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from textual import work
 from textual.binding import Binding, BindingType
 
+from stormdeck.advisors.blast import against
 from stormdeck.advisors.overrides import is_overridden
 from stormdeck.advisors.plan import Plan, review, runtime_from_options
 from stormdeck.base.errors import UserError
@@ -54,7 +55,10 @@ class JournalTable(View, VirtualTable):
         if any(e.status in OPEN and not e.undone_by for e in entries):
             self.reread_open()
         self.sync((e.id, (inert(e.id), inert(clock(e.started)), _status(e.status),
-                          inert(e.change.command, limit=80),
+                          inert(e.change.command
+                                + (f"  [{against(e.prediction, e.observed)}]"
+                                   if e.prediction is not None else ""),
+                                limit=80 if e.prediction is None else 300),
                           inert(f"{e.before if e.before is not None else 'unset'} -> {e.after}"
                             + (f" ({e.status.removeprefix('overridden by ')})"
                                if is_overridden(e.status) else "")),

@@ -1,0 +1,241 @@
+"""What a placement prediction reads from Ceph: the binary osdmap, per-PG bytes, pools, OSD space.
+
+One fetch, on demand (never on the console's poll cadence): `osd getmap` is the
+map osdmaptool simulates on, `pg dump pgs` gives each PG's bytes and up set
+(pgs_brief has no sizes), `osd dump` the pools, OSD states, ratios and upmaps,
+`osd df` each OSD's space. The parsing is plain functions over the JSON, so
+unit tests can feed them outputs captured from the lab.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+NONE_OSD = 2147483647  # CRUSH_ITEM_NONE: an EC shard with no OSD
+
+
+class Commands(Protocol):
+    """The one call a fetch needs: a mon or mgr command, its output as bytes
+    (collectors.ceph.CephConnection has it)."""
+
+    def command(self, target: str, cmd: dict[str, Any], timeout: float | None = None
+                ) -> bytes: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PoolInfo:
+    id: int
+    name: str
+    size: int
+    min_size: int
+    rule: int
+    pg_num: int
+    pgp_num: int
+    erasure: bool
+    k: int  # data chunks of an EC pool; 1 for a replicated one (a copy is the whole PG)
+    hashpspool: bool
+    pg_num_target: int
+    pgp_num_target: int
+
+
+@dataclass(frozen=True, slots=True)
+class PgInfo:
+    pgid: str
+    pool: int
+    ps: int
+    bytes: int  # stat_sum.num_bytes + num_omap_bytes: what a new copy must receive
+    up: tuple[int, ...]
+    acting: tuple[int, ...]
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class OsdInfo:
+    id: int
+    up: bool
+    in_: bool
+    reweight: float
+    kb: int  # 0 when the OSD reports no space (down since start)
+    kb_used: int
+    group_flags: frozenset[str] = frozenset()
+
+
+@dataclass
+class ClusterState:
+    """Everything a prediction computes from, read at one moment."""
+
+    osdmap: bytes
+    epoch: int
+    version: str  # the monitors' release, "16.2.15"
+    release: str  # "pacific"
+    pools: dict[int, PoolInfo]
+    pgs: dict[str, PgInfo]
+    osds: dict[int, OsdInfo]
+    full_ratio: float
+    backfillfull_ratio: float
+    nearfull_ratio: float
+    flags: frozenset[str]
+    upmap_items: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    upmap: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    recovery_bytes_per_sec: float | None = None
+    misplaced_ratio: float | None = None
+    down_out_interval: float | None = None
+    target_max_misplaced_ratio: float | None = None
+
+    def pool_by_name(self, name: str) -> PoolInfo | None:
+        return next((p for p in self.pools.values() if p.name == name), None)
+
+
+def _json(raw: bytes) -> Any:
+    return json.loads(raw) if raw.strip() else None
+
+
+def parse_pools(dump: Mapping[str, Any], profiles: Mapping[str, int]) -> dict[int, PoolInfo]:
+    """`osd dump` pools; `profiles` maps an EC profile's name to its k."""
+    pools = {}
+    for p in dump.get("pools", ()):
+        erasure = p.get("type") == 3
+        pgp = p.get("pg_placement_num", p.get("pgp_num")) or p["pg_num"]
+        flags = p.get("flags_names") or ""
+        pools[int(p["pool"])] = PoolInfo(
+            id=int(p["pool"]), name=str(p["pool_name"]), size=int(p["size"]),
+            min_size=int(p["min_size"]), rule=int(p["crush_rule"]), pg_num=int(p["pg_num"]),
+            pgp_num=int(pgp), erasure=erasure,
+            k=profiles.get(p.get("erasure_code_profile") or "", 1) if erasure else 1,
+            hashpspool="hashpspool" in flags.split(","),
+            pg_num_target=int(p.get("pg_num_target") or p["pg_num"]),
+            pgp_num_target=int(p.get("pg_placement_num_target") or p.get("pgp_num_target")
+                               or pgp))
+    return pools
+
+
+def parse_osds(dump: Mapping[str, Any], df: Mapping[str, Any] | None) -> dict[int, OsdInfo]:
+    space = {int(n["id"]): n for n in (df or {}).get("nodes", ()) if n.get("id", -1) >= 0}
+    osds = {}
+    for o in dump.get("osds", ()):
+        i = int(o["osd"])
+        s = space.get(i, {})
+        state = set(o.get("state") or ())
+        osds[i] = OsdInfo(id=i, up=bool(o.get("up")), in_=bool(o.get("in")),
+                          reweight=float(o.get("weight", 1.0)), kb=int(s.get("kb") or 0),
+                          kb_used=int(s.get("kb_used") or 0),
+                          group_flags=frozenset(state & {"noup", "nodown", "noin", "noout"}))
+    return osds
+
+
+def parse_pgs(dump: Any) -> dict[str, PgInfo]:
+    """`pg dump pgs` JSON: Pacific answers {pg_stats: [...]}, a full dump {pg_map: {...}}."""
+    if isinstance(dump, Mapping):
+        rows = dump.get("pg_stats")
+        if rows is None:
+            rows = (dump.get("pg_map") or {}).get("pg_stats", ())
+    else:
+        rows = dump or ()
+    pgs = {}
+    for r in rows:
+        pgid = str(r["pgid"])
+        pool, _, ps = pgid.partition(".")
+        s = r.get("stat_sum") or {}
+        pgs[pgid] = PgInfo(pgid=pgid, pool=int(pool), ps=int(ps, 16),
+                           bytes=int(s.get("num_bytes") or 0) + int(s.get("num_omap_bytes") or 0),
+                           up=tuple(int(x) for x in r.get("up") or ()),
+                           acting=tuple(int(x) for x in r.get("acting") or ()),
+                           state=str(r.get("state") or ""))
+    return pgs
+
+
+def parse_upmaps(dump: Mapping[str, Any]) -> tuple[dict[str, tuple[tuple[int, int], ...]],
+                                                   dict[str, tuple[int, ...]]]:
+    items = {str(u["pgid"]): tuple((int(m["from"]), int(m["to"])) for m in u["mappings"])
+             for u in dump.get("pg_upmap_items") or ()}
+    full = {str(u["pgid"]): tuple(int(x) for x in u["osds"]) for u in dump.get("pg_upmap") or ()}
+    return items, full
+
+
+VERSION = re.compile(r"ceph version (\d+\.\d+\.\d+)\S* \(\w+\) (\w+)")
+
+
+def parse_version(versions: Mapping[str, Any]) -> tuple[str, str]:
+    """The monitors' release: the map is theirs. ("16.2.15", "pacific")."""
+    for text in (versions.get("mon") or versions.get("overall") or {}):
+        m = VERSION.search(str(text))
+        if m:
+            return m.group(1), m.group(2)
+    return "unknown", "unknown"
+
+
+def _float(text: bytes) -> float | None:
+    try:
+        value = json.loads(text) if text.strip() else None
+        return float(value) if value is not None else None
+    except (ValueError, TypeError):
+        try:
+            return float(text.decode().strip())
+        except ValueError:
+            return None
+
+
+def fetch(conn: Commands) -> ClusterState:
+    """Read what a prediction needs, in one go (a few round trips; `pg dump` dominates)."""
+    def mon(prefix: str, **kw: Any) -> bytes:
+        return conn.command("mon", {"prefix": prefix, **kw})
+
+    def mgr(prefix: str, **kw: Any) -> bytes:
+        return conn.command("mgr", {"prefix": prefix, **kw})
+
+    osdmap = mon("osd getmap")
+    dump = _json(mon("osd dump"))
+    profiles: dict[str, int] = {}
+    for p in dump.get("pools", ()):
+        name = p.get("erasure_code_profile")
+        if p.get("type") == 3 and name and name not in profiles:
+            prof = _json(mon("osd erasure-code-profile get", name=name)) or {}
+            profiles[name] = int(prof.get("k", 1))
+    df = _json(mgr("osd df"))
+    pgs = parse_pgs(_json(mgr("pg dump", dumpcontents=["pgs"])))
+    status = _json(mon("status")) or {}
+    pgmap = status.get("pgmap") or {}
+    version, release = parse_version(_json(mon("versions")) or {})
+    items, full = parse_upmaps(dump)
+    flags = dump.get("flags") or ""
+    return ClusterState(
+        osdmap=osdmap, epoch=int(dump.get("epoch", 0)), version=version, release=release,
+        pools=parse_pools(dump, profiles), pgs=pgs, osds=parse_osds(dump, df),
+        full_ratio=float(dump.get("full_ratio") or 0.95),
+        backfillfull_ratio=float(dump.get("backfillfull_ratio") or 0.90),
+        nearfull_ratio=float(dump.get("nearfull_ratio") or 0.85),
+        flags=frozenset(flags.split(",") if isinstance(flags, str) else flags),
+        upmap_items=items, upmap=full,
+        recovery_bytes_per_sec=float(pgmap["recovering_bytes_per_sec"])
+        if pgmap.get("recovering_bytes_per_sec") else None,
+        misplaced_ratio=float(pgmap["misplaced_ratio"]) if "misplaced_ratio" in pgmap else None,
+        down_out_interval=_float(mon("config get", who="mon", key="mon_osd_down_out_interval")),
+        target_max_misplaced_ratio=_float(mon("config get", who="mgr",
+                                              key="target_max_misplaced_ratio")))
+
+
+def ok_to_stop(conn: Any, osd_ids: list[int]) -> dict[str, Any] | None:
+    """Ceph's own answer to "may these OSDs stop?" (mgr `osd ok-to-stop`): its JSON even
+    when the answer is no (EBUSY), which CephConnection.command would turn into an error.
+    None when it cannot be asked."""
+    rados = getattr(conn, "_rados", None)
+    if rados is None:
+        connect = getattr(conn, "_connect", None)
+        if connect is None:
+            return None
+        rados = conn._rados = connect()
+    body = json.dumps({"prefix": "osd ok-to-stop", "ids": [str(i) for i in osd_ids],
+                       "format": "json"})
+    try:
+        _, out, _ = rados.mgr_command(body, b"", timeout=30)
+    except Exception:  # librados errors of any kind: the cross-check is then missing
+        return None
+    try:
+        answer = json.loads(out) if out.strip() else None
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None

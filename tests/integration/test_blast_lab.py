@@ -1,0 +1,230 @@
+"""Blast radius against the real lab: what `whatif` predicts, then what really happens.
+
+On every release's lab, an OSD marked out: the PGs whose up set changes (exact) and the bytes
+(within 10%), with that release's own osdmaptool. On Pacific's, one pool of its own (size 2,
+40 MiB of objects) for two more acts: pg_num doubled through `stormdeck apply` (copies moved
+once pgp_num reaches the target: within 10%; the journal keeps prediction and outcome), and
+two OSDs held down under min_size 2 (inactive PGs predicted; the plan to set noup on both
+refused). Each test leaves the lab as it found it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from stormdeck.advisors.actuators.table import change
+from stormdeck.advisors.journal import Journal
+from stormdeck.advisors.plan import Plan
+from tests.conftest import LabCluster, ceph_json, eventually, run_cli
+
+pytestmark = pytest.mark.integration
+
+POOL = "blastlab"
+OBJECTS = 40
+MIB = 1 << 20
+
+
+def pg_ids(cluster, pool: str | None = None) -> list[str]:
+    """Every PG the monitors' map has (from `osd dump`, not the mgr's possibly older pgmap)."""
+    return [f"{p['pool']}.{ps:x}" for p in ceph_json(cluster, "osd dump")["pools"]
+            if pool in (None, p["pool_name"]) for ps in range(p["pg_num"])]
+
+
+def up_sets(cluster, ids: list[str]) -> dict[str, tuple[int, ...]]:
+    return {pg: tuple(ceph_json(cluster, "pg map", pgid=pg)["up"]) for pg in ids}
+
+
+def sizes(cluster) -> dict[str, int]:
+    rows = ceph_json(cluster, "pg dump", "mgr", dumpcontents=["pgs"])
+    rows = rows.get("pg_stats") or rows.get("pg_map", {}).get("pg_stats", [])
+    return {r["pgid"]: int(r["stat_sum"]["num_bytes"]) + int(r["stat_sum"].get(
+        "num_omap_bytes", 0)) for r in rows}
+
+
+def clean(cluster) -> bool:
+    pgmap = ceph_json(cluster, "status")["pgmap"]
+    states = pgmap.get("pgs_by_state", [])
+    return bool(states) and all(s["state_name"] == "active+clean" for s in states) and \
+        sum(s["count"] for s in states) == pgmap["num_pgs"]
+
+
+def whatif(lab: LabCluster, *args: str) -> dict:
+    res = run_cli("whatif", *args, "-f", "json", "-c", str(lab.conf), timeout=300)
+    assert res.rc == 0, res.err
+    return json.loads(res.out)
+
+
+def write_plan(path: Path, fsid: str, rule: str, *changes) -> Path:
+    plan = Plan(id="blast1", created=time.time(), rule=rule, target="lab", summary="test",
+                source="K0", fsid=fsid, changes=changes)
+    plan.save(path)
+    return path
+
+
+def make_pool(cluster, name: str, objects: int) -> int:
+    """A size-2 pool of 32 PGs holding `objects` MiB, written with write_full (not rados
+    bench, whose page-cache speed fills loop-device OSDs): bytes the prediction must weigh."""
+    ceph_json(cluster, "osd pool create", pool=name, pg_num=32, pgp_num=32)
+    ceph_json(cluster, "osd pool set", pool=name, var="size", val="2")
+    ceph_json(cluster, "osd pool application enable", pool=name, app="rbd")
+    io = cluster.open_ioctx(name)
+    try:
+        blob = os.urandom(MIB)
+        for i in range(objects):
+            io.write_full(f"obj{i}", blob)
+    finally:
+        io.close()
+    pool_id = next(p["pool"] for p in ceph_json(cluster, "osd dump")["pools"]
+                   if p["pool_name"] == name)
+    eventually(lambda: clean(cluster) and sum(
+        v for k, v in sizes(cluster).items() if k.startswith(f"{pool_id}.")) >= objects * MIB,
+        120)
+    return pool_id
+
+
+def drop_pool(cluster, name: str) -> None:
+    ceph_json(cluster, "osd pool rm", pool=name, pool2=name, yes_i_really_really_mean_it=True)
+
+
+def test_whatif_out_predicts_exactly_the_pgs_that_move(release_cluster: LabCluster) -> None:
+    """Every PG of every pool: the predicted set must be the one that changes."""
+    lab = release_cluster
+    cluster = lab.rados()
+    try:
+        make_pool(cluster, "blastout", 24)
+        predicted = whatif(lab, "out", "osd.1")
+        assert "osdmaptool" in predicted["method"]
+        # The release's own tool: the host's Pacific one only for Pacific's lab.
+        version = ceph_json(cluster, "versions")["mon"]
+        assert any(predicted["tool"].split()[1] in v for v in version), (predicted, version)
+        ids = pg_ids(cluster)
+        size = sizes(cluster)
+        before = up_sets(cluster, ids)
+        ceph_json(cluster, "osd out", ids=["1"])
+        try:
+            after = up_sets(cluster, ids)
+        finally:
+            ceph_json(cluster, "osd in", ids=["1"])
+        changed = sorted(pg for pg in ids if after[pg] != before[pg])
+        assert changed and sorted(predicted["pgs_remapped_ids"]) == changed
+        moved = sum(size.get(pg, 0) * len(set(after[pg]) - set(before[pg])) for pg in changed)
+        assert moved > 5 * MIB
+        assert abs(predicted["bytes_to_move"] - moved) <= 0.1 * moved, (predicted, moved)
+        assert predicted["pgs_inactive"] == 0
+    finally:
+        ceph_json(cluster, "osd in", ids=["1"])
+        drop_pool(cluster, "blastout")
+        eventually(lambda: clean(cluster), 180)
+        cluster.shutdown()
+
+
+def test_pg_num_and_down_predictions_and_the_guard_refuses_inactive_pgs(
+        lab_cluster: LabCluster, tmp_path: Path) -> None:
+    lab = lab_cluster
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    cluster = lab.rados()
+    ratio = [r["value"] for r in ceph_json(cluster, "config dump")
+             if r["name"] == "target_max_misplaced_ratio" and r["section"] == "mgr"]
+    try:
+        pool_id = make_pool(cluster, POOL, OBJECTS)
+
+        # -- act 2: pg_num 32 -> 64 (2x) through stormdeck apply, misplaced limit lifted so
+        # the mgr takes pgp_num to 64 at once.
+        predicted = whatif(lab, "pg_num", POOL, "2x")
+        assert predicted["what"] == f"pg_num of {POOL} 32 -> 64"
+        parents = up_sets(cluster, pg_ids(cluster, POOL))
+        parent_size = {pg: v for pg, v in sizes(cluster).items() if pg.startswith(f"{pool_id}.")}
+        ceph_json(cluster, "config set", who="mgr", name="target_max_misplaced_ratio",
+                  value="1")
+        fsid = ceph_json(cluster, "status")["fsid"]
+        plan = write_plan(tmp_path / "pg.json", fsid, "ceph.pool.pg_not_power_of_two",
+                          change("pool_set", POOL, "pg_num", "32", "64"))
+        res = run_cli("apply", str(plan), "--yes", "-c", str(lab.conf), env=env,
+                      timeout=400)
+        assert res.rc == 0, res.err
+        assert "predicted: pg_num of" in res.out  # the review shows the prediction
+        eventually(lambda: ceph_json(cluster, "osd pool get", pool=POOL,
+                                     var="pgp_num")["pgp_num"] == 64, 240, interval=1)
+        children = up_sets(cluster, pg_ids(cluster, POOL))
+        copies = moved = 0
+        for ps in range(64):
+            parent = f"{pool_id}.{ps % 32:x}"
+            new = set(children[f"{pool_id}.{ps:x}"]) - set(parents[parent])
+            copies += len(new)
+            moved += len(new) * parent_size.get(parent, 0) // 2
+        assert copies > 0
+        assert abs(predicted["copies_to_create"] - copies) <= 0.1 * copies, (predicted, copies)
+        assert abs(predicted["bytes_to_move"] - moved) <= 0.1 * moved + MIB
+        (entry,) = Journal(tmp_path / "state" / "stormdeck" / "journal.jsonl").entries()
+        assert entry.prediction is not None and entry.prediction["copies_to_create"] == \
+            predicted["copies_to_create"]
+        assert entry.observed is not None and "misplaced_objects" in entry.observed
+        journal = run_cli("journal", env=env)
+        assert "predicted:" in journal.out and "observed right after" in journal.out
+        eventually(lambda: clean(cluster), 240)
+
+        # -- act 3: min_size 2; osd.0 and osd.1 share PGs of this pool, so both down makes
+        # those PGs inactive (one copy left, or none).
+        ceph_json(cluster, "osd pool set", pool=POOL, var="min_size", val="2")
+        down = whatif(lab, "down", "osd.0", "osd.1")
+        ups = up_sets(cluster, pg_ids(cluster, POOL))
+        shared = sorted(pg for pg, up in ups.items() if {0, 1} & set(up))
+        assert shared and set(shared) <= set(down["pgs_inactive_ids"])
+        assert down["pgs_inactive"] == len(down["pgs_inactive_ids"])
+        assert any("ok-to-stop" in n for n in down["notes"])
+        plan = write_plan(tmp_path / "noup.json", fsid, "ceph.osd.flapping",
+                          change("osd_flag", "osd.0", "noup", "unset", "set"),
+                          change("osd_flag", "osd.1", "noup", "unset", "set"))
+        res = run_cli("apply", str(plan), "--yes", "-c", str(lab.conf), env=env)
+        assert res.rc == 3, (res.out, res.err)
+        assert "inactive" in res.err and "refused" in res.err
+        assert "ceph osd set-group noup osd.0" in res.out  # the command is still shown
+        states = {o["osd"]: o["state"] for o in ceph_json(cluster, "osd dump")["osds"]}
+        assert "noup" not in states[0] and "noup" not in states[1]
+    finally:
+        if ratio:
+            ceph_json(cluster, "config set", who="mgr", name="target_max_misplaced_ratio",
+                      value=ratio[0])
+        else:
+            ceph_json(cluster, "config rm", who="mgr", name="target_max_misplaced_ratio")
+        drop_pool(cluster, POOL)
+        eventually(lambda: clean(cluster), 180)
+        cluster.shutdown()
+
+
+@pytest.mark.asyncio
+async def test_o_in_an_osds_detail_predicts_it_going_out(lab_cluster: LabCluster,
+                                                         tmp_path: Path) -> None:
+    """The console's `o` on a daemon's detail: the same prediction, read in a worker."""
+    from textual.widgets import Static
+
+    from stormdeck.advisors.apply import CephAdmin, Executor
+    from stormdeck.advisors.engine import Engine
+    from stormdeck.collectors.ceph.source import CephSource
+    from stormdeck.tui.app import StormdeckApp
+    from stormdeck.tui.feed import Feed
+    from stormdeck.tui.views import DaemonDetail, DaemonTable
+    from tests.unit.test_tui import until
+
+    conf = str(lab_cluster.conf)
+    journal = Journal(tmp_path / "journal.jsonl")
+    app = StormdeckApp(Feed([CephSource(conffile=conf)], Engine(), interval=1.0),
+                       journal=journal,
+                       executor_factory=lambda: Executor(journal, ceph=CephAdmin(conf)))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("2")
+        table = app.query_one(DaemonTable)
+        await until(pilot, lambda: "osd.1" in table.keys, 60)
+        table.move_cursor(row=table.keys.index("osd.1"))
+        await pilot.press("enter")
+        assert isinstance(app.screen, DaemonDetail)
+        await pilot.press("o")
+        box = app.screen.query_one("#detail-whatif", Static)
+        await until(pilot, lambda: "predicted: out osd.1" in str(box.render()), 60)
+        assert "osdmaptool" in str(box.render())
+    assert journal.entries() == []  # a prediction changes nothing
