@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from stormdeck.collectors.prometheus import PrometheusSource  # noqa: E402
+from stormdeck.collectors.prometheus.source import PrometheusSource  # noqa: E402
 from tests.prometheus_wire import DelayProxy, StandIn  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Daemons of an older snapshot held as columns: a template per daemon and one array per figure.
+"""Daemons and disks of older snapshots held as columns: a template each, an array per figure.
 
 A live cluster's figures (latencies, IOPS, bytes per second) move every few
 seconds on every daemon, so each move makes a new Daemon per daemon: at
@@ -7,12 +7,19 @@ floats. PackedDaemons keeps, per daemon, a template (its last Daemon whose
 other fields were the same: up, host, devices, PG counts...) and, per figure,
 an array of 8-byte doubles, shared with the generation before when equal. A
 Daemon is made again when asked for, equal to the one packed (a NaN figure
-comes back as None: unknown either way).
+comes back as None: unknown either way). Disks are packed the same way: their
+util, IOPS, bytes and awaits move with every scrape.
+
+Which fields are figures is read from the record's type hints, not from the text
+of its annotations: `from __future__ import annotations` turns every annotation
+into a string, and a string compared with "float | None" misses
+`Optional[float]`, `None | float` and any spelling to come.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import typing
 from array import array
@@ -27,31 +34,41 @@ from stormdeck.collectors.model import Daemon, Daemons
 _FLOATS = (float, float | None)
 
 
+@functools.cache
 def figures_of(cls: type) -> tuple[str, ...]:
+    """The fields of a record class typed a float, known or not: its figures."""
     hints = typing.get_type_hints(cls)
     return tuple(f.name for f in dataclasses.fields(cls) if hints[f.name] in _FLOATS)
 
 
+@functools.cache
+def statics_of(cls: type) -> tuple[str, ...]:
+    figures = figures_of(cls)
+    return tuple(f.name for f in dataclasses.fields(cls) if f.name not in figures)
+
+
 FIGURES = figures_of(Daemon)
-STATIC = tuple(f.name for f in dataclasses.fields(Daemon) if f.name not in FIGURES)
-_static = attrgetter(*STATIC)
+STATIC = statics_of(Daemon)
 _NAN = math.nan
 _NAN_BYTES = array("d", [_NAN]).tobytes()
 
 
-class PackedDaemons(Mapping[str, Daemon]):
-    """A read-only mapping of daemon id -> Daemon, stored as templates and figure columns."""
+class PackedDaemons(Mapping[str, Any]):
+    """A read-only mapping of key -> record (a Daemon, a Disk), stored as templates and
+    figure columns."""
 
-    __slots__ = ("_figures", "_index", "_keys", "_templates")
+    __slots__ = ("_figures", "_index", "_keys", "_static", "_templates")
 
     def __init__(self, keys: tuple[str, ...], index: dict[str, int],
-                 templates: list[Daemon], figures: dict[str, array]) -> None:
+                 templates: list[Any], figures: dict[str, array],
+                 static: tuple[str, ...] = STATIC) -> None:
         self._keys = keys
         self._index = index
         self._templates = templates
         self._figures = figures
+        self._static = static
 
-    def __getitem__(self, key: str) -> Daemon:
+    def __getitem__(self, key: str) -> Any:
         i = self._index[key]
         t = self._templates[i]
         changes = {}
@@ -79,7 +96,7 @@ class PackedDaemons(Mapping[str, Daemon]):
         column = self._figures.get(attr)
         if column is not None:
             return [None if v != v else v for v in column]
-        if attr not in STATIC:
+        if attr not in self._static:
             return [None] * len(self._keys)
         return list(map(attrgetter(attr), self._templates))
 
@@ -112,13 +129,18 @@ def values_of(daemons: Mapping[str, Daemon], attr: str) -> list[Any]:
 
 
 class Packer:
-    """Packs daemons mappings, sharing keys, templates and figure arrays with the last one."""
+    """Packs mappings of one record class (Daemon by default; Disk), sharing keys,
+    templates and figure arrays with the last one."""
 
-    def __init__(self) -> None:
+    def __init__(self, cls: type = Daemon) -> None:
+        self.cls = cls
+        self.figures = figures_of(cls)
+        self.static = statics_of(cls)
+        self._key = attrgetter(*self.static)
         self._last_in: Any = None
         self._last: PackedDaemons | None = None
 
-    def pack(self, daemons: Mapping[str, Daemon]) -> Mapping[str, Daemon]:
+    def pack(self, daemons: Mapping[str, Any]) -> Mapping[str, Any]:
         if isinstance(daemons, Daemons):
             daemons = daemons.inner
         if isinstance(daemons, PackedDaemons):
@@ -132,7 +154,10 @@ class Packer:
         else:
             index, old = {k: i for i, k in enumerate(keys)}, None
         values = list(daemons.values())
-        templates: list[Daemon] = []
+        if not all(type(d) is self.cls for d in values):
+            return daemons  # not this packer's records: kept as they are
+        _static = self._key
+        templates: list[Any] = []
         same = old is not None
         for i, d in enumerate(values):
             if old is not None:
@@ -146,7 +171,7 @@ class Packer:
             templates = old
         figures = {}
         n = len(values)
-        for name in FIGURES:
+        for name in self.figures:
             got = list(map(attrgetter(name), values))
             unknown = got.count(None)
             try:
@@ -159,7 +184,7 @@ class Packer:
                 return daemons
             prev = last._figures.get(name) if last is not None and keys is last._keys else None
             figures[name] = prev if prev is not None and _same_floats(prev, column) else column
-        packed = PackedDaemons(keys, index, templates, figures)
+        packed = PackedDaemons(keys, index, templates, figures, self.static)
         self._last_in, self._last = daemons, packed
         return packed
 

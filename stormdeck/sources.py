@@ -76,7 +76,7 @@ def addr_list(text: Any) -> str:
 
 def label_matcher(text: Any) -> str:
     """A PromQL label matcher list: cluster="prod" or cluster="prod",dc=~"eu.*"."""
-    from stormdeck.collectors.promql import MatcherError, parse_matchers
+    from stormdeck.collectors.prometheus.promql import MatcherError, parse_matchers
 
     if not isinstance(text, str):
         raise argparse.ArgumentTypeError('takes a label matcher like cluster="prod"')
@@ -147,6 +147,9 @@ def add_source_options(parser: argparse.ArgumentParser) -> None:
                         "system's)")
     g.add_argument("--prometheus-insecure", action="store_true",
                    help="do not verify the https Prometheus' certificate (never the default)")
+    g.add_argument("--prometheus-org-id", metavar="TENANT", default=None,
+                   help="sent as X-Scope-OrgID: the tenant to read in Mimir or Cortex "
+                        "(config key prometheus_org_id)")
     g = parser.add_argument_group("Curve and this host")
     g.add_argument("--curve-mds", metavar="ADDR,...", type=addr_list, default=None,
                    help="Curve MDS dummy addresses (host:7700,...); the leader is found by asking")
@@ -297,7 +300,7 @@ def ceph_source(client: CephClient) -> Source:
 
 
 def prometheus_source(args: argparse.Namespace) -> Source:
-    from stormdeck.collectors.prometheus import PrometheusSource
+    from stormdeck.collectors.prometheus.source import PrometheusSource
 
     if getattr(args, "prometheus_insecure", False) and getattr(args, "prometheus_ca", None):
         raise UserError("--prometheus-ca and --prometheus-insecure contradict each other: "
@@ -312,6 +315,7 @@ def prometheus_source(args: argparse.Namespace) -> Source:
         token_file=getattr(args, "prometheus_token_file", None),
         user=getattr(args, "prometheus_user", None),
         password_file=getattr(args, "prometheus_password_file", None),
+        org_id=getattr(args, "prometheus_org_id", None),
         scrape_interval=getattr(args, "prometheus_scrape_interval", 30.0))
 
 

@@ -71,6 +71,7 @@ class DelayProxy:
         self.in_flight = 0
         self.max_in_flight = 0
         self.authorizations: set[str | None] = set()
+        self.tenants: set[str | None] = set()  # X-Scope-OrgID of each request
         self.queries: list[str] = []
         lock = threading.Lock()
         target = urllib.parse.urlsplit(upstream)
@@ -94,6 +95,7 @@ class DelayProxy:
                     proxy.in_flight += 1
                     proxy.max_in_flight = max(proxy.max_in_flight, proxy.in_flight)
                     proxy.authorizations.add(self.headers.get("Authorization"))
+                    proxy.tenants.add(self.headers.get("X-Scope-OrgID"))
                     query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
                     proxy.queries += query.get("query", [])
                 try:
@@ -127,6 +129,7 @@ class DelayProxy:
     def reset(self) -> None:
         self.connections = self.requests = self.max_in_flight = 0
         self.authorizations.clear()
+        self.tenants.clear()
         self.queries.clear()
 
     def close(self) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from stormdeck.collectors.curve.source import CurveSource
-from stormdeck.collectors.prometheus import PrometheusSource
+from stormdeck.collectors.prometheus.source import PrometheusSource
 from tests.conftest import eventually, free_ports
 from tests.curve_wire import POOL, CurveWire
 

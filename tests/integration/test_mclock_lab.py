@@ -19,7 +19,7 @@ from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.hub import History, Hub
-from stormdeck.collectors.prometheus import PrometheusSource
+from stormdeck.collectors.prometheus.source import PrometheusSource
 from stormdeck.lab.state import SCRAPE_INTERVAL
 from tests.conftest import (
     LabCluster,

@@ -20,7 +20,7 @@ from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.plan import Plan
 from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.host.source import HostSource
-from stormdeck.collectors.prometheus import PrometheusSource
+from stormdeck.collectors.prometheus.source import PrometheusSource
 from stormdeck.tui.app import StormdeckApp
 from stormdeck.tui.feed import Feed
 from tests.conftest import LabCluster

@@ -9,7 +9,7 @@ import pytest
 from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.host.source import HostSource
 from stormdeck.collectors.hub import Hub
-from stormdeck.collectors.prometheus import PrometheusSource
+from stormdeck.collectors.prometheus.source import PrometheusSource
 from tests.conftest import LabCluster, eventually
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ import pytest
 from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.host.source import HostSource
 from stormdeck.collectors.model import Partial
-from stormdeck.collectors.prometheus import PrometheusSource
+from stormdeck.collectors.prometheus.source import PrometheusSource
 from tests.conftest import LabCluster, eventually, run_cli
 
 pytestmark = pytest.mark.integration

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,7 @@ def run(name: str, *extra: str, timeout: float = 240) -> subprocess.CompletedPro
 
 def test_every_bench_has_a_smoke_test() -> None:
     tested = {"snapshot_bench.py", "scale_bench.py", "console_bench.py", "record_bench.py",
-              "curve_bench.py", "exporter_bench.py", "prometheus_bench.py"}
+              "curve_bench.py", "exporter_bench.py", "prometheus_bench.py", "fleet_bench.py"}
     assert set(BENCHES) == tested, "a new bench needs its smoke run here"
 
 
@@ -52,3 +53,13 @@ def test_scale_bench_gives_every_figure_as_json() -> None:
     assert 0 < console["first_paint_s"] < 30 and console["bytes_per_s"] > 0
     assert out["seek"]["snapshots"] > 0 and out["seek"]["seek_back_s"] >= 0
     assert out["check"]["after_second_poll_s"] >= 0
+
+
+@pytest.mark.skipif(shutil.which("prometheus") is None, reason="needs prometheus on PATH")
+def test_fleet_bench_reads_the_planted_fleet_through_a_real_prometheus() -> None:
+    out = json.loads(run("fleet_bench.py", "--json").stdout)
+    polls, console = out["polls"], out["console"]
+    assert polls["osds"] == 40 and polls["reading_polls"] >= 1
+    assert polls["series_per_read"] > 40 and polls["mb_per_read"] > 0
+    assert console["ticks"] > 0 and console["peak_rss_mib"] > 0
+    assert math.isfinite(console["cpu_pct"]) and math.isfinite(out["prometheus_idle_pct"])

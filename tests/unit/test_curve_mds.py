@@ -283,3 +283,5 @@ async def test_the_console_shows_the_mds_rows_and_their_leaders() -> None:
         d = last.daemons[f"chunkserver.{i}"]
         assert f"chunkserver.{i}" in text and f" {d.leaders}" in text
     assert f"Curve pool {POOL}: leadernum range" in text
+    # No raft page was read: the view says so instead of a false "0 of them elections".
+    assert "no raft pages read" in text and "elections;" not in text

@@ -111,3 +111,24 @@ def test_figures_are_found_by_type_however_the_annotation_is_spelled() -> None:
     # Before, only a field annotated exactly "float | None" was packed.
     assert figures_of(Spelled) == ("a", "b", "c")
     assert "read_iops" in FIGURES and "up" not in FIGURES
+
+
+@dataclass(frozen=True)
+class Gauge:
+    """Figures spelt three ways: all are `float | None` to the type system."""
+
+    name: str
+    a: float | None = None
+    b: Optional[float] = None  # noqa: UP045 - the spelling a string match missed
+    c: None | float = None  # noqa: RUF036 - another spelling
+    n: int | None = None
+
+
+def test_figures_are_picked_by_type_however_spelt() -> None:
+    assert figures_of(Gauge) == ("a", "b", "c")
+    packer = Packer(Gauge)
+    rows = {str(i): Gauge(str(i), a=i * 1.5, b=None if i % 2 else i / 3, c=-i, n=i)
+            for i in range(5)}
+    packed = packer.pack(rows)
+    assert isinstance(packed, PackedDaemons) and dict(packed) == rows
+    assert set(packed._figures) == {"a", "b", "c"}  # n is no figure: kept in the templates

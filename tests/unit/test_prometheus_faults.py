@@ -11,7 +11,8 @@ import pytest
 
 from stormdeck.collectors.host.source import HostSource
 from stormdeck.collectors.hub import Hub
-from stormdeck.collectors.prometheus import PrometheusError, PrometheusSource
+from stormdeck.collectors.prometheus.client import PrometheusError
+from stormdeck.collectors.prometheus.source import PrometheusSource
 
 
 @pytest.fixture

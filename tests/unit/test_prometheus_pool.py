@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from stormdeck.collectors.prometheus import ALL_QUERIES, PrometheusSource
+from stormdeck.collectors.prometheus.queries import ALL_QUERIES, STATIC_QUERIES
+from stormdeck.collectors.prometheus.source import PrometheusSource
 from tests.prometheus_wire import DelayProxy, StandIn
 
 DELAY = 0.05
@@ -47,7 +48,8 @@ def test_queries_are_in_flight_together_over_kept_connections(proxy: DelayProxy,
         src.poll()
     finally:
         src.close()
-    assert proxy.requests == 2 * n
+    # The second poll leaves out what changes only when daemons do (STATIC_QUERIES).
+    assert proxy.requests == 2 * n - len(STATIC_QUERIES)
     # One after another, the poll would hold at most one query at the proxy at a time
     # and take at least n round trips; at most `concurrency` at once, never more.
     assert 2 <= proxy.max_in_flight <= 6, proxy.max_in_flight
@@ -78,3 +80,14 @@ def test_the_label_matcher_narrows_every_concurrent_query(proxy: DelayProxy) -> 
         src.close()
     assert len(proxy.queries) == len(src.query_names())
     assert all('cluster="prod"' in q for q in proxy.queries), proxy.queries
+
+
+def test_the_tenant_goes_with_every_query(proxy: DelayProxy) -> None:
+    src = PrometheusSource(proxy.url, timeout=5, org_id="team-a")
+    try:
+        src.poll()
+    finally:
+        src.close()
+    assert proxy.tenants == {"team-a"}
+    with pytest.raises(ValueError, match="one line"):
+        PrometheusSource(proxy.url, org_id="a\r\nX-Evil: 1")

@@ -1,6 +1,6 @@
 """The label matcher: checked as Prometheus would, and put into every vector selector.
 
-Checked on stormdeck's own queries (collectors/prometheus.py) and on ceph-mixin's alert
+Checked on stormdeck's own queries (collectors/prometheus/queries.py) and on ceph-mixin's alert
 expressions, and every rewritten expression is parsed by Prometheus' own promtool.
 """
 
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from stormdeck.collectors.prometheus import ALL_QUERIES, RATE, PrometheusSource, rate_window
-from stormdeck.collectors.promql import MatcherError, inject, parse_matchers
+from stormdeck.collectors.prometheus.promql import MatcherError, inject, parse_matchers
+from stormdeck.collectors.prometheus.queries import ALL_QUERIES, RATE, rate_window
+from stormdeck.collectors.prometheus.source import PrometheusSource
 
 M = 'cluster="prod"'
 
@@ -43,18 +44,21 @@ MIXIN = {
 }
 
 OURS = {
-    "cores_used": 'sum by (ceph_daemon) (rate(stormdeck_daemon_cpu_seconds_total'
-                  '{cluster="prod"}[2m])) or sum by (ceph_daemon) (rate(ceph_exporter_cpu_total'
-                  '{cluster="prod", mode=~"user|kernel|system"}[2m]))',
-    "disk_read_await": '(rate(node_disk_read_time_seconds_total{cluster="prod"}[2m]) / '
-                       'rate(node_disk_reads_completed_total{cluster="prod"}[2m]) > -1) * '
-                       'on(instance) group_left(nodename) node_uname_info{cluster="prod"}',
-    "pg_flags": 'sum by (__name__) ({cluster="prod", __name__=~"ceph_pg_[a-z_]+", '
-                '__name__!="ceph_pg_total"})',
-    "flags": '{cluster="prod", __name__=~"ceph_osd_flag_.+"} == 1',
+    "cores_used": 'max by (ceph_daemon) (rate(stormdeck_daemon_cpu_seconds_total'
+                  '{cluster="prod"}[2m])) or sum by (ceph_daemon) (max by (ceph_daemon, mode) '
+                  '(rate(ceph_exporter_cpu_total{cluster="prod", mode=~"user|kernel|system"}'
+                  '[2m])))',
+    "disk_read_await": 'max by (nodename, device) ((rate(node_disk_read_time_seconds_total'
+                       '{cluster="prod"}[2m]) / rate(node_disk_reads_completed_total'
+                       '{cluster="prod"}[2m]) > -1) * on(instance) group_left(nodename) '
+                       'max by (instance, nodename) (node_uname_info{cluster="prod"}))',
+    "pg_flags": 'sum by (__name__) (max by (__name__, pool_id) ({cluster="prod", '
+                '__name__=~"ceph_pg_[a-z_]+", __name__!="ceph_pg_total"}))',
+    "flags": 'max by (__name__) ({cluster="prod", __name__=~"ceph_osd_flag_.+"}) == 1',
     "curve_write_latency": '{cluster="prod", __name__=~"chunkserver_[0-9_]+_write_lat_latency"}'
                            ' / 1e6',
-    "commit_latency": 'ceph_osd_commit_latency_ms{cluster="prod"} / 1000',
+    "commit_latency": 'max by (ceph_daemon) (ceph_osd_commit_latency_ms{cluster="prod"}) / 1000',
+    "newest": 'max(timestamp(ceph_health_status{cluster="prod"}))',
 }
 
 

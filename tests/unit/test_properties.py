@@ -19,7 +19,8 @@ from stormdeck.base.errors import UserError
 from stormdeck.collectors.ceph.connection import CommandError
 from stormdeck.collectors.curve import metrics as curve_metrics
 from stormdeck.collectors.curve import parse as curve
-from stormdeck.collectors.prometheus import PrometheusError, PrometheusSource
+from stormdeck.collectors.prometheus.client import PrometheusError
+from stormdeck.collectors.prometheus.source import PrometheusSource
 from stormdeck.collectors.recording import MAGIC, Recording
 from stormdeck.config import load_clusters
 from tests.captured import CannedCeph, lab_outputs
@@ -48,7 +49,7 @@ def mutate(value: Any, data: st.DataObject, depth: int = 0) -> Any:
 
 
 JSON_COMMANDS = ["status", "health", "osd perf", "osd df", "osd dump", "osd pool ls",
-                 "config dump", "osd metadata", "versions", "log last", "config log"]
+                 "config dump", "osd metadata", "versions", "log last", "config log", "df"]
 
 
 @FAST

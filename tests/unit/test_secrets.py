@@ -126,7 +126,8 @@ def test_a_url_is_shown_without_its_password(url: str, shown: str) -> None:
 
 
 def test_the_prometheus_source_never_shows_the_password_of_its_url() -> None:
-    from stormdeck.collectors.prometheus import PrometheusError, PrometheusSource
+    from stormdeck.collectors.prometheus.client import PrometheusError
+    from stormdeck.collectors.prometheus.source import PrometheusSource
 
     src = PrometheusSource("http://scraper:pa55word@127.0.0.1:9/", timeout=1)
     try:

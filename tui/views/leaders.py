@@ -40,10 +40,17 @@ class Leaders(FrameText):
             candidates = sum(d.candidates or 0 for d in css)
             # A transfer (the MDS's scheduler, a rapid schedule) raises terms too: only the
             # rises no transfer explains are elections (K2.3, K8.8).
-            out.append(f"since the last look: leaders moved on {moving} chunkservers; raft "
-                       f"terms rose {rises} times, {elections} of them elections; "
-                       f"{candidates} copysets electing now\n",
-                       style="bold yellow" if elections or candidates else "")
+            # term_rises is None where no raft page was read (only the MDS's counts): then
+            # there are no terms to speak of, and "0 elections" would be a false all-clear.
+            if any(d.term_rises is not None for d in css):
+                out.append(f"since the last look: leaders moved on {moving} chunkservers; raft "
+                           f"terms rose {rises} times, {elections} of them elections; "
+                           f"{candidates} copysets electing now\n",
+                           style="bold yellow" if elections or candidates else "")
+            else:
+                out.append(f"since the last look: leaders moved on {moving} chunkservers "
+                           "(no raft pages read, so no terms or elections to show)\n",
+                           style="bold yellow" if moving else "")
             for d in css:
                 width = round((d.leaders or 0) / top * 40)
                 out.append_text(inert(f"  {d.id:<22}"))

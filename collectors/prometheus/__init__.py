@@ -1,0 +1,1 @@
+"""The fleet through Prometheus: its PromQL (queries, promql), its HTTP client, its source."""

@@ -1,0 +1,119 @@
+"""The HTTP side of the Prometheus source: one pooled, authenticated session and its queries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stormdeck.base.secrets import redact_urls, safe_url
+
+
+class PrometheusError(Exception):
+    """Prometheus did not answer or refused a query; the text says which."""
+
+
+def _secret(path: str) -> str:
+    """A token or password from its file, without the newline editors add."""
+    from stormdeck.base.files import read_text
+
+    # A regular file of at most 64 KiB: a FIFO or /dev/zero named here must not hang.
+    return read_text(path, 64 << 10).strip()
+
+
+class PrometheusClient:
+    """Instant queries against one Prometheus, `concurrency` connections kept alive.
+
+    https is verified against the system's CAs, or `ca`; `insecure` alone turns
+    that off. `token_file` (a bearer token) or `user` with `password_file` (basic
+    auth) authenticate; the secrets are read from files so that they never sit on
+    a command line. `org_id` is sent as X-Scope-OrgID: the tenant of a Mimir, Cortex
+    or Loki-style multi-tenant Prometheus API.
+    """
+
+    def __init__(self, url: str, timeout: float = 10.0, ca: str | None = None,
+                 insecure: bool = False, token_file: str | None = None,
+                 user: str | None = None, password_file: str | None = None,
+                 concurrency: int = 8, org_id: str | None = None) -> None:
+        import requests
+        from prometheus_api_client import PrometheusConnect
+        from requests.adapters import HTTPAdapter
+        from urllib3.util.retry import Retry
+
+        self.url = url.rstrip("/")
+        # What messages show: a password in the URL (http://user:pw@host) never is.
+        self.shown_url = safe_url(self.url)
+        self.timeout = timeout
+        if ca and insecure:
+            raise ValueError("a CA to verify with and no verification contradict each other")
+        session = requests.Session()
+        session.verify = ca if ca else not insecure
+        if insecure:
+            # Asked for by name; a warning per request would only bury the console.
+            import urllib3
+
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        headers: dict[str, str] = {}
+        auth = None
+        if token_file:
+            headers["Authorization"] = f"Bearer {_secret(token_file)}"
+        if org_id:
+            if any(c in org_id for c in "\r\n\0"):
+                raise ValueError("a tenant (X-Scope-OrgID) is one line of text")
+            headers["X-Scope-OrgID"] = org_id
+        if user is not None:
+            if token_file:
+                raise ValueError("a bearer token and basic auth exclude each other")
+            auth = (user, _secret(password_file) if password_file else "")
+        # The client retries with backoff by default, which turns a hung server
+        # into a poll of many timeouts; the next poll is our retry.
+        no_retry = Retry(total=0, raise_on_status=False)
+        self._client = PrometheusConnect(url=self.url, timeout=timeout, session=session,
+                                         headers=headers or None, auth=auth, retry=no_retry)
+        # The client mounts an adapter for the URL with requests' default of 10 kept
+        # connections; this one, mounted for the same prefix, replaces it with one
+        # sized to the queries in flight, so none is opened and dropped per poll.
+        self.concurrency = max(1, concurrency)
+        self._session = session
+        session.mount(self.url, HTTPAdapter(pool_connections=1,
+                                            pool_maxsize=self.concurrency,
+                                            max_retries=no_retry))
+
+    def close(self) -> None:
+        self._session.close()
+
+    def query(self, expr: str, name: str, at: float | None = None) -> list[dict[str, Any]]:
+        """One instant query's samples, each shape-checked, evaluated at `at` (epoch
+        seconds; None: Prometheus' now); `name` is for messages."""
+        from prometheus_api_client import PrometheusApiClientException
+
+        try:
+            params = {"time": f"{at:.3f}"} if at is not None else None
+            result = self._client.custom_query(expr, params=params, timeout=self.timeout)
+        except PrometheusApiClientException as exc:
+            if "Status Code 401" in str(exc) or "Status Code 403" in str(exc):
+                raise PrometheusError(
+                    f"Prometheus at {self.shown_url} refused our credentials "
+                    f"({str(exc).split('(')[0].strip()}): set prometheus_token_file, or "
+                    "prometheus_user and prometheus_password_file, for this cluster in the "
+                    "config file") from None
+            raise PrometheusError(f"Prometheus refused the {name} query: "
+                                  f"{redact_urls(str(exc))}") from None
+        except (ValueError, KeyError, TypeError):  # JSON that is torn or of another shape
+            raise PrometheusError(f"Prometheus at {self.shown_url} answered the {name} query with "
+                                  "malformed JSON") from None
+        except Exception as exc:  # requests' connection errors and timeouts
+            from requests.exceptions import SSLError
+
+            if isinstance(exc, SSLError):
+                raise PrometheusError(f"Prometheus at {self.shown_url}: its certificate could not "
+                                      "be verified (give the CA with --prometheus-ca FILE, "
+                                      "or --prometheus-insecure)") from None
+            raise PrometheusError(f"Prometheus at {self.shown_url} did not answer: "
+                                  f"{type(exc).__name__}") from None
+        if not isinstance(result, list):
+            raise PrometheusError(f"Prometheus answered the {name} query with no vector")
+        # Shape-check each sample once here, so the code below can trust it.
+        return [{"metric": s.get("metric") if isinstance(s.get("metric"), dict) else {},
+                 "value": s["value"]}
+                for s in result
+                if isinstance(s, dict) and isinstance(s.get("value"), list)
+                and len(s["value"]) == 2]

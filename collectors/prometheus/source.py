@@ -1,0 +1,476 @@
+"""The Prometheus source: the fleet view through PromQL, for a console far from the OSD hosts.
+
+It reads what ceph-mgr's prometheus module (9283), ceph-exporter (9926,
+Reef+), node_exporter and stormdeck's own exporter publish, and fills the
+same Snapshot model as librados and the host source. Every field is one
+PromQL expression, overridable, so a site's recording rules or relabelled
+series can be used instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Generic, TypeVar
+
+from stormdeck.base.secrets import redact_value
+from stormdeck.collectors.model import (
+    Cluster,
+    CurveCluster,
+    CurvePool,
+    Daemon,
+    Disk,
+    HealthCheck,
+    Host,
+    Partial,
+    Pool,
+)
+from stormdeck.collectors.prometheus.client import PrometheusClient, PrometheusError
+from stormdeck.collectors.prometheus.promql import inject
+from stormdeck.collectors.prometheus.queries import (
+    ALL_QUERIES,
+    BOOL_FIELDS,
+    CONCURRENCY,
+    CURVE_QUERIES,
+    DAEMON_QUERIES,
+    DISK_QUERIES,
+    HEALTH,
+    INT_FIELDS,
+    OTHER_QUERIES,
+    RATE,
+    SCRAPE_INTERVAL,
+    STATIC_EVERY,
+    STATIC_QUERIES,
+    rate_window,
+)
+
+
+def _value(sample: Mapping[str, Any]) -> float | None:
+    try:
+        v = float(sample["value"][1])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _short(host: str) -> str:
+    return host.split(".")[0]
+
+
+_VERSION = re.compile(r"ceph version (\d+\.\d+\.\d+)\S* \([0-9a-f]+\) (\w+)")
+_R = TypeVar("_R")
+
+
+def _replace(part: Partial, **changes: Any) -> Partial:
+    return dataclasses.replace(part, **changes)
+
+
+class _Reuse(Generic[_R]):
+    """The records of the last read, handed back by identity where equal to the new:
+    an unchanged daemon, disk or host is the same object in every snapshot, so the
+    History holds one of it, and a mapping with nothing changed is the same mapping
+    (the hub's merge then reuses what it made of it)."""
+
+    def __init__(self) -> None:
+        self._last: Mapping[str, _R] = {}
+
+    def reuse(self, new: Mapping[str, _R]) -> Mapping[str, _R]:
+        last = self._last
+        out: dict[str, _R] = {}
+        same = len(new) == len(last)
+        for key, rec in new.items():
+            old = last.get(key)
+            if old is not None and old == rec:
+                out[key] = old
+            else:
+                out[key] = rec
+                same = False
+        if same and list(out) == list(last):
+            return last
+        self._last = out
+        return out
+
+
+class PrometheusSource:
+    """Polls a Prometheus server. `queries` overrides any field's PromQL by name.
+
+    https is verified against the system's CAs, or `ca`; `insecure` alone turns
+    that off. `token_file` (a bearer token) or `user` with `password_file` (basic
+    auth) authenticate; the secrets are read from files so that they never sit on
+    a command line. `match` (label matchers) narrows every query to one cluster.
+    A poll sends its queries `concurrency` at a time over one pooled, kept-alive
+    session: each one costs a round trip, and one after another they no longer fit a
+    1 s poll past about 27 ms of it.
+    """
+
+    name = "prometheus"
+
+    def __init__(self, url: str, timeout: float = 10.0,
+                 queries: Mapping[str, str] | None = None, ceph: bool = True,
+                 curve: bool = False, match: str | None = None, ca: str | None = None,
+                 insecure: bool = False, token_file: str | None = None,
+                 user: str | None = None, password_file: str | None = None,
+                 concurrency: int = CONCURRENCY,
+                 scrape_interval: float = SCRAPE_INTERVAL, org_id: str | None = None) -> None:
+        self.ceph, self.curve = ceph, curve
+        self.window = rate_window(scrape_interval)
+        # `[2m]` occurs in the queries only as their range selectors.
+        self.queries = {k: v.replace(f"[{RATE}]", f"[{self.window}]")
+                        for k, v in ALL_QUERIES.items()}
+        unknown = set(queries or {}) - set(self.queries)
+        if unknown:
+            raise ValueError(f"no Prometheus query named {', '.join(sorted(unknown))}")
+        self.queries.update(queries or {})
+        self.match = match
+        if match:
+            self.queries = {k: inject(v, match) for k, v in self.queries.items()}
+        self.client = PrometheusClient(url, timeout=timeout, ca=ca, insecure=insecure,
+                                       token_file=token_file, user=user,
+                                       password_file=password_file, concurrency=concurrency,
+                                       org_id=org_id)
+        self.url, self.shown_url, self.timeout = url.rstrip("/"), self.client.shown_url, timeout
+        self.concurrency = self.client.concurrency
+        # The workers share the session: its urllib3 pool hands each request its own
+        # connection under a lock, and Prometheus sets no cookies for them to race on.
+        self._pool = ThreadPoolExecutor(max_workers=self.concurrency,
+                                        thread_name_prefix="prometheus-query")
+        self.scrape_interval = scrape_interval
+        self._at: float | None = None  # the instant every query of a read is evaluated at
+        self._last: Partial | None = None
+        self._read_newest: float | None = None  # the mgr scrape the last read saw
+        self._read_mono: float | None = None
+        self._static: dict[str, list[dict[str, Any]]] = {}
+        self._static_mono: float | None = None
+        self._daemons: _Reuse[Daemon] = _Reuse()
+        self._disks_seen: _Reuse[Disk] = _Reuse()
+        self._hosts: _Reuse[Host] = _Reuse()
+        self._pools: _Reuse[Pool] = _Reuse()
+        self._cluster_last: Cluster | None = None
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.client.close()
+
+    def query_names(self) -> list[str]:
+        """The queries one read of the fleet sends, the reachability check first."""
+        names = ["newest", *DAEMON_QUERIES, *DISK_QUERIES, *OTHER_QUERIES] if self.ceph \
+            else []
+        if self.curve:
+            # Not curve_cs_leaders_mds: no field reads it, for its series are keyed by
+            # chunkserver id, which nothing here maps to a scrape target's address.
+            names += [n for n in CURVE_QUERIES if n != "curve_cs_leaders_mds"]
+        return list(dict.fromkeys(names))
+
+    def query(self, name: str) -> list[dict[str, Any]]:
+        return self.client.query(self.queries[name], name, self._at)
+
+    def forget_newest(self) -> None:
+        """Read the whole fleet at the next poll, as if a new scrape had landed."""
+        self._read_newest = None
+        self._read_mono = None
+
+    def poll(self) -> Partial:
+        """The fleet as the mgr's newest scrape left it: read once per scrape.
+
+        The hub asks every second; one tiny query says when the mgr's newest scrape
+        was taken. Until a newer one lands, the Partial read from the last is handed
+        back (the same mappings, so nothing is built again); when one does, every
+        query is evaluated at that instant, so rates and states all come from one
+        complete scrape. Without the mgr's series (Curve alone, or before its first
+        scrape) every poll reads, at Prometheus' now.
+        """
+        self._at = None
+        newest: float | None = None
+        if self.ceph:
+            # Doubles as the reachability check: if it fails, all would, and a server
+            # that is down is asked once, not once per query.
+            rows = self.query("newest")
+            newest = _value(rows[0]) if rows else None
+        last, mono = self._last, time.monotonic()
+        if last is not None and newest is not None and newest == self._read_newest:
+            return _replace(last, time=time.time())
+        self._at = newest
+        names = [n for n in self.query_names() if n != "newest"]
+        static_due = self._static_mono is None or mono - self._static_mono >= STATIC_EVERY
+        moving = [n for n in names if n not in STATIC_QUERIES]
+        results, errors = self._ask(moving if not static_due else names)
+        if static_due:
+            self._static = {n: results[n] for n in STATIC_QUERIES if n in results}
+            self._static_mono = mono
+        else:
+            unnamed = {s["metric"].get("ceph_daemon") for s in results.get("up", ())} - \
+                {s["metric"].get("ceph_daemon") for s in self._static.get("metadata", ())}
+            if unnamed:  # a daemon added or replaced since: what it is, read now
+                more, more_errors = self._ask([n for n in names if n in STATIC_QUERIES])
+                self._static = more
+                self._static_mono = mono
+                errors += more_errors
+            results.update(self._static)
+
+        def q(name: str) -> list[dict[str, Any]]:
+            return results.get(name, [])
+
+        daemons: Mapping[str, Daemon] = {}
+        disks: Mapping[str, Disk] = {}
+        cluster = curve = None
+        if self.ceph:
+            daemons = self._osds(q)
+            disks = self._disks(q, daemons)
+            cluster = self._cluster(q, daemons)
+            errors += self._duplicates(q)
+            if newest is not None and time.time() - newest > 3 * self.scrape_interval + 30:
+                errors.append(f"Prometheus' newest scrape of the mgr is "
+                              f"{time.time() - newest:.0f} s old: is its target down?")
+        if self.curve:
+            chunkservers, curve = self._curve(q)
+            daemons = {**daemons, **chunkservers}
+        hosts: dict[str, Host] = {}
+        for s in q("tuned") if self.ceph else ():
+            m = s.get("metric", {})
+            if m.get("hostname"):
+                name = _short(m["hostname"])
+                hosts[name] = Host(name=name, tuned_profile=m.get("profile", ""))
+        part = Partial(source=self.name, time=time.time(), cluster=cluster,
+                       daemons=daemons, disks=disks, errors=tuple(errors), curve=curve,
+                       hosts=self._hosts.reuse(hosts))
+        self._last, self._read_newest, self._read_mono = part, newest, mono
+        return part
+
+    def _ask(self, names: list[str]) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
+        """`names` asked `concurrency` at a time; a query that fails is an error and
+        an empty answer, the rest stand."""
+        results: dict[str, list[dict[str, Any]]] = {}
+        errors: list[str] = []
+        futures = {name: self._pool.submit(self.query, name) for name in names}
+        for name, fut in futures.items():  # in query order, so errors read the same each poll
+            try:
+                results[name] = fut.result()
+            except PrometheusError as exc:
+                errors.append(str(exc))
+                results[name] = []
+        return results, errors
+
+    def _duplicates(self, q: Any) -> list[str]:
+        twice = sorted((s["metric"].get("ceph_daemon", "?"), _value(s) or 0)
+                       for s in q("duplicates"))
+        if not twice:
+            return []
+        name, n = twice[0]
+        more = f" and {len(twice) - 1} more daemons" if len(twice) > 1 else ""
+        return [f"Prometheus holds {n:.0f} copies of ceph_osd_up for {name}{more} (a scrape "
+                "job twice, or replicas not deduplicated): each figure is taken once; "
+                "narrow with --prometheus-match"]
+
+    def _osds(self, q: Any) -> Mapping[str, Daemon]:
+        fields: dict[str, dict[str, Any]] = {}
+        for field_name in DAEMON_QUERIES:
+            for s in q(field_name):
+                daemon = s["metric"].get("ceph_daemon")
+                v = _value(s)
+                if daemon is None or v is None:
+                    continue
+                if field_name in BOOL_FIELDS:
+                    v = v >= 1
+                elif field_name in INT_FIELDS:
+                    v = int(v)
+                fields.setdefault(daemon, {})[field_name] = v
+        for s in q("metadata"):
+            m = s["metric"]
+            if "ceph_daemon" in m:
+                d = fields.setdefault(m["ceph_daemon"], {})
+                d["host"] = _short(m["hostname"]) if m.get("hostname") else None
+                d["device_class"] = m.get("device_class") or None
+                d["objectstore"] = m.get("objectstore") or None
+        for s in q("occupation"):
+            m = s["metric"]
+            if "ceph_daemon" not in m:
+                continue
+            d = fields.setdefault(m["ceph_daemon"], {})
+            names = [x for x in m.get("devices", "").split(",") if x and x != "N/A"]
+            if not names and m.get("device", "").startswith("/dev/"):
+                names = [m["device"].removeprefix("/dev/")]
+            d["devices"] = tuple(sorted(set(d.get("devices", ())) | set(names)))
+            d.setdefault("host", _short(m["instance"]) if m.get("instance") else None)
+        return self._daemons.reuse({name: Daemon(id=name, kind="osd", **f)
+                                    for name, f in fields.items() if name.startswith("osd.")})
+
+    def _curve(self, q: Any) -> tuple[dict[str, Daemon], CurveCluster]:
+        fields: dict[str, dict[str, Any]] = {}
+        # Which scrape targets are chunkservers: those with a leader count.
+        for s in q("curve_leaders"):
+            inst = s["metric"].get("instance")
+            v = _value(s)
+            if inst and v is not None:
+                fields[inst] = {"leaders": int(v)}
+        for query_name in CURVE_QUERIES:
+            field_name = query_name.removeprefix("curve_")
+            if field_name in ("leaders", "config", "pools", "cs_leaders_mds", "operators"):
+                continue
+            for s in q(query_name):
+                inst = s["metric"].get("instance")
+                v = _value(s)
+                if inst in fields and v is not None:
+                    fields[inst][field_name] = int(v) if field_name == "bthread_workers" else v
+        for s in q("curve_config"):
+            m = s["metric"]
+            if m.get("instance") in fields and m.get("conf_name"):
+                fields[m["instance"]].setdefault("config", {})[m["conf_name"]] = \
+                    redact_value(m["conf_name"], m["conf_value"])
+        daemons = {inst: Daemon(id=inst, kind="chunkserver", host=inst.rpartition(":")[0], **f)
+                   for inst, f in fields.items()}
+        pools: dict[str, dict[str, float]] = {}
+        leader_mds = None
+        for s in q("curve_pools"):
+            m = re.match(r"topology_metric_logical_pool_(.+)_(leadernum_\w+|copyset_num|"
+                         r"chunkserver_num)$", s["metric"].get("__name__", ""))
+            v = _value(s)
+            if m and v is not None:
+                pools.setdefault(m.group(1), {})[m.group(2)] = v
+                leader_mds = leader_mds or s["metric"].get("instance")
+        ops = q("curve_operators")
+        cluster = CurveCluster(
+            leader_mds=leader_mds,
+            pools=tuple(CurvePool(
+                name=name, leader_range=f.get("leadernum_range"),
+                leader_min=f.get("leadernum_min"), leader_max=f.get("leadernum_max"),
+                leader_avg=f.get("leadernum_avg"),
+                leader_stddev=f.get("leadernum_standard_deviation"),
+                copysets=int(f["copyset_num"]) if "copyset_num" in f else None,
+                chunkservers=int(f["chunkserver_num"]) if "chunkserver_num" in f else None)
+                for name, f in sorted(pools.items())),
+            operators=int(_value(ops[0]) or 0) if ops else None)
+        return daemons, cluster
+
+    def _disks(self, q: Any, daemons: Mapping[str, Daemon]) -> Mapping[str, Disk]:
+        values: dict[tuple[str, str], dict[str, Any]] = {}
+        for query_name in DISK_QUERIES:
+            field_name = query_name.removeprefix("disk_")
+            for s in q(query_name):
+                m = s.get("metric", {})
+                v = _value(s)
+                if v is None or not m.get("device") or not m.get("nodename"):
+                    continue
+                if field_name == "util":
+                    v = min(1.0, max(0.0, v))
+                values.setdefault((_short(m["nodename"]), m["device"]), {})[field_name] = v
+        # stormdeck's exporter: caches (the kernel's view, the device's own), what it is.
+        for query_name, field_name in (("disk_write_cache", "write_cache"),
+                                       ("disk_device_cache", "device_cache")):
+            for s in q(query_name):
+                m = s.get("metric", {})
+                v = _value(s)
+                if v is not None and m.get("device") and m.get("hostname"):
+                    key = (_short(m["hostname"]), m["device"])
+                    values.setdefault(key, {})[field_name] = \
+                        "write back" if v >= 1 else "write through"
+        for s in q("disk_info"):
+            m = s.get("metric", {})
+            if not (m.get("device") and m.get("hostname")):
+                continue
+            f = values.setdefault((_short(m["hostname"]), m["device"]), {})
+            if m.get("rotational") in ("0", "1"):
+                f["rotational"] = m["rotational"] == "1"
+            if m.get("virtual") in ("0", "1"):
+                f["virtual"] = m["virtual"] == "1"
+            if m.get("transport"):
+                f["transport"] = m["transport"]
+            if m.get("model"):
+                f["model"] = m["model"]
+        holders: dict[tuple[str, str], list[str]] = {}
+        for d in daemons.values():
+            for dev in d.devices or ():
+                if d.host:
+                    holders.setdefault((d.host, dev), []).append(d.id)
+        out = {}
+        for (host, dev), f in values.items():
+            disk = Disk(host=host, name=dev, daemons=tuple(sorted(holders.get((host, dev), ()))),
+                        **f)
+            out[disk.key] = disk
+        return self._disks_seen.reuse(out)
+
+    def _cluster(self, q: Any, daemons: Mapping[str, Daemon]) -> Cluster:
+        health = q("health")
+        status = _value(health[0]) if health else None
+        slow = q("slow_ops")
+        total = q("pg_total")
+        flags = {}
+        for s in q("pg_flags"):
+            name = s.get("metric", {}).get("__name__", "")
+            v = _value(s)
+            if name.startswith("ceph_pg_") and v is not None:
+                flags[name.removeprefix("ceph_pg_")] = int(v)
+        pool_pgs = {s["metric"].get("pool_id"): _value(s) for s in q("pool_pgs")}
+        pools: dict[str, Pool] = {}
+        for s in q("pools"):
+            m = s.get("metric", {})
+            try:
+                pid = int(m["pool_id"])
+            except (KeyError, ValueError):
+                continue
+            desc = m.get("description", "")
+            erasure = m.get("type") == "erasure"
+            size = k = mm = None
+            if desc.startswith("replica:"):
+                size = int(desc.split(":")[1]) if desc.split(":")[1].isdigit() else None
+            elif desc.startswith("ec:") and "+" in desc:
+                try:
+                    k, mm = (int(x) for x in desc[3:].split("+"))
+                    size = k + mm
+                except ValueError:
+                    pass
+            pg = pool_pgs.get(m["pool_id"])
+            pools[str(pid)] = Pool(id=pid, name=m.get("name", str(pid)),
+                                   type="erasure" if erasure else "replicated",
+                                   size=size, min_size=None, pg_num=int(pg) if pg else 0,
+                                   ec_k=k, ec_m=mm)
+        # librados spells it nodeep-scrub; the exporter can only use underscores.
+        osd_flags = tuple(sorted(
+            s["metric"]["__name__"].removeprefix("ceph_osd_flag_").replace("nodeep_", "nodeep-")
+            for s in q("flags") if "__name__" in s.get("metric", {})))
+        num_pgs = _value(total[0]) if total else None
+        slow_ops = int(_value(slow[0]) or 0) if slow else None
+        checks = []
+        for s in q("health_detail"):
+            m = s.get("metric", {})
+            code = str(m.get("name") or "")
+            if code:
+                checks.append(HealthCheck(
+                    code=code, severity=str(m.get("severity") or "HEALTH_WARN"),
+                    # The mgr exports a check's name and severity, not its message.
+                    summary=f"{slow_ops} slow ops" if code == "SLOW_OPS" and slow_ops
+                    else "raised (Prometheus has no message)",
+                    count=slow_ops if code == "SLOW_OPS" else None))
+        osds = [d for d in daemons.values() if d.kind == "osd"]
+        found = set()
+        for s in q("metadata"):
+            v = _VERSION.search(s.get("metric", {}).get("ceph_version", ""))
+            if v:
+                found.add((tuple(int(x) for x in v.group(1).split(".")), v.group(2)))
+        oldest = min(found) if found else None
+
+        def one(name: str) -> float | None:
+            rows = q(name)
+            return _value(rows[0]) if rows else None
+        pool_list = self._pools.reuse(pools)
+        cluster = Cluster(
+            health=HEALTH.get(int(status)) if status is not None else None,
+            checks=tuple(sorted(checks, key=lambda c: c.code)),
+            num_pgs=int(num_pgs) if num_pgs is not None else None,
+            pg_flags=flags, slow_ops=slow_ops, osd_flags=osd_flags,
+            pools=tuple(sorted(pool_list.values(), key=lambda p: p.id)),
+            num_osds=len(osds) if osds else None,
+            num_up_osds=sum(1 for d in osds if d.up) if osds else None,
+            num_in_osds=sum(1 for d in osds if d.in_) if osds else None,
+            release=oldest[1] if oldest else None,
+            version=".".join(map(str, oldest[0])) if oldest else None,
+            versions_mixed=len(found) > 1,
+            client_read_iops=one("client_read_iops"), client_write_iops=one("client_write_iops"),
+            client_read_bps=one("client_read_bps"), client_write_bps=one("client_write_bps"))
+        if cluster == self._cluster_last:
+            return self._cluster_last
+        self._cluster_last = cluster
+        return cluster
