@@ -86,29 +86,33 @@ class PgsPerOsd(Rule):
         except ValueError:
             limit = float(MON_MAX_PG_PER_OSD)
         share = float(ctx.p("max_share"))
-        for d in ctx.osds():
-            if d.pgs is None:
-                continue
-            fire = d.pgs > share * limit
-            if not ctx.matters(d.id, fire):
-                continue
-            hard = d.pgs > HARD_RATIO * limit
-            yield Check(
-                target=d.id, fire=fire, clear=d.pgs <= share * limit * 0.95,
-                severity=Severity.CRITICAL if hard else Severity.WARNING,
-                summary=f"{d.id} holds {d.pgs} PGs, "
-                        + (f"past {HARD_RATIO:g} x mon_max_pg_per_osd {limit:g}: it refuses "
-                           "new PGs" if hard else
-                           f"{d.pgs / limit:.0%} of mon_max_pg_per_osd {limit:g}"),
-                evidence=(ctx.evidence("PGs", ctx.daemon_values(d.id, "pgs"), "PGs"),),
-                procedure=(
-                    "`ceph osd df`: PGS per OSD; `ceph osd pool autoscale-status`: what the "
-                    "autoscaler would set each pool's pg_num to.",
-                    "Lower pg_num of pools with more PGs than their data needs (PGs merge in "
-                    "the background), or add OSDs; raising mon_max_pg_per_osd only hides it.",
-                    "If an OSD or host fails, its PGs move to the others: keep headroom "
-                    "below the limit for that."),
-                badness=float(d.pgs))
+        # One finding for the cluster, not one per OSD: pg_num is per pool, so what is too
+        # many on one OSD is nearly always too many on hundreds (a 1,000-OSD cluster gave
+        # 1,000 findings of one cause, and 1,000 evaluations a tick).
+        counted = [(d.pgs, d.id) for d in ctx.osds() if d.pgs is not None]
+        if not counted:
+            return
+        worst_pgs, worst = max(counted)
+        over = sum(1 for n, _ in counted if n > share * limit)
+        fire = over > 0
+        hard = worst_pgs > HARD_RATIO * limit
+        yield Check(
+            target="cluster", fire=fire, clear=worst_pgs <= share * limit * 0.95,
+            severity=Severity.CRITICAL if hard else Severity.WARNING,
+            summary=(f"{over} of {len(counted)} OSDs past {share:.0%} of mon_max_pg_per_osd "
+                     f"{limit:g}; {worst} holds {worst_pgs} PGs, "
+                     + (f"past {HARD_RATIO:g} x the limit: it refuses new PGs" if hard else
+                        f"{worst_pgs / limit:.0%} of it")),
+            evidence=(ctx.evidence(f"PGs on {worst}", ctx.daemon_values(worst, "pgs"),
+                                   "PGs"),),
+            procedure=(
+                "`ceph osd df`: PGS per OSD; `ceph osd pool autoscale-status`: what the "
+                "autoscaler would set each pool's pg_num to.",
+                "Lower pg_num of pools with more PGs than their data needs (PGs merge in "
+                "the background), or add OSDs; raising mon_max_pg_per_osd only hides it.",
+                "If an OSD or host fails, its PGs move to the others: keep headroom "
+                "below the limit for that."),
+            badness=float(worst_pgs))
 
 
 RULES = (MinSize, PgsPerOsd)

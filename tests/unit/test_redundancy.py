@@ -42,7 +42,8 @@ def test_replicated_min_size_one_but_not_size_one() -> None:
 def test_pgs_per_osd_against_the_monitors_limit() -> None:
     hot = lambda n: lambda s, i: with_daemon(s, "osd.2", pgs=n)  # noqa: E731
     (f,) = firing(run(history(8, edit=hot(230))), "ceph.osd.pgs_per_osd")
-    assert f.target == "osd.2" and "92% of mon_max_pg_per_osd 250" in f.summary
+    assert f.target == "cluster" and "osd.2 holds 230 PGs, 92% of it" in f.summary
+    assert "1 of 3 OSDs past 90% of mon_max_pg_per_osd 250" in f.summary
     (g,) = firing(run(history(8, edit=hot(800))), "ceph.osd.pgs_per_osd")
     assert g.severity == Severity.CRITICAL and "refuses new PGs" in g.summary
     # The autoscaler on for every pool: pg_num is its business.
