@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -15,8 +16,10 @@ _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*")
 _UNIT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
+@functools.lru_cache(maxsize=256)
 def size(text: str | None) -> float | None:
     """A size option's value as Ceph takes it: bytes, or with a K/M/G/T suffix (binary)."""
+    # Cached: the same few values are read for every OSD, every tick (10,000 at scale).
     if text is None:
         return None
     m = _SIZE.fullmatch(text)
