@@ -198,3 +198,31 @@ def test_packed_disks_read_as_before_by_every_reader() -> None:
     assert value_of(packed.disks, key, "util") == plain[key].util
     assert values_of(packed.disks, "queue_depth") == [k.queue_depth for k in plain.values()]
     assert repr(packed.disks).startswith("Disks(")
+
+
+def test_the_disk_limit_rule_judges_packed_disks_as_whole_ones() -> None:
+    """The rule reads older snapshots' disks from their columns (no Disk made again per
+    disk and snapshot): what it judges and shows is what the whole disks give."""
+    from stormdeck.advisors.rules.base import Context
+    from stormdeck.advisors.rules.disks import AtHardwareLimit
+    from stormdeck.advisors.settings import load_settings
+
+    def busy(s, i):
+        disks = {k: replace(d, util=0.9, queue_depth=6.0 + i % 5, read_await=0.02 * (i % 4),
+                            write_await=None if i % 7 == 0 else 0.07, read_iops=10.0 * (i % 3),
+                            write_iops=300.0) if d.daemons else d
+                 for k, d in s.disks.items()}
+        return replace(s, disks=disks)
+
+    snaps = list(history(40, step=1.0, edit=busy))
+    whole = [replace(s, disks=dict(s.disks)) for s in snaps]
+    h = History(maxlen=40, whole=3)
+    for s in snaps:
+        h.append(s)
+    assert isinstance(snaps[0].disks.inner, PackedDaemons)
+    assert not isinstance(whole[0].disks.inner, PackedDaemons)
+    params = load_settings(None)[AtHardwareLimit.id].params
+    got = list(AtHardwareLimit().check(Context(snaps[-1], snaps, params)))
+    want = list(AtHardwareLimit().check(Context(whole[-1], whole, params)))
+    assert got and got == want
+    assert any(c.fire for c in got)
