@@ -89,6 +89,22 @@ class PackedDaemons(Mapping[str, Any]):
     def __contains__(self, key: object) -> bool:
         return key in self._index
 
+    def figures_at(self, key: str, attrs: tuple[str, ...]) -> tuple[Any, ...] | None:
+        """One record's `attrs` (a NaN figure: None) as the record made again would give
+        them, without making it; None if `key` is absent."""
+        i = self._index.get(key)
+        if i is None:
+            return None
+        out = []
+        for attr in attrs:
+            column = self._figures.get(attr)
+            if column is None:
+                out.append(getattr(self._templates[i], attr, None))
+            else:
+                v = column[i]
+                out.append(None if v != v else v)
+        return tuple(out)
+
     def values_of(self, attr: str) -> list[Any]:
         """Every daemon's `attr`, in key order, as the Daemons made again would give it,
         without making them: a figure from its column (NaN: None), anything else from

@@ -9,7 +9,7 @@ from stormdeck.advisors.devices import cache_argv, persist_path
 from stormdeck.advisors.findings import Change, Check, Severity
 from stormdeck.advisors.rules.base import DISK, Context, Proposes, Rule, mean
 from stormdeck.collectors.model import Disk, Host, Records, disk_key
-from stormdeck.collectors.packing import PackedDaemons, value_of
+from stormdeck.collectors.packing import PackedDaemons
 
 VERIFY = ("Verify (K2.5, K6.4): prefill a file on the disk (`dd if=/dev/zero of=FILE bs=1M "
           "count=4096 oflag=direct`), run `fio --name=wc --filename=FILE --rw=randwrite "
@@ -133,15 +133,16 @@ class AtHardwareLimit(Rule):
         "beside idle CPUs. Both are shown as evidence only.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
+        # Each snapshot's mapping unwrapped once: an older snapshot's disks are packed in
+        # columns, and making a Disk again per disk and snapshot cost 7x the rule's time.
+        maps = [s.disks.inner if isinstance(s.disks, Records) else s.disks
+                for s in ctx.window]
         for disk in ctx.latest.disks.values():
             if not disk.daemons or (disk.virtual and disk.backing):
                 # A loop device waits on the disk under its backing file: that disk is
                 # judged, once, with every daemon on it; two findings would be one limit.
                 continue
-            # Read through value_of: an older snapshot's disks are packed in columns, and
-            # making a Disk again per disk and snapshot cost 7x the rule's time.
-            queue = ctx.values(lambda s, k=disk.key: value_of(s.disks, k, "queue_depth"))
-            waits = ctx.values(lambda s, k=disk.key: _await_of(s.disks, k))
+            queue, waits, util = _limit_series(maps, disk.key)
             q, w = mean(queue), mean(waits)
             if q is None or w is None:
                 continue
@@ -150,7 +151,6 @@ class AtHardwareLimit(Rule):
             min_q = float(ctx.p("min_queue_depth" if solid else "min_queue_depth_hdd"))
             max_w = float(ctx.p("ssd_await" if solid else "hdd_await"))
             fire = q >= min_q and w >= max_w
-            util = ctx.values(lambda s, k=disk.key: value_of(s.disks, k, "util"))
             busy = ctx.values(lambda s, h=disk.host: _not_idle(s.hosts[h]))
             yield Check(
                 target=disk.key, fire=fire, clear=q < min_q / 2 or w < max_w / 2,
@@ -186,19 +186,32 @@ def _not_idle(h: Host) -> float | None:
     return min(1.0, h.cpu_busy + (h.iowait or 0.0))
 
 
-def _await(d: Disk) -> float | None:
-    """Average wait of a request, reads and writes weighed by how many there were."""
-    return _weighed(d.read_await, d.write_await, d.read_iops, d.write_iops)
+_LIMIT_FIGURES = ("queue_depth", "util", "read_await", "write_await", "read_iops",
+                  "write_iops")
 
 
-def _await_of(disks: Mapping[str, Disk], key: str) -> float | None:
-    """_await of disk `key` (None if absent): a packed (older) snapshot's from its
-    columns, without making the Disk again."""
-    inner = disks.inner if isinstance(disks, Records) else disks
-    if not isinstance(inner, PackedDaemons):
-        return _await(inner[key])
-    return _weighed(*(value_of(inner, key, a) for a in
-                      ("read_await", "write_await", "read_iops", "write_iops")))
+def _limit_series(maps: list[Mapping[str, Disk]], key: str
+                  ) -> tuple[list[float], list[float], list[float]]:
+    """Disk `key`'s queue depth, await and util in each mapping that has them (unknown
+    and NaN left out, as Context.values does); a packed one's read from its columns."""
+    queue: list[float] = []
+    waits: list[float] = []
+    util: list[float] = []
+    for m in maps:
+        if isinstance(m, PackedDaemons):
+            row = m.figures_at(key, _LIMIT_FIGURES)
+            if row is None:
+                continue
+        else:
+            d = m.get(key)
+            if d is None:
+                continue
+            row = (d.queue_depth, d.util, d.read_await, d.write_await, d.read_iops,
+                   d.write_iops)
+        for v, out in ((row[0], queue), (_weighed(*row[2:]), waits), (row[1], util)):
+            if v is not None and v == v:
+                out.append(float(v))
+    return queue, waits, util
 
 
 def _weighed(ra: float | None, wa: float | None, r: float | None,
