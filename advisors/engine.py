@@ -13,7 +13,7 @@ from stormdeck.advisors.actuators.base import same
 from stormdeck.advisors.actuators.table import actuator
 from stormdeck.advisors.findings import Change, Check, Finding, RuleSettings
 from stormdeck.advisors.mutes import MuteStore
-from stormdeck.advisors.rules import ALL, Context, Rule
+from stormdeck.advisors.rules import ALL, Context, Rule, health
 from stormdeck.advisors.rules.base import Columns
 from stormdeck.advisors.settings import load_settings
 from stormdeck.advisors.validated import ValidatedStore
@@ -117,6 +117,7 @@ class Engine:
                     if k[0] in by_rule]
         findings = self._vet_changes(findings, latest)
         findings = self._apply_mutes(findings, now, snaps)
+        findings = health.link(findings)  # Ceph's own checks: folded where a rule says more
         findings.sort(key=lambda f: (f.state != "firing", -f.severity, f.rule, f.target))
         return findings
 
@@ -144,7 +145,9 @@ class Engine:
         return Finding(rule=rule.id, title=rule.title, severity=c.severity, target=c.target,
                        summary=c.summary, explanation=rule.explanation, source=rule.source,
                        state=t.state, first_seen=t.since, last_seen=t.last_seen,
-                       evidence=c.evidence, changes=c.changes, procedure=c.procedure)
+                       evidence=c.evidence, changes=c.changes, procedure=c.procedure,
+                       detail=c.detail, muted=c.ceph_muted,
+                       notes=(health.CEPH_MUTED,) if c.ceph_muted else ())
 
     @staticmethod
     def _vet_changes(findings: list[Finding], latest: Snapshot) -> list[Finding]:

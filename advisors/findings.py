@@ -84,6 +84,8 @@ class Check:
     changes: tuple[Change, ...] = ()
     procedure: tuple[str, ...] = ()  # steps no executor takes for the operator
     badness: float = 0.0
+    detail: tuple[str, ...] = ()  # the cluster's own lines (Ceph's health detail), as data
+    ceph_muted: bool = False  # Ceph itself mutes it (`ceph health mute`): shown as muted
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +106,7 @@ class Finding:
     muted: bool = False
     muted_until: float | None = None
     notes: tuple[str, ...] = ()  # e.g. a change dropped because it contradicted another
+    detail: tuple[str, ...] = ()  # the cluster's own lines (Ceph's health detail)
 
     @property
     def key(self) -> tuple[str, str]:

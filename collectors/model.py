@@ -152,9 +152,27 @@ class Host:
     cpu_busy: float | None = None  # 0..1 of all CPUs over the last interval
     iowait: float | None = None  # 0..1
     load1: float | None = None
+    mem_total: int | None = None  # bytes of RAM (psutil.virtual_memory().total)
+    # Per NIC: its counters of receive/send errors and drops since boot, its MTU and link
+    # state (psutil's net_io_counters and net_if_stats); loopback and virtual ones left out.
+    nics: Mapping[str, Nic] = field(default_factory=dict)
     tuned_profile: str | None = None  # None: unknown; "" : tuned not installed or no profile
     udev: bool | None = None  # False: no udev database here (a container), disks from sysfs
     disk_events: tuple[DiskEvent, ...] = ()  # disks that appeared or vanished since the last poll
+
+
+@dataclass(frozen=True, slots=True)
+class Nic:
+    """One network interface's error and drop counters (since boot), MTU and link state."""
+
+    name: str
+    errin: int = 0
+    errout: int = 0
+    dropin: int = 0
+    dropout: int = 0
+    mtu: int | None = None
+    up: bool | None = None
+    speed: int | None = None  # Mbit/s; 0 or None: unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +231,11 @@ class Pool:
     # Every key of the erasure-code profile as `osd dump` gives it (crush-root too), so a
     # profile copied from it keeps them all.
     ec_profile_settings: Mapping[str, str] = field(default_factory=dict)
+    # `df`: what the pool stores (before replication), and its share of what it may hold:
+    # percent_used = stored / (stored + max_avail), max_avail counting the full ratio.
+    stored_bytes: int | None = None
+    used_ratio: float | None = None  # 0..1
+    max_avail_bytes: int | None = None
 
     @property
     def ec_optimizations(self) -> bool:
@@ -268,6 +291,15 @@ class Cluster:
     slow_ops_daemons: tuple[str, ...] = ()
     slow_ops_oldest: float | None = None  # seconds the oldest slow op has been blocked
     osd_flags: tuple[str, ...] = ()
+    # Flags set on one OSD (`ceph osd add-noout osd.3`) or on a CRUSH node or device
+    # class (`ceph osd set-group noout host1`): "osd.3" / "host1" / "class:hdd" -> flags.
+    osd_state_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The monitors' fullness ratios (`osd dump`): nearfull warns, backfillfull stops
+    # backfill into the OSD, full stops writes.
+    nearfull_ratio: float | None = None
+    backfillfull_ratio: float | None = None
+    full_ratio: float | None = None
+    audit: tuple[LogEntry, ...] = ()  # the audit channel's newest entries, the newest last
     osdmap_epoch: int | None = None
     require_min_compat_client: str | None = None  # "luminous", "reef", ...
     # Clients connected now, by the release their features say (`ceph features`):
@@ -291,6 +323,7 @@ class Cluster:
     recovering_objects_per_sec: float | None = None
     degraded_objects: int | None = None
     misplaced_objects: int | None = None
+    num_objects: int | None = None  # `status` pgmap: objects stored, before replication
     log: tuple[LogEntry, ...] = ()  # the newest last
     config_log: tuple[ConfigChange, ...] = ()  # the newest last
 

@@ -142,6 +142,8 @@ def render(findings: list, errors: dict[str, str], snap: Any,
                          f"{p(ch.proposed)}; {how}; "
                          f"{'reversible' if ch.reversible else 'IRREVERSIBLE'}; "
                          f"{ch.blast_radius})")
+        for line in f.detail:  # Ceph's own health detail lines
+            lines.append(f"    | {p(line, 300)}")
         for step in f.procedure:
             lines.append(f"    - {p(step, 400)}")
         for note in f.notes:

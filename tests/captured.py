@@ -59,6 +59,10 @@ def lab_outputs(load: bool = True, data: Path = PAC) -> dict[str, bytes]:
         "log last": r("log_last.json"),
         "config log": r("config_log.json"),
         "mgr dump": r("mgr_dump.json"),
+        # `df` was captured later, once per release (`ceph df -f json` on its lab): a
+        # capture in a subfolder (mgr_failover) takes its release's.
+        "df": (data / "df.json" if (data / "df.json").exists() else
+               data.parent / "df.json").read_bytes(),
     }
 
 

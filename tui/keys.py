@@ -102,6 +102,11 @@ _BUILT_IN = (
              "an incident on one screen",
              "an incident on one screen: PG states over time, what happened, who, the "
              "cluster log", "triage:Triage", rank=3),
+    ViewInfo("9", "fullness", "Fullness", "Full",
+             "health checks, OSD and pool fullness",
+             "Ceph's health checks with their detail lines (muted ones marked), each OSD's "
+             "use as a bar against the nearfull, backfillfull and full ratios, each pool's "
+             "fill and its days to full at its growth", "fullness:FullnessView", rank=3),
 )
 
 # A list, changed in place by register_view: whoever imported it sees a view added later.

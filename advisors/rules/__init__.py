@@ -5,12 +5,22 @@ from stormdeck.advisors.rules import (
     cpu,
     disks,
     ec,
+    failing_disk,
+    flags,
+    fullness,
+    health,
+    heartbeats,
     host,
     latency,
     leaders,
     mclock,
+    mclock_capacity,
+    memory,
+    network,
     peering,
+    pg_density,
     pools,
+    redundancy,
     release,
     triage,
 )
@@ -19,7 +29,11 @@ from stormdeck.advisors.rules.base import Context, Rule
 ALL: tuple[type[Rule], ...] = (*cpu.RULES, *latency.RULES, *leaders.RULES, *peering.RULES,
                                *pools.RULES, *ec.RULES, *disks.RULES, *host.RULES,
                                *triage.RULES, *mclock.RULES, *release.RULES,
-                               *capacity.RULES)
+                               *capacity.RULES, *health.RULES, *fullness.RULES,
+                               *flags.RULES, *redundancy.RULES,
+                               *memory.RULES, *mclock_capacity.RULES,
+                               *network.RULES,
+                               *heartbeats.RULES, *failing_disk.RULES, *pg_density.RULES)
 BY_ID: dict[str, type[Rule]] = {r.id: r for r in ALL}
 # The rules an incident is read by: the triage view shows their findings.
 TRIAGE: tuple[type[Rule], ...] = (
@@ -28,4 +42,4 @@ TRIAGE: tuple[type[Rule], ...] = (
     mclock.MclockBackgroundVsClients,
 )
 
-__all__ = ["ALL", "BY_ID", "TRIAGE", "Context", "Rule"]
+__all__ = ["ALL", "BY_ID", "TRIAGE", "Context", "Rule", "health"]

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from stormdeck.base.secrets import redact_value
+from stormdeck.collectors.ceph.usage import parse_dump_usage
 from stormdeck.collectors.model import (
     ConfigChange,
     ConfigOption,
@@ -72,6 +73,7 @@ def parse_status(d: Mapping[str, Any]) -> dict[str, Any]:
         "recovering_objects_per_sec": float(pgmap.get("recovering_objects_per_sec", 0)),
         "degraded_objects": int(pgmap.get("degraded_objects", 0)),
         "misplaced_objects": int(pgmap.get("misplaced_objects", 0)),
+        "num_objects": _int(pgmap.get("num_objects")),
     }
 
 
@@ -400,7 +402,8 @@ def parse_osd_dump(d: Mapping[str, Any]) -> dict[str, Any]:
     return {"epoch": _int(d.get("epoch")), "flags": tuple(flag_list), "osds": osds,
             "ec_profiles": d.get("erasure_code_profiles", {}),
             "require_min_compat_client": d.get("require_min_compat_client") or None,
-            "primary_affinity": affinity, "down_since": down_since}
+            "primary_affinity": affinity, "down_since": down_since,
+            **parse_dump_usage(d)}  # the fullness ratios, per-OSD/node/class flags
 
 
 # Flags every modern cluster has set; the ones an operator sets (noout,

@@ -38,6 +38,7 @@ from stormdeck.collectors.ceph.parse import (
     parse_status,
     parse_versions,
 )
+from stormdeck.collectors.ceph.usage import audit_tail, parse_df
 from stormdeck.collectors.model import (
     Cluster,
     ConfigOption,
@@ -71,8 +72,10 @@ WATCHED_OPTIONS = (
     "osd_recovery_max_active_ssd",
     # Fast EC for new pools and their stripe unit (K5.2, K8.6; Tentacle's osd pool create).
     "osd_pool_default_flag_ec_optimizations", "osd_pool_erasure_code_stripe_unit",
-    # PGs per OSD before the mon refuses a split, and when a down OSD is marked out.
-    "mon_max_pg_per_osd", "mon_osd_down_out_interval",
+    # PGs per OSD before the mon refuses a split, and when a down OSD is marked out;
+    # mClock's idea of each OSD's capacity (advisors/rules/mclock_capacity.py).
+    "mon_max_pg_per_osd", "mon_osd_down_out_interval", "osd_mclock_max_capacity_iops_hdd",
+    "osd_mclock_max_capacity_iops_ssd",
 )
 
 
@@ -253,9 +256,33 @@ class CephSource:
         log = self._log_tail(fresh or ())
         config_log = r("config log", 2.0, now, lambda: mon("config log", num=self.CONFIG_LOG),
                        errors, parse=lambda raw: parse_config_log(json.loads(raw)))
-        status = {**status, "log": log, "config_log": config_log or ()}
+        # Pools' fill (`df`), and who set what lately (the audit channel, kept across polls:
+        # every read command is audited too, and pushes the `osd set` out of its tail).
+        usage = r("df", self.SLOW, now, lambda: mon("df"), errors,
+                  parse=lambda raw: parse_df(json.loads(raw)))
+        audit = r("audit", self.FAST, now, lambda: mon(
+            "log last", num=self.LOG_FETCH, level="info", channel="audit"), errors,
+            parse=lambda raw: parse_log_last(json.loads(raw)))
+        if audit is not getattr(self, "_audit_fresh", None):
+            self._audit_fresh = audit
+            self._audit = audit_tail(getattr(self, "_audit", ()), audit or (), self.LOG_LINES)
+        status = {**status, "log": log, "config_log": config_log or (),
+                  "audit": getattr(self, "_audit", ())}
+        self._usage = usage
         return self._assemble(status, health, perf, io, df, dump, primaries, pools_raw,
                               config, meta, versions, helps, errors)
+
+    def _filled(self, pools: tuple[Pool, ...], usage: Any) -> tuple[Pool, ...]:
+        """Pools with `df`'s figures, made again only when either changed (by identity)."""
+        if not usage:
+            return pools
+        last = getattr(self, "_fill", None)
+        if last is not None and last[0] is pools and last[1] is usage:
+            return last[2]
+        out = tuple(replace(p, stored_bytes=u[0], used_ratio=u[1], max_avail_bytes=u[2])
+                    if (u := usage.get(p.name)) is not None else p for p in pools)
+        self._fill = (pools, usage, out)
+        return out
 
     def _log_tail(self, fresh: tuple[LogEntry, ...]) -> tuple[LogEntry, ...]:
         if fresh is getattr(self, "_log_fresh", None):
@@ -319,8 +346,11 @@ class CephSource:
             for name, opt in (helps or {}).items():
                 options[name] = replace(opt, values=dict((config or {}).get(name, {})))
             self._options = (options_key, options)
+        pools = self._filled(pools, getattr(self, "_usage", None))
+        ratios = {k: dump[k] for k in ("nearfull_ratio", "backfillfull_ratio", "full_ratio",
+                                       "osd_state_flags") if k in dump}
         cluster = Cluster(
-            **status, checks=checks, slow_ops=slow, slow_ops_daemons=slow_daemons,
+            **status, **ratios, checks=checks, slow_ops=slow, slow_ops_daemons=slow_daemons,
             slow_ops_oldest=slow_oldest,
             osd_flags=tuple(f for f in dump["flags"] if f not in ROUTINE_FLAGS),
             require_min_compat_client=dump.get("require_min_compat_client"),

@@ -28,6 +28,7 @@ from stormdeck.collectors.host.disks import (
     open_block_devices,
     parse_diskstats,
 )
+from stormdeck.collectors.host.network import nic_stats
 from stormdeck.collectors.host.processes import (
     OSD_NAMES,
     DaemonFsids,
@@ -84,9 +85,11 @@ class HostSource:
         t = psutil.cpu_times()
         busy, iowait = cpu_busy(self._cpu, t) if self._cpu is not None else (None, None)
         self._cpu = t
+        self._nics = nic_stats(getattr(self, "_nics", None))
         return Host(name=self.hostname, cpus=psutil.cpu_count(), cpu_busy=busy, iowait=iowait,
                     load1=os.getloadavg()[0], tuned_profile=tuned_profile(),
-                    udev=self.devices.udev, disk_events=self._disk_events)
+                    udev=self.devices.udev, disk_events=self._disk_events,
+                    mem_total=psutil.virtual_memory().total, nics=self._nics)
 
     def _belongs(self, pid: int, argv: list[str]) -> bool:
         return self.fsid is None or self._fsids.of(pid, argv) == self.fsid

@@ -46,9 +46,16 @@ def test_a_healthy_idle_lab_raises_nothing_untrue(release_cluster: LabCluster,
     # has a volatile write cache nobody measured (information: measure, change nothing).
     # Nothing else.
     expected = {"host.tuned_profile", "disk.write_cache_on"}
+    # The lab turns the autoscaler off (lab/state.py) and keeps one copy per pool: once
+    # earlier tests stored 10,000 objects, its few PGs per OSD are information too.
+    expected.add("ceph.osd.pgs_too_few")
     if lab_cluster.release in ("pacific", "reef"):
         expected.add("ceph.release.advisory")
         assert "ceph.release.advisory" in {f["rule"] for f in firing}
+    if lab_cluster.release != "pacific":
+        # Under mClock the loop-backed OSDs' boot bench is out of range and the OSD keeps
+        # the default capacity, as its cluster-log line says (information: measure it).
+        expected.add("ceph.mclock.capacity")
     assert {f["rule"] for f in firing} <= expected
     under = disks_under(lab_cluster.dir)
     for f in firing:

@@ -180,6 +180,7 @@ def canned(release: str, load_: bool = True) -> CannedCeph:
         "config dump": r("config_dump.json"), "osd metadata": r("osd_metadata.json"),
         "versions": r("versions.json"), "log last": r("log_last.json"),
         "config log": r("config_log.json"), "mgr dump": r("mgr_dump.json"),
+        "df": r("df.json"),
     }
     return CannedCeph(outputs, json.loads(r("config_help_watched.json")))
 

@@ -49,7 +49,7 @@ def mutate(value: Any, data: st.DataObject, depth: int = 0) -> Any:
 
 
 JSON_COMMANDS = ["status", "health", "osd perf", "osd df", "osd dump", "osd pool ls",
-                 "config dump", "osd metadata", "versions", "log last", "config log"]
+                 "config dump", "osd metadata", "versions", "log last", "config log", "df"]
 
 
 @FAST

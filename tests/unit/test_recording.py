@@ -103,7 +103,9 @@ def test_past_its_size_a_recording_starts_afresh_keeping_one_older_part(tmp_path
     assert rec.rotations >= 2
     for name in ("r", "r.1"):
         part = Recording(tmp_path / name)
-        assert part.torn is None and len(part) > 10
+        # The current part holds what came after the last rotation: how many depends on
+        # where 400 snapshots fall against the size (a snapshot's fields grow with time).
+        assert part.torn is None and len(part) > (10 if name == "r.1" else 0)
         # Each part stands alone: it opens on a keyframe.
         assert part.frames[0].kind == b"K"
     assert (tmp_path / "r").stat().st_size < 8192 + 4096

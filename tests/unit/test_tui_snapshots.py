@@ -15,7 +15,7 @@ from tests.captured import with_cluster, with_daemon
 from tests.unit.test_tui import EVIL, frames, incident
 
 VIEWS = {"overview": "1", "daemons": "2", "leaders": "3", "latency": "4", "disks": "5",
-         "findings": "6", "journal": "7", "triage": "8"}
+         "findings": "6", "journal": "7", "triage": "8", "fullness": "9"}
 
 
 def recorded() -> list[Frame]:

@@ -33,7 +33,8 @@ class Pools(FrameText):
 @pytest.fixture
 def pools_view() -> Iterator[ViewInfo]:
     # The one registration (in tui/keys.py's _BUILT_IN for a view of stormdeck's own).
-    info = register_view(ViewInfo("9", "pools", "Pools", "Pool", "every pool at a glance",
+    # Key 0: 1-9 are stormdeck's own (9 the fullness view).
+    info = register_view(ViewInfo("0", "pools", "Pools", "Pool", "every pool at a glance",
                                   "each pool's size, PGs and IO", f"{__name__}:Pools"))
     yield info
     unregister_view("pools")
@@ -41,9 +42,9 @@ def pools_view() -> Iterator[ViewInfo]:
 
 def test_a_registered_view_is_in_help_the_palette_and_the_man_page(pools_view) -> None:
     sections = dict(help_sections())
-    assert ("9", "Pools: every pool at a glance") in sections["Everywhere in the console"]
+    assert ("0", "Pools: every pool at a glance") in sections["Everywhere in the console"]
     palette = sections["Command palette (: or Ctrl+P, then type part of a name)"]
-    assert ("View: Pools", "key 9") in palette
+    assert ("View: Pools", "key 0") in palette
     assert "each pool's size, PGs and IO" in manpage(build_parser())
     assert view_class(pools_view) is Pools
 
@@ -53,7 +54,7 @@ async def test_a_registered_view_has_its_key_its_place_and_its_palette_command(
         pools_view, tmp_path: Path) -> None:
     app = StormdeckApp(StaticFeed(frames()), journal=Journal(tmp_path / "j.jsonl"))
     async with app.run_test(size=(200, 48)) as pilot:
-        await pilot.press("9")
+        await pilot.press("0")
         assert app.query_one(ContentSwitcher).current == "pools"
         await pilot.pause()
         assert app.query_one(Pools).render_frame(app.frame).plain.startswith("pools view: ")
@@ -70,4 +71,4 @@ def test_a_key_or_id_taken_is_refused() -> None:
     with pytest.raises(ValueError, match="already registered"):
         register_view(ViewInfo("0", "overview", "Again", "Ag", "x", "x", f"{__name__}:Pools"))
     assert [v.id for v in VIEWS] == ["overview", "daemons", "leaders", "latency", "disks",
-                                     "findings", "journal", "triage"]
+                                     "findings", "journal", "triage", "fullness"]

@@ -68,6 +68,9 @@ def finding_detail(f: Finding | None) -> Text:
                 and e.max is not None else f"{e.metric}: {e.now} {e.unit}")
         out.append_text(inert("  " + line, limit=300))
         out.append("\n")
+    for line in f.detail:  # Ceph's own health detail lines: data, inert text
+        out.append_text(inert(f"  | {line}", limit=300))
+        out.append("\n")
     for c in f.changes:
         out.append_text(inert(f"  change: {c.command}", "cyan", 300))
         out.append("\n")

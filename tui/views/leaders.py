@@ -49,8 +49,8 @@ class Leaders(FrameText):
                            style="bold yellow" if elections or candidates else "")
             else:
                 out.append(f"since the last look: leaders moved on {moving} chunkservers "
-                           "(from the MDS's counts; no raft pages read, so no terms or "
-                           "elections to show)\n", style="bold yellow" if moving else "")
+                           "(no raft pages read, so no terms or elections to show)\n",
+                           style="bold yellow" if moving else "")
             for d in css:
                 width = round((d.leaders or 0) / top * 40)
                 out.append_text(inert(f"  {d.id:<22}"))

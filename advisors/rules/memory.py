@@ -1,0 +1,111 @@
+"""OSD memory: the targets of a host's OSDs against its RAM, each OSD's RSS against its target."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from stormdeck.advisors.findings import Check, Severity
+from stormdeck.advisors.rules.base import Context, Rule
+from stormdeck.collectors.model import Daemon
+
+GIB = float(1 << 30)
+DEFAULT_TARGET = 4 * (1 << 30)  # osd_memory_target's default (osd.yaml.in: 4 GiB)
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*")
+_UNIT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def size(text: str | None) -> float | None:
+    """A size option's value as Ceph takes it: bytes, or with a K/M/G/T suffix (binary)."""
+    if text is None:
+        return None
+    m = _SIZE.fullmatch(text)
+    if not m:
+        return None
+    return float(m.group(1)) * _UNIT[m.group(2).lower()]
+
+
+def target_of(ctx: Context, d: Daemon) -> float:
+    """The osd_memory_target this OSD runs with as the config database says: the OSD's
+    own, its host's mask (cephadm's autotune writes `osd/host:NAME`), osd, global, else
+    the default."""
+    opt = ctx.option("osd_memory_target")
+    values = opt.values if opt is not None else {}
+    for who in (d.id, f"osd/host:{d.host}" if d.host else "", "osd", "global"):
+        if who and who in values and (v := size(values[who])) is not None:
+            return v
+    default = size(opt.default) if opt is not None and opt.default else None
+    return default or float(DEFAULT_TARGET)
+
+
+class OsdMemory(Rule):
+    id = "ceph.osd.memory"
+    title = "OSD memory: targets beyond the host's RAM, or RSS far past the target"
+    source = "K8.7"
+    explanation = (
+        "osd_memory_target is what an OSD tries to keep mapped (its caches shrink to it); "
+        "it is not a limit, and the process's RSS overshoots it during recovery and "
+        "peering. When a host's RAM cannot hold its OSDs' targets with room to spare, the "
+        "kernel's OOM killer ends an OSD, which is a top cause of OSDs flapping. Two "
+        "judgements: the targets of a host's OSDs summed against its RAM, beyond the "
+        "share cephadm's autotune gives OSDs (mgr/cephadm/autotune_memory_target_ratio, "
+        "0.7 of RAM); and an OSD whose RSS stays past its target by more than the "
+        "overshoot allowed here (1.5 x by default, stormdeck's margin) for the rule's "
+        "duration: its caches cannot shrink enough (pglog, onodes during recovery).")
+
+    def check(self, ctx: Context) -> Iterable[Check]:
+        hosts = ctx.latest.hosts
+        by_host: dict[str, list[tuple[Daemon, float]]] = {}
+        overshoot = float(ctx.p("rss_overshoot"))
+        share = float(ctx.p("ram_share"))
+        for d in ctx.osds():
+            target = target_of(ctx, d)
+            if d.host:
+                by_host.setdefault(d.host, []).append((d, target))
+            rss = d.rss_bytes
+            if rss is None:
+                continue
+            fire = rss > overshoot * target
+            if not ctx.matters(d.id, fire):
+                continue
+            yield Check(
+                target=d.id, fire=fire, clear=rss < target * (1 + (overshoot - 1) / 2),
+                severity=Severity.WARNING,
+                summary=f"{d.id} RSS {rss / GIB:.1f} GiB, {rss / target:.1f} x its "
+                        f"osd_memory_target {target / GIB:.1f} GiB",
+                evidence=(ctx.evidence("RSS", ctx.daemon_values(d.id, "rss_bytes"), "B"),
+                          ctx.evidence("osd_memory_target", [target], "B")),
+                procedure=(
+                    f"`ceph daemon {d.id} dump_mempools` on its host: which pool holds the "
+                    "memory (osd_pglog, bluestore_cache_*, buffer_anon).",
+                    "`journalctl -k | grep -i oom` on the host: has the OOM killer ended "
+                    "OSDs already?",
+                    "A long pglog (many PGs per OSD, long recovery) is memory no cache "
+                    "setting gives back: fewer PGs per OSD, or more RAM."),
+                badness=rss / target)
+        for host, osds in sorted(by_host.items()):
+            h = hosts.get(host)
+            ram = h.mem_total if h is not None else None
+            if not ram:
+                continue
+            total = sum(t for _, t in osds)
+            fire = total > share * ram
+            yield Check(
+                target=f"host {host}", fire=fire, clear=total <= share * ram * 0.95,
+                severity=Severity.CRITICAL if total > ram else Severity.WARNING,
+                summary=f"host {host}: {len(osds)} OSDs' osd_memory_target sum to "
+                        f"{total / GIB:.1f} GiB, {total / ram:.0%} of its {ram / GIB:.1f} GiB "
+                        f"RAM (beyond {share:.0%})",
+                evidence=(ctx.evidence("targets summed", [total], "B"),
+                          ctx.evidence("RAM", [float(ram)], "B")),
+                procedure=(
+                    f"Lower the targets so they sum to about {share:.0%} of RAM: `ceph "
+                    f"config set osd/host:{host} osd_memory_target "
+                    f"{int(share * ram / len(osds))}` (or cephadm's "
+                    "osd_memory_target_autotune).",
+                    "Below 2-4 GiB an OSD's caches are small and reads go to disk: if that "
+                    "is where it ends, the host needs more RAM or fewer OSDs."),
+                badness=total / ram)
+
+
+RULES = (OsdMemory,)

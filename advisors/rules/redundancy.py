@@ -1,0 +1,114 @@
+"""Redundancy a pool gives up by its settings: min_size too low, too many PGs per OSD."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from stormdeck.advisors.findings import Check, Severity
+from stormdeck.advisors.rules.base import Context, Rule
+
+# Ceph's default (src/common/options/global.yaml.in: mon_max_pg_per_osd 250; an OSD refuses
+# to instantiate PGs past osd_max_pg_per_osd_hard_ratio 3 x that).
+MON_MAX_PG_PER_OSD = 250
+HARD_RATIO = 3.0
+
+
+class MinSize(Rule):
+    id = "ceph.pool.min_size"
+    title = "Pool accepts writes with no redundancy left (min_size)"
+    source = "K9.3"
+    explanation = (
+        "min_size is how many copies (or EC shards) a PG needs to accept IO. A replicated "
+        "pool of size 2 or more with min_size 1 goes on writing to a single OSD while the "
+        "others are down or recovering: if that OSD then fails, those writes exist nowhere "
+        "(Ceph's pool docs: min_size defaults to size - size/2, which is 1 for size 2). An "
+        "erasure-coded pool with "
+        "min_size = k writes with no parity at all; Ceph's default is k+1 and its docs warn "
+        "that k risks data loss. Pools of size 1 have no redundancy to lose (Ceph raises "
+        "POOL_NO_REDUNDANCY for them) and are not judged. Raising min_size makes PGs that "
+        "have fewer copies now inactive, so the procedure checks that first; no change is "
+        "proposed.")
+
+    def check(self, ctx: Context) -> Iterable[Check]:
+        c = ctx.cluster
+        for p in (c.pools if c else ()):
+            if p.size is None or p.min_size is None or p.size < 2 or not p.min_size:
+                continue
+            if p.type == "erasure" and p.ec_k:
+                want = p.ec_k + 1
+                bad = p.min_size <= p.ec_k
+                what = (f"erasure-coded k={p.ec_k} m={p.ec_m}: min_size {p.min_size} writes "
+                        "with no parity left")
+                keeps = f"min_size {want} (k+1, Ceph's default) keeps one parity shard"
+            else:
+                # Ceph's default is size - size/2: 2 for size 3, but 1 for size 2.
+                want = max(2, p.size - p.size // 2)
+                bad = p.min_size < 2
+                what = (f"size {p.size} min_size {p.min_size}: writes go on with a single "
+                        "copy")
+                keeps = f"min_size {want} keeps every write on two OSDs at least"
+            target = f"pool {p.name}"
+            yield Check(
+                target=target, fire=bad, clear=not bad, severity=Severity.WARNING,
+                summary=f"pool {p.name} {what}; {keeps}",
+                evidence=(ctx.evidence("min_size", [float(p.min_size)]),
+                          ctx.evidence("size", [float(p.size)])),
+                procedure=(
+                    f"First `ceph pg ls-by-pool {p.name} undersized`: PGs with fewer than "
+                    f"{want} copies now become inactive (no IO) when min_size is raised; wait "
+                    "for recovery to finish.",
+                    f"Then `ceph osd pool set {p.name} min_size {want}`.",
+                    "A replicated pool of size 2 loses data on two failures in a row "
+                    "whatever its min_size: size 3 is Ceph's default."),
+                badness=float(want - p.min_size))
+
+
+class PgsPerOsd(Rule):
+    id = "ceph.osd.pgs_per_osd"
+    title = "More PGs on an OSD than the monitors allow"
+    source = "K9.3"
+    explanation = (
+        "The monitors refuse to create pools or raise pg_num once an OSD would hold more "
+        "than mon_max_pg_per_osd PGs (250 by default), and an OSD that would hold more "
+        "than osd_max_pg_per_osd_hard_ratio (3) times that refuses to instantiate PGs: after "
+        "an OSD or host fails and its PGs move to the others, they stay inactive. Counted "
+        "from `osd df` (every PG replica an OSD holds); it warns at 90% of the limit, so "
+        "that a failure's PGs still fit. Judged only where a pool's "
+        "autoscaler is off or in warn mode: with it on, pg_num is the autoscaler's.")
+
+    def check(self, ctx: Context) -> Iterable[Check]:
+        c = ctx.cluster
+        if c is None or not c.pools or all(p.autoscale_mode == "on" for p in c.pools):
+            return
+        raw = ctx.effective("mon_max_pg_per_osd", "mon")
+        try:
+            limit = float(raw) if raw is not None else float(MON_MAX_PG_PER_OSD)
+        except ValueError:
+            limit = float(MON_MAX_PG_PER_OSD)
+        share = float(ctx.p("max_share"))
+        for d in ctx.osds():
+            if d.pgs is None:
+                continue
+            fire = d.pgs > share * limit
+            if not ctx.matters(d.id, fire):
+                continue
+            hard = d.pgs > HARD_RATIO * limit
+            yield Check(
+                target=d.id, fire=fire, clear=d.pgs <= share * limit * 0.95,
+                severity=Severity.CRITICAL if hard else Severity.WARNING,
+                summary=f"{d.id} holds {d.pgs} PGs, "
+                        + (f"past {HARD_RATIO:g} x mon_max_pg_per_osd {limit:g}: it refuses "
+                           "new PGs" if hard else
+                           f"{d.pgs / limit:.0%} of mon_max_pg_per_osd {limit:g}"),
+                evidence=(ctx.evidence("PGs", ctx.daemon_values(d.id, "pgs"), "PGs"),),
+                procedure=(
+                    "`ceph osd df`: PGS per OSD; `ceph osd pool autoscale-status`: what the "
+                    "autoscaler would set each pool's pg_num to.",
+                    "Lower pg_num of pools with more PGs than their data needs (PGs merge in "
+                    "the background), or add OSDs; raising mon_max_pg_per_osd only hides it.",
+                    "If an OSD or host fails, its PGs move to the others: keep headroom "
+                    "below the limit for that."),
+                badness=float(d.pgs))
+
+
+RULES = (MinSize, PgsPerOsd)
