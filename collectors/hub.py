@@ -20,10 +20,10 @@ from typing import Any, Protocol
 from stormdeck.collectors.model import (
     Cluster,
     Daemon,
-    Daemons,
     Disk,
     Host,
     Partial,
+    Records,
     Snapshot,
     SourceHealth,
     disk_key,
@@ -64,11 +64,11 @@ class _State:
 class History:
     """The last N snapshots, oldest first.
 
-    All but the newest `whole` keep their daemons packed (collectors/packing.py):
-    the snapshot object stays the one everybody holds (frames, the engine's window),
-    and its Daemons store themselves as an equal, packed mapping (the Snapshot itself
-    is never changed). Memory then grows with what changed, not with snapshots x
-    daemons.
+    All but the newest `whole` keep their daemons and disks packed
+    (collectors/packing.py): the snapshot object stays the one everybody holds (frames,
+    the engine's window), and its Daemons and Disks store themselves as equal, packed
+    mappings (the Snapshot itself is never changed). Memory then grows with what
+    changed, not with snapshots x daemons (or disks).
     """
 
     def __init__(self, maxlen: int = 600, whole: int = 30) -> None:
@@ -79,6 +79,8 @@ class History:
         # Every whole snapshot whose daemons moved costs ~5 MB at 10,000 OSDs.
         self.whole = whole
         self._packer = Packer()
+        # ~10,000 Disks a poll at 10,000 OSDs, made anew by a fleet source each scrape.
+        self._disk_packer = Packer(Disk)
 
     def append(self, snap: Snapshot) -> None:
         with self._lock:
@@ -87,11 +89,11 @@ class History:
             if n <= self.whole:
                 return
             old = self._items[n - 1 - self.whole]
-        daemons = old.daemons
-        if isinstance(daemons, Daemons) and not isinstance(daemons.inner, PackedDaemons):
-            # Equal content, another representation (Daemons.compact): the Snapshot is
-            # not touched, and a reader iterating the old mapping keeps reading it.
-            daemons.compact(self._packer.pack)
+        for records, packer in ((old.daemons, self._packer), (old.disks, self._disk_packer)):
+            if isinstance(records, Records) and not isinstance(records.inner, PackedDaemons):
+                # Equal content, another representation (Records.compact): the Snapshot
+                # is not touched, and a reader iterating the old mapping keeps reading it.
+                records.compact(packer.pack)
 
     def __len__(self) -> int:
         return len(self._items)

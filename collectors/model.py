@@ -447,34 +447,37 @@ class Partial:
     hosts: Mapping[str, Host] = field(default_factory=dict)
 
 
-class Daemons(Mapping[str, "Daemon"]):
-    """A snapshot's daemons. What they say never changes; how they are stored may: the
-    History packs an older snapshot's into columns (collectors/packing.py) through
-    compact(), so the Snapshot that holds them is never touched. Each snapshot has its
-    own (Snapshot.__post_init__), so packing an old one leaves a newer one, which may
-    share the same mapping underneath, whole."""
+R = TypeVar("R")
+
+
+class Records(Mapping[str, R]):
+    """A snapshot's daemons or disks. What they say never changes; how they are stored
+    may: the History packs an older snapshot's into columns (collectors/packing.py)
+    through compact(), so the Snapshot that holds them is never touched. Each snapshot
+    has its own (Snapshot.__post_init__), so packing an old one leaves a newer one, which
+    may share the same mapping underneath, whole."""
 
     # get, keys, values and items are the stored mapping's own (bound per instance, as
-    # it is stored now): a view reads thousands of daemons a frame, at the dict's speed.
+    # it is stored now): a view reads thousands of records a frame, at the dict's speed.
     __slots__ = ("_m", "get", "items", "keys", "values")
 
-    def __init__(self, daemons: Mapping[str, Daemon]) -> None:
-        self._hold(daemons.inner if isinstance(daemons, Daemons) else daemons)
+    def __init__(self, records: Mapping[str, R]) -> None:
+        self._hold(records.inner if isinstance(records, Records) else records)
 
-    def _hold(self, m: Mapping[str, Daemon]) -> None:
+    def _hold(self, m: Mapping[str, R]) -> None:
         self._m = m
         self.get, self.keys, self.values, self.items = m.get, m.keys, m.values, m.items
 
     @property
-    def inner(self) -> Mapping[str, Daemon]:
+    def inner(self) -> Mapping[str, R]:
         """What they are stored in now: a dict, or a packing of one."""
         return self._m
 
-    def compact(self, pack: Callable[[Mapping[str, Daemon]], Mapping[str, Daemon]]) -> None:
+    def compact(self, pack: Callable[[Mapping[str, R]], Mapping[str, R]]) -> None:
         """Store them as `pack` does (an equal mapping, another representation)."""
         self._hold(pack(self._m))
 
-    def __getitem__(self, key: str) -> Daemon:
+    def __getitem__(self, key: str) -> R:
         return self._m[key]
 
     def __iter__(self) -> Iterator[str]:
@@ -487,15 +490,27 @@ class Daemons(Mapping[str, "Daemon"]):
         return key in self._m
 
     def __eq__(self, other: object) -> bool:
-        return self._m == (other.inner if isinstance(other, Daemons) else other)
+        return self._m == (other.inner if isinstance(other, Records) else other)
 
     __hash__ = None  # type: ignore[assignment]  # as a dict's
 
     def __repr__(self) -> str:
-        return f"Daemons({self._m!r})"
+        return f"{type(self).__name__}({self._m!r})"
 
     def __reduce__(self) -> Any:
-        return (Daemons, (dict(self._m),))
+        return (type(self), (dict(self._m),))
+
+
+class Daemons(Records[Daemon]):
+    """A snapshot's daemons, keyed by id (see Records)."""
+
+    __slots__ = ()
+
+
+class Disks(Records[Disk]):
+    """A snapshot's disks, keyed by Disk.key (see Records): ~10,000 at 10,000 OSDs."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -509,8 +524,9 @@ class Snapshot:
     hosts: Mapping[str, Host] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        # Made, not changed: each snapshot holds its own Daemons (see Daemons).
+        # Made, not changed: each snapshot holds its own Daemons and Disks (see Records).
         object.__setattr__(self, "daemons", Daemons(self.daemons))
+        object.__setattr__(self, "disks", Disks(self.disks))
 
 
 # ---- merging ------------------------------------------------------------------

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from operator import attrgetter
 from typing import Any
 
-from stormdeck.collectors.model import Daemon, Daemons
+from stormdeck.collectors.model import Daemon, Records
 
 # The figures: every field typed a float (known or not), found by its type as Python
 # resolves it, not by how the annotation is spelled ("Optional[float]" packs as well).
@@ -89,6 +89,22 @@ class PackedDaemons(Mapping[str, Any]):
     def __contains__(self, key: object) -> bool:
         return key in self._index
 
+    def figures_at(self, key: str, attrs: tuple[str, ...]) -> tuple[Any, ...] | None:
+        """One record's `attrs` (a NaN figure: None) as the record made again would give
+        them, without making it; None if `key` is absent."""
+        i = self._index.get(key)
+        if i is None:
+            return None
+        out = []
+        for attr in attrs:
+            column = self._figures.get(attr)
+            if column is None:
+                out.append(getattr(self._templates[i], attr, None))
+            else:
+                v = column[i]
+                out.append(None if v != v else v)
+        return tuple(out)
+
     def values_of(self, attr: str) -> list[Any]:
         """Every daemon's `attr`, in key order, as the Daemons made again would give it,
         without making them: a figure from its column (NaN: None), anything else from
@@ -104,7 +120,7 @@ class PackedDaemons(Mapping[str, Any]):
 def value_of(daemons: Mapping[str, Daemon], key: str, attr: str) -> Any:
     """One daemon's `attr` (None if it is absent or has none), read from a packed
     mapping's column or template without making the Daemon again."""
-    if isinstance(daemons, Daemons):
+    if isinstance(daemons, Records):
         daemons = daemons.inner
     if isinstance(daemons, PackedDaemons):
         i = daemons._index.get(key)
@@ -121,7 +137,7 @@ def value_of(daemons: Mapping[str, Daemon], key: str, attr: str) -> Any:
 
 def values_of(daemons: Mapping[str, Daemon], attr: str) -> list[Any]:
     """`attr` of every daemon in the mapping, in its order (None where it has none)."""
-    if isinstance(daemons, Daemons):
+    if isinstance(daemons, Records):
         daemons = daemons.inner
     if isinstance(daemons, PackedDaemons):
         return daemons.values_of(attr)
@@ -141,7 +157,7 @@ class Packer:
         self._last: PackedDaemons | None = None
 
     def pack(self, daemons: Mapping[str, Any]) -> Mapping[str, Any]:
-        if isinstance(daemons, Daemons):
+        if isinstance(daemons, Records):
             daemons = daemons.inner
         if isinstance(daemons, PackedDaemons):
             return daemons

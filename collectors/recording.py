@@ -47,7 +47,7 @@ from typing import Any
 
 from stormdeck.base.errors import UserError
 from stormdeck.base.secrets import redact_value
-from stormdeck.collectors.model import ConfigChange, ConfigOption, Daemon, Daemons, Snapshot
+from stormdeck.collectors.model import ConfigChange, ConfigOption, Daemon, Records, Snapshot
 
 MAGIC = b"STORMDECK-REC\n"
 FORMAT = 1
@@ -166,7 +166,7 @@ class Encoder:
             self._prev = self._cur
 
     def _encode(self, value: Any) -> Any:
-        if isinstance(value, Daemons):  # the mapping a source kept, shared across snapshots
+        if isinstance(value, Records):  # the mapping a source kept, shared across snapshots
             value = value.inner
         is_data = dataclasses.is_dataclass(value) and not isinstance(value, type)
         if not (is_data or isinstance(value, Mapping) or

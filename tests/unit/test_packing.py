@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, replace
 from typing import Optional
@@ -132,3 +133,96 @@ def test_figures_are_picked_by_type_however_spelt() -> None:
     packed = packer.pack(rows)
     assert isinstance(packed, PackedDaemons) and dict(packed) == rows
     assert set(packed._figures) == {"a", "b", "c"}  # n is no figure: kept in the templates
+
+
+def moving_disks(n: int):
+    """Snapshots whose disks' figures move (a new Disk each, as a fleet scrape makes),
+    some with a figure gone unknown, and every fourth sharing the mapping before it."""
+    out = []
+    for i, s in enumerate(history(n, step=1.0)):
+        disks = {key: replace(k, util=0.1 * (i % 9), write_iops=None if (i + j) % 3 == 0
+                              else 100.0 + i, queue_depth=1.5 * j + i)
+                 for j, (key, k) in enumerate(s.disks.items())}
+        out.append(replace(s, disks=out[-1].disks if i % 4 == 0 and out else disks))
+    return out
+
+
+def test_history_packs_older_disks_equal_field_by_field() -> None:
+    from stormdeck.collectors.model import Disk, Disks
+
+    snaps = moving_disks(30)
+    want = [{k: dataclasses.astuple(v) for k, v in s.disks.items()} for s in snaps]
+    h = History(maxlen=30, whole=5)
+    for s in snaps:
+        h.append(s)
+    kept = list(h)
+    assert all(isinstance(s.disks, Disks) for s in kept)
+    # Before, a Snapshot's disks were the plain dict it was made with: never packed.
+    assert all(isinstance(s.disks.inner, PackedDaemons) for s in kept[:-5])
+    assert not any(isinstance(s.disks.inner, PackedDaemons) for s in kept[-5:])
+    for s, w in zip(kept, want, strict=True):
+        assert list(s.disks) == list(w) and len(s.disks) == len(w)
+        for key, fields in w.items():
+            got = s.disks[key]
+            assert type(got) is Disk and dataclasses.astuple(got) == fields
+            assert s.disks.get(key) == got and key in s.disks
+    assert any(k.write_iops is None for s in kept[:-5] for k in s.disks.values())
+
+
+def test_a_newer_snapshot_sharing_the_disks_stays_whole() -> None:
+    old = lab_snapshot()
+    new = replace(old, time=old.time + 1)  # the hub's memo: the same disks underneath
+    assert new.disks is not old.disks and new.disks.inner is old.disks.inner
+    h = History(maxlen=10, whole=1)
+    h.append(old)
+    h.append(new)
+    assert isinstance(old.disks.inner, PackedDaemons)
+    assert not isinstance(new.disks.inner, PackedDaemons)
+    assert type(new.disks.inner) is dict
+    assert dict(old.disks) == dict(new.disks) and old.disks == new.disks
+
+
+def test_packed_disks_read_as_before_by_every_reader() -> None:
+    import pickle
+
+    from stormdeck.collectors.packing import value_of, values_of
+
+    snap = lab_snapshot()
+    plain = dict(snap.disks)
+    packed = replace(snap, time=snap.time + 1)
+    packed.disks.compact(Packer(type(next(iter(plain.values())))).pack)
+    assert isinstance(packed.disks.inner, PackedDaemons)
+    assert packed.disks == plain and plain == dict(packed.disks)
+    assert pickle.loads(pickle.dumps(packed)).disks == plain
+    key = next(iter(plain))
+    assert value_of(packed.disks, key, "util") == plain[key].util
+    assert values_of(packed.disks, "queue_depth") == [k.queue_depth for k in plain.values()]
+    assert repr(packed.disks).startswith("Disks(")
+
+
+def test_the_disk_limit_rule_judges_packed_disks_as_whole_ones() -> None:
+    """The rule reads older snapshots' disks from their columns (no Disk made again per
+    disk and snapshot): what it judges and shows is what the whole disks give."""
+    from stormdeck.advisors.rules.base import Context
+    from stormdeck.advisors.rules.disks import AtHardwareLimit
+    from stormdeck.advisors.settings import load_settings
+
+    def busy(s, i):
+        disks = {k: replace(d, util=0.9, queue_depth=6.0 + i % 5, read_await=0.02 * (i % 4),
+                            write_await=None if i % 7 == 0 else 0.07, read_iops=10.0 * (i % 3),
+                            write_iops=300.0) if d.daemons else d
+                 for k, d in s.disks.items()}
+        return replace(s, disks=disks)
+
+    snaps = list(history(40, step=1.0, edit=busy))
+    whole = [replace(s, disks=dict(s.disks)) for s in snaps]
+    h = History(maxlen=40, whole=3)
+    for s in snaps:
+        h.append(s)
+    assert isinstance(snaps[0].disks.inner, PackedDaemons)
+    assert not isinstance(whole[0].disks.inner, PackedDaemons)
+    params = load_settings(None)[AtHardwareLimit.id].params
+    got = list(AtHardwareLimit().check(Context(snaps[-1], snaps, params)))
+    want = list(AtHardwareLimit().check(Context(whole[-1], whole, params)))
+    assert got and got == want
+    assert any(c.fire for c in got)
