@@ -178,7 +178,9 @@ def test_recovery_that_slows_clients_is_seen_in_op_latency(mclock_lab: LabCluste
         cluster.shutdown()
     assert "op write latency" in f.summary, f.summary
     assert "high_recovery_ops" in f.summary, f.summary
-    assert [(c.key, c.proposed) for c in f.changes] == [("osd_mclock_profile",
-                                                         "high_client_ops")]
+    # The operator chose high_recovery_ops (and an OSD out leaves PGs degraded): the rule
+    # shows the cost to clients but proposes no high_client_ops (issue 31, harm 2).
+    assert not [c for c in f.changes if c.key == "osd_mclock_profile"], f.changes
+    assert any("not proposed" in p.lower() for p in f.procedure), f.procedure
     busy, quiet = f.evidence[0], f.evidence[1]
     assert busy.avg > 2 * quiet.avg, (busy, quiet)
