@@ -106,9 +106,10 @@ def blind_with_all_up(lab: LabCluster, total: int) -> bool:
         osdmap["num_up_osds"] == osdmap["num_osds"] > 0
 
 
-# The oldest and the newest release bound the mgr's blind window; Reef's lies between (the
-# suite's time is bounded: each release lab costs this test about 100 s).
-@pytest.mark.releases('pacific', 'tentacle')
+# The mgr's blind window after a failover is the same code (DaemonServer::send_report) on
+# every tested release; Pacific stands for them (the suite's time is bounded: 100 s a
+# release lab). The captured Reef and Tentacle failovers stay in the unit tests.
+@pytest.mark.releases('pacific')
 def test_a_mgr_failover_before_any_pg_stats_is_not_a_storm(
         release_cluster: LabCluster, tmp_path: Path) -> None:
     lab = release_cluster

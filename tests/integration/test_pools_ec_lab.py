@@ -101,6 +101,9 @@ def test_pg_counts_rounded_up_and_autoscaled_pools_skipped(release_cluster: LabC
         ceph.rm_pool("pg64")
 
 
+# pg-upmap-primary behaves alike on Reef and Tentacle (both have the read balancer); the
+# newest stands for both (the suite's time is bounded: 110 s a release).
+@pytest.mark.releases('pacific', 'tentacle')
 def test_primaries_weighted_by_affinity_and_skewed_by_upmap_primary(
         release_cluster: LabCluster, ceph: Ceph) -> None:
     """Healthy on every release: osd.1 and osd.2 at primary affinity 0 leave osd.0 leading
