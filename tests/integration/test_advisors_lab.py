@@ -68,6 +68,14 @@ def test_a_pool_of_100_pgs_is_not_a_power_of_two(lab_cluster: LabCluster) -> Non
     cluster = lab_cluster.rados()
     try:
         ceph_json(cluster, "osd pool create", pool="pg100", pg_num=100, pgp_num=100)
+
+        def settled() -> bool:
+            # New PGs peer before they serve IO, and Ceph's health floor calls PGs not
+            # active critical at once: judge the pool once its PGs are active+clean.
+            states = ceph_json(cluster, "status")["pgmap"].get("pgs_by_state", [])
+            return bool(states) and all(s["state_name"] == "active+clean" for s in states)
+
+        eventually(settled, 120, interval=1.0)
         rc, out = check(lab_cluster, "--for", "1")
         (f,) = [f for f in out["findings"] if f["rule"] == "ceph.pool.pg_not_power_of_two"]
         assert f["target"] == "pool pg100" and f["state"] == "firing"
