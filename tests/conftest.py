@@ -218,6 +218,33 @@ def ceph_json(cluster, prefix: str, target: str = "mon", **args: object) -> obje
     return json.loads(out) if out.strip() else None
 
 
+CLEAN = frozenset({"active+clean", "active+clean+scrubbing", "active+clean+scrubbing+deep"})
+
+
+def unsettled(cluster) -> str:
+    """Why the PGs are not settled yet, or "" once every pool's PGs are reported, all clean.
+
+    A pool just made is not in the PG map until the mgr has heard of its PGs: until then
+    `pgs_by_state` lists only the old PGs, all active+clean, and looks settled when it is not.
+    """
+    pgmap = ceph_json(cluster, "status")["pgmap"]  # type: ignore[index]
+    want = sum(p["pg_num"] for p in ceph_json(cluster, "osd pool ls", detail="detail"))  # type: ignore[union-attr]
+    if pgmap.get("num_pgs") != want:
+        return f"{pgmap.get('num_pgs')} PGs in the PG map, the pools have {want}"
+    odd = {s["state_name"]: s["count"] for s in pgmap.get("pgs_by_state", [])
+           if s["state_name"] not in CLEAN}
+    return f"PGs not clean: {odd}" if odd else ""
+
+
+def settle(cluster, timeout: float = 120.0) -> None:
+    """Wait until `unsettled` has nothing to say; fail saying what it last said."""
+    deadline = time.monotonic() + timeout
+    while why := unsettled(cluster):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"PGs not settled within {timeout} s: {why}")
+        time.sleep(1.0)
+
+
 def eventually(check: Callable[[], Any], timeout: float, interval: float = 0.5) -> Any:
     """Call `check` until it returns something true; fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import LabCluster, eventually, run_cli
+from tests.conftest import LabCluster, eventually, run_cli, unsettled
 
 pytestmark = pytest.mark.integration
 
@@ -41,36 +41,62 @@ def raised(lab: LabCluster, code: str) -> bool:
     return code in health(lab).get("checks", {})
 
 
-def healthy(lab: LabCluster) -> bool:
+def unhealthy(lab: LabCluster) -> str:
+    """Why the lab is not healthy, or "" when Ceph says HEALTH_OK and every PG is clean."""
     h = health(lab)
     if h.get("status") != "HEALTH_OK":
-        return False
-    stat = lab.command("pg stat", target="mgr")
-    states = stat.get("pg_summary", stat).get("num_pg_by_state", [])  # type: ignore[union-attr]
-    return all(s["name"] in ("active+clean", "active+clean+scrubbing",
-                             "active+clean+scrubbing+deep") for s in states)
+        return f"{h.get('status')}: " + "; ".join(
+            f"{code}: {c.get('summary', {}).get('message', '')}"
+            for code, c in h.get("checks", {}).items())
+    cluster = lab.rados()
+    try:
+        return unsettled(cluster)
+    finally:
+        cluster.shutdown()
+
+
+def healthy(lab: LabCluster) -> bool:
+    return not unhealthy(lab)
+
+
+def osd_up(lab: LabCluster, osd: int) -> bool:
+    dump = lab.command("osd dump")
+    return any(o["osd"] == osd and o["up"] for o in dump["osds"])  # type: ignore[index]
 
 
 @pytest.fixture
 def restored(lab_cluster: LabCluster) -> Iterator[LabCluster]:
     """Whatever the test changed is put back, and the lab is healthy again, on the way out."""
     lab = lab_cluster
+    nearfull = lab.command("osd dump")["nearfull_ratio"]  # type: ignore[index]
     try:
         yield lab
     finally:
         errors = []
         for prefix, args in (("osd unset", {"key": "noout"}),
-                             ("osd set-nearfull-ratio", {"ratio": 0.85})):
+                             ("osd set-nearfull-ratio", {"ratio": nearfull})):
             try:
                 lab.command(prefix, **args)
             except AssertionError as exc:
                 errors.append(str(exc))
-        lab.cli("lab", "start", "osd.2")  # refused (rc != 0) when it runs: fine
+        # A start refused or lost (the stop still finishing) is tried again once.
+        if not osd_up(lab, 2) and (lab.cli("lab", "start", "osd.2").rc != 0
+                                   or not wait_for(lambda: osd_up(lab, 2), 60)):
+            lab.cli("lab", "start", "osd.2")
         if POOL in (lab.command("osd pool ls") or []):  # type: ignore[operator]
             lab.command("osd pool rm", pool=POOL, pool2=POOL,
                         yes_i_really_really_mean_it=True)
-        eventually(lambda: healthy(lab), 180, interval=1.0)
+        if not wait_for(lambda: healthy(lab), 180):
+            errors.append(f"the lab is not healthy 180 s after the restore: {unhealthy(lab)}")
         assert not errors, errors
+
+
+def wait_for(check: Callable[[], bool], timeout: float) -> bool:
+    try:
+        eventually(check, timeout, interval=1.0)
+    except AssertionError:
+        return False
+    return True
 
 
 def test_check_says_at_least_what_ceph_says(restored: LabCluster, tmp_path: Path) -> None:
