@@ -134,7 +134,8 @@ class CannedPrometheus(PrometheusSource):
         return self.answers[name]
 
 
-@FAST
+# Each example is a whole poll (its worker threads, ~40 queries): 60 of them, not 150.
+@settings(FAST, max_examples=60)
 @given(st.data(), st.booleans())
 def test_the_prometheus_source_survives_any_answer(data: st.DataObject,
                                                    curve_too: bool) -> None:
