@@ -15,3 +15,12 @@ def ms(v: float | None) -> str:
 def pct(v: float | None) -> str:
     """A ratio 0..1 shown as percent."""
     return "-" if v is None else f"{v * 100:.0f}%"
+
+
+def age(seconds: float) -> str:
+    """A span as an operator says it: "45 s", "12 min", "3.5 h"."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -97,12 +97,6 @@ def stale_part(frame: Frame, part: str, stale: dict[str, float] | None = None) -
     return max(ages) if ages else None
 
 
-def age_text(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 class Scrollback:

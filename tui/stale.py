@@ -7,7 +7,8 @@ from typing import Any
 
 from rich.text import Text
 
-from stormdeck.tui.feed import PART_SOURCES, Frame, age_text, clock, stale_sources
+from stormdeck.base import units
+from stormdeck.tui.feed import PART_SOURCES, Frame, clock, stale_sources
 
 STALE_STYLE = "dim strike"
 
@@ -42,7 +43,7 @@ def note(frame: Frame, parts: Iterable[str]) -> str:
     if not names:
         return ""
     now = frame.snapshot.time
-    said = ", ".join(f"{n} last answered {age_text(stale[n])} ago ({clock(now - stale[n])})"
+    said = ", ".join(f"{n} last answered {units.age(stale[n])} ago ({clock(now - stale[n])})"
                      for n in names)
     return f"STALE: {said}; struck figures are not current"
 

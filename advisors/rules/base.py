@@ -26,6 +26,9 @@ from stormdeck.collectors.packing import value_of, values_of
 if TYPE_CHECKING:
     from stormdeck.advisors.validated import Validated
 
+# mon_max_pg_per_osd's default (src/common/options/global.yaml.in).
+MON_MAX_PG_PER_OSD = 250
+
 
 class _Column:
     """One daemon's figure: the sequence numbers of the snapshots that had it, and its values."""
@@ -400,6 +403,17 @@ class Context:
             if section in opt.values:
                 return opt.values[section]
         return opt.default
+
+    def number(self, name: str, who: str, default: float) -> float:
+        """`effective` as a number; `default` where it is unknown or not a number."""
+        raw = self.effective(name, who)
+        try:
+            return float(raw) if raw is not None else default
+        except ValueError:
+            return default
+
+    def mon_max_pg_per_osd(self) -> float:
+        return self.number("mon_max_pg_per_osd", "mon", MON_MAX_PG_PER_OSD)
 
     def osds(self) -> Iterable[Daemon]:
         if self.columns is not None:

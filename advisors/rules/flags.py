@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule
+from stormdeck.base import units
 from stormdeck.collectors.model import Cluster, LogEntry
 
 # What each flag stops (rados/operations/health-checks OSDMAP_FLAGS, mon-osd-interaction).
@@ -60,14 +61,6 @@ def _set_by(audit: Iterable[LogEntry], flag: str, scope: str) -> LogEntry | None
     return found
 
 
-def ago(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def flags_of(c: Cluster) -> list[tuple[str, str]]:
     """Every (scope, flag) set: ("cluster", "noout"), ("osd.3", "noout"), ("host1", "noup")."""
     out = [("cluster", f) for f in c.osd_flags if f in EFFECT or f in STOPS_IO]
@@ -110,11 +103,11 @@ class FlagsLeftSet(Rule):
                 who = _ENTITY.search(entry.message)
                 addr = _FROM.search(entry.message)
                 by = f"set by {who.group(1) if who else entry.who}" + \
-                     (f" from {addr.group(1)}" if addr else "") + f" {ago(age)} ago"
+                     (f" from {addr.group(1)}" if addr else "") + f" {units.age(age)} ago"
             else:
                 age = None
                 since = now - seen.get((scope, flag), now)
-                by = (f"set at least {ago(since)} ago (seen since); who set it is no longer "
+                by = (f"set at least {units.age(since)} ago (seen since); who set it is no longer "
                       "in the audit tail")
             long_set = float(ctx.p("scrub_max_age_seconds"))
             if flag in SCRUB and (age if age is not None else now - seen.get(

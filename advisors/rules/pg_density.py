@@ -11,14 +11,6 @@ from stormdeck.advisors.rules.peering import mgr_blind
 # src/common/options/ (main): the autoscaler aims at mon_target_pg_per_osd (100); the
 # monitors refuse more than mon_max_pg_per_osd (250) per OSD.
 TARGET_PER_OSD = 100
-MAX_PER_OSD = 250
-
-
-def _number(raw: str | None, default: float) -> float:
-    try:
-        return float(raw) if raw is not None else default
-    except ValueError:
-        return default
 
 
 class PgsTooFew(Rule):
@@ -51,8 +43,8 @@ class PgsTooFew(Rule):
             return
         mean = sum(counts) / len(counts)
         low = float(ctx.p("min_per_osd"))
-        target = _number(ctx.effective("mon_target_pg_per_osd", "mgr"), TARGET_PER_OSD)
-        limit = _number(ctx.effective("mon_max_pg_per_osd", "mon"), MAX_PER_OSD)
+        target = ctx.number("mon_target_pg_per_osd", "mgr", TARGET_PER_OSD)
+        limit = ctx.mon_max_pg_per_osd()
         manual = sorted(p.name for p in c.pools if p.autoscale_mode != "on")
         fire = mean < low
         yield Check(

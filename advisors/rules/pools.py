@@ -9,8 +9,6 @@ from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.rules.base import ANY, Context, Proposes, Rule
 from stormdeck.collectors.model import Pool
 
-MAX_PG_PER_OSD = 250  # mon_max_pg_per_osd's default (src/common/options/global.yaml.in)
-
 
 def next_power_of_two(n: int) -> int:
     """The smallest power of two >= n: PGs only ever split toward it, never merge."""
@@ -55,11 +53,7 @@ def split_blocked(ctx: Context, pool: Pool, pg_num: int) -> str | None:
     """Why splitting `pool` to `pg_num` must not be proposed, or None. The one place a
     split is vetted: PGs per OSD here; the blast radius's fullness forecast (issue 25:
     OSDs past backfillfull once the split's data lands) belongs here too."""
-    limit_text = ctx.effective("mon_max_pg_per_osd", "mon")
-    try:
-        limit = float(limit_text) if limit_text is not None else float(MAX_PG_PER_OSD)
-    except ValueError:
-        limit = float(MAX_PG_PER_OSD)
+    limit = ctx.mon_max_pg_per_osd()
     after = pgs_per_osd_after(ctx, pool, pg_num)
     if after is None:
         return "the OSDs in the cluster are unknown, so PGs per OSD cannot be checked"

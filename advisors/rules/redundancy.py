@@ -9,7 +9,6 @@ from stormdeck.advisors.rules.base import Context, Rule
 
 # Ceph's default (src/common/options/global.yaml.in: mon_max_pg_per_osd 250; an OSD refuses
 # to instantiate PGs past osd_max_pg_per_osd_hard_ratio 3 x that).
-MON_MAX_PG_PER_OSD = 250
 HARD_RATIO = 3.0
 
 
@@ -80,11 +79,7 @@ class PgsPerOsd(Rule):
         c = ctx.cluster
         if c is None or not c.pools or all(p.autoscale_mode == "on" for p in c.pools):
             return
-        raw = ctx.effective("mon_max_pg_per_osd", "mon")
-        try:
-            limit = float(raw) if raw is not None else float(MON_MAX_PG_PER_OSD)
-        except ValueError:
-            limit = float(MON_MAX_PG_PER_OSD)
+        limit = ctx.mon_max_pg_per_osd()
         share = float(ctx.p("max_share"))
         # One finding for the cluster, not one per OSD: pg_num is per pool, so what is too
         # many on one OSD is nearly always too many on hundreds (a 1,000-OSD cluster gave

@@ -7,13 +7,12 @@ from typing import Any
 
 from rich.text import Text
 
-from stormdeck.base import pgstate
+from stormdeck.base import pgstate, units
 from stormdeck.collectors.model import Daemon, Snapshot
 from stormdeck.collectors.packing import values_of
 from stormdeck.tui.feed import (
     PART_SOURCES,
     Frame,
-    age_text,
     clock,
     stale_part,
     stale_sources,
@@ -171,7 +170,7 @@ class Overview(FrameText):
             out.append(f"recovery {rate(c.recovering_bps)}/s {num(per_sec, '{:.0f}')} obj/s   "
                        f"{num(remaining)} objects degraded or misplaced   ", style="yellow")
             if eta is not None:
-                out.append(f"ETA {age_text(eta)}", style="bold")
+                out.append(f"ETA {units.age(eta)}", style="bold")
             elif remaining:
                 out.append("ETA unknown: no progress in the last minute", style="bold red")
             out.append("\n")
@@ -192,7 +191,7 @@ def _mark_stale(out: Text, begin: int, frame: Frame, part: str, stale: dict[str,
     if set(names) <= said:
         return
     said.update(names)
-    label = Text(f"  STALE: {', '.join(names)} last answered {age_text(age)} ago "
+    label = Text(f"  STALE: {', '.join(names)} last answered {units.age(age)} ago "
                  f"({clock(frame.snapshot.time - age)}); not current\n", style="bold reverse")
     # The label goes first, so it is seen before the figures it is about.
     tail = out[begin:]
@@ -225,7 +224,7 @@ def _osd_incidents(osds: Sequence[Daemon], frame: Frame) -> list[tuple[str, str]
         hit = [d for d in odd if pick(d)]
         for d in hit[:NAMED]:
             since = _since(d, frame, what)
-            when = f" since {clock(since)} ({age_text(max(0.0, now - since))})" \
+            when = f" since {clock(since)} ({units.age(max(0.0, now - since))})" \
                 if since is not None else ""
             pgs = f", {d.pgs} PGs" if d.pgs is not None else ""
             lines.append((f"  {what:<5} {d.id} on {d.host or 'an unknown host'}{when}{pgs}",

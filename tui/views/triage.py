@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 
 from stormdeck.advisors.rules import TRIAGE
-from stormdeck.base import pgstate
-from stormdeck.tui.feed import Frame, age_text, clock, stale_part
+from stormdeck.base import pgstate, units
+from stormdeck.tui.feed import Frame, clock, stale_part
 from stormdeck.tui.format import finding_line, inert, num, rate, spark
 from stormdeck.tui.views.base import FrameText
 from stormdeck.tui.views.overview import LAB_HINT
@@ -37,7 +37,7 @@ class Triage(FrameText):
             out.append("\n")
         old = stale_part(frame, "cluster")
         if old is not None:
-            out.append(f"  STALE: the cluster's figures are {age_text(old)} old "
+            out.append(f"  STALE: the cluster's figures are {units.age(old)} old "
                        f"({clock(s.time - old)}); not current\n", style="bold reverse")
         begin = len(out)
         if c is not None and c.num_pgs is not None:
