@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from stormdeck.collectors.ceph.source import CephSource
 from tests.conftest import LabCluster, eventually, run_cli
 
 pytestmark = pytest.mark.integration
@@ -132,6 +133,19 @@ def test_state_rules_fire_on_their_bad_case_and_are_quiet_on_the_healthy_lab(
         checks = ("OSDMAP_FLAGS", "OSD_NEARFULL")
         eventually(lambda: all(c in health(lab).get("checks", {}) for c in checks), 60)
         made = time.monotonic() - started
+
+        # What the advice reads beside the state: the connected clients' releases (the
+        # primary-spread rule's require_min_compat_client) and the autoscaler's target.
+        source = CephSource(conffile=str(lab.conf))
+        try:
+            part = source.poll()
+        finally:
+            source.close()
+        assert part.cluster is not None, part.errors
+        assert part.cluster.client_releases and all(
+            n > 0 for n in part.cluster.client_releases.values()), part.cluster
+        targets = {p.name: p.autoscale_target for p in part.cluster.pools}
+        assert targets[POOL] is not None and targets[POOL] >= 1, (targets, part.errors)
 
         fired = check(lab, env)
         assert set(fired.get("ceph.pool.min_size", {})) == {f"pool {POOL}"}, fired
