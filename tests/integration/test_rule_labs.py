@@ -196,7 +196,12 @@ def test_state_rules_fire_on_their_bad_case_and_are_quiet_on_the_healthy_lab(
         assert config_values(lab, touched) == before
     restored = time.monotonic() - restore_started
 
-    # The healthy lab: the same rules are quiet.
+    # The healthy lab: the same rules are quiet. One thing may stay true of it: an OSD
+    # whose boot bench fell out of range (Tentacle's lab on loop devices) runs at the
+    # fallback capacity, and says so in the cluster log while the line is in its tail.
     fired = check(lab, env)
-    assert not {r: t for r, t in fired.items() if r in MINE}, fired
+    fired["ceph.mclock.capacity"] = {
+        t: f for t, f in fired.get("ceph.mclock.capacity", {}).items()
+        if "boot bench measured" not in f["summary"]}
+    assert not {r: t for r, t in fired.items() if r in MINE and t}, fired
     print(f"{lab.release}: made {made:.1f} s, restored {restored:.1f} s")
