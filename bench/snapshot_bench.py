@@ -114,6 +114,11 @@ def synthesize(osds: int, pgs: int) -> dict[str, bytes]:
              "stats": {"stored": 10**9 * (i + 1), "objects": 1000 * (i + 1),
                        "percent_used": 0.01 * (i % 90), "max_avail": 10**12}}
             for i, p in enumerate(pools)]}).encode(),
+        # The slow-cadence commands: the lab's clients, the autoscaler's target per pool.
+        "features": (CAPTURES / "features.json").read_bytes(),
+        "osd pool autoscale-status": json.dumps([
+            {"pool_name": p["pool_name"], "pg_num_final": p["pg_num"],
+             "pg_autoscale_mode": "off"} for p in pools]).encode(),
     }
 
 

@@ -2,10 +2,13 @@
 
     python -m tests.capture_release --dir LAB_DIR [--out tests/data/reef]
     python -m tests.capture_release --dir LAB_DIR --helps-only
+    python -m tests.capture_release --dir LAB_DIR --static-only
 
 The second form asks `config help` of every watched option again and adds the
 answers to the release's config_help_watched.json (the other files stay as
-captured): what a new entry of WATCHED_OPTIONS needs.
+captured): what a new entry of WATCHED_OPTIONS needs. The third captures only the
+commands in STATIC (added to the source after the release's first capture), so the
+other files and the figures the tests read from them stay as they were.
 
 Runs the real CephSource against the lab (through this host's librados) and
 keeps every reply exactly as the parsers receive it, once with the cluster
@@ -43,6 +46,10 @@ FILES = {
     "versions": ("versions.json", None),
     "log last": ("log_last.json", None),
     "config log": ("config_log.json", None),
+}
+STATIC = {  # CephSource's slow-cadence commands, captured later (--static-only)
+    "features": "features.json",
+    "osd pool autoscale-status": "osd_pool_autoscale_status.json",
 }
 EXTRA = {  # read by the lab and the change tools, not by CephSource's poll
     "osd_stat.json": ("mon", {"prefix": "osd stat"}),
@@ -103,10 +110,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet-seconds", type=float, default=15.0)
     ap.add_argument("--helps-only", action="store_true",
                     help="only (re)capture config help of the watched options")
+    ap.add_argument("--static-only", action="store_true",
+                    help="only capture the slow-cadence commands (STATIC)")
     args = ap.parse_args(argv)
     conf = str(args.dir / "ceph.conf")
     if args.helps_only:
         return helps_only(conf, args.out)
+    if args.static_only:
+        return static_only(conf, args.out)
 
     # Load first: its pool gives the OSDs PGs, and the quiet capture follows it.
     lab(["load", "--seconds", str(args.load_seconds + 10)], args.dir)
@@ -124,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         (out / name).write_bytes(quiet.replies[prefix])
         if load_name:
             (out / load_name).write_bytes(loaded.replies[prefix])
+    for prefix, name in STATIC.items():
+        (out / name).write_bytes(quiet.replies[prefix])
     for name, (_, cmd) in EXTRA.items():
         (out / name).write_bytes(quiet.replies[cmd["prefix"]])
     (out / "config_help_watched.json").write_text(json.dumps(quiet.helps, indent=1) + "\n")
@@ -147,6 +160,20 @@ def helps_only(conf: str, out: Path | None) -> int:
     helps.update(src.helps)
     path.write_text(json.dumps(helps, indent=1) + "\n")
     print(f"config help of {len(src.helps)} options into {path}; new: {', '.join(added)}")
+    return 0
+
+
+def static_only(conf: str, out: Path | None) -> int:
+    src = Recording(conf)
+    try:
+        src.poll()
+    finally:
+        src.close()
+    release = release_of(src.replies["versions"])
+    where = out or DATA / release
+    for prefix, name in STATIC.items():
+        (where / name).write_bytes(src.replies[prefix])
+    print(f"captured {', '.join(STATIC)} of {release} into {where}")
     return 0
 
 

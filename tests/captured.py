@@ -21,6 +21,7 @@ from stormdeck.advisors.validated import ValidatedStore
 from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import Daemon, Disk, Host, Partial, Snapshot, SourceHealth
+from tests.capture_release import STATIC
 
 PAC = Path(__file__).parent / "data" / "pacific"
 
@@ -63,6 +64,9 @@ def lab_outputs(load: bool = True, data: Path = PAC) -> dict[str, bytes]:
         # capture in a subfolder (mgr_failover) takes its release's.
         "df": (data / "df.json" if (data / "df.json").exists() else
                data.parent / "df.json").read_bytes(),
+        # Likewise the slow-cadence commands (capture_release --static-only).
+        **{prefix: (data / name if (data / name).exists() else data.parent / name).read_bytes()
+           for prefix, name in STATIC.items()},
     }
 
 

@@ -129,7 +129,7 @@ class FastEcDefault(Rule):
     proposes = (Proposes("ceph_config", ("osd_pool_default_flag_ec_optimizations",), "mon",
                          "true"),)
     title = "New EC pools will be created without fast EC"
-    source = "fast-ec-stripe-unit, fast-ec-requirements"
+    source = "fast-ec-stripe-unit, fast-ec-requirements, config-history-and-reset"
     explanation = (
         "On Tentacle osd_pool_default_flag_ec_optimizations gives every new EC pool fast EC "
         "from the start (K8.6); it is off by default. A cluster that uses EC pools and runs "

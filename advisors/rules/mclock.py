@@ -55,7 +55,8 @@ class MclockBackgroundVsClients(Rule):
     id = "ceph.mclock.background_vs_clients"
     proposes = (Proposes("ceph_config", ("osd_mclock_profile",), "osd", "high_client_ops"),)
     title = "Recovery, backfill or scrub slowing clients under mClock"
-    source = "mclock-forces-sleeps-zero, mclock-recovery-limits-profiles, peering-blocks-io"
+    source = ("mclock-forces-sleeps-zero, mclock-recovery-limits-profiles, peering-blocks-io, "
+              "config-history-and-reset")
     explanation = (
         "Backfill and recovery do not block client IO as peering does, but they compete "
         "with it for disks and network (K3.7); scrubs do the same. Under mclock_scheduler "

@@ -33,8 +33,9 @@ class MclockCapacity(Rule):
         "capacity (osd_mclock_max_capacity_iops_hdd/ssd). At boot the OSD measures it with "
         "a short bench; a result outside osd_mclock_iops_capacity_low/threshold is "
         "discarded, the default (315 for HDD, 21500 for SSD) stays, and the OSD says so in "
-        "the cluster log. An OSD far from its peers of the same class (3 x or 1/3 of their "
-        "median) likely measured something else than its disk (a cache, a busy moment). "
+        "the cluster log. An OSD far from the OSDs of its class (3 x or 1/3 of their "
+        "median, judged from three OSDs of a class on) likely measured something else "
+        "than its disk (a cache, a busy moment). "
         "Either way, profile advice means little with a wrong capacity: the mClock docs "
         "recommend measuring the device with fio (4K random writes) and setting the value "
         "per OSD.")
@@ -69,8 +70,11 @@ class MclockCapacity(Rule):
             set_by_hand = opt is not None and any(
                 w in opt.values for w in ("osd", "global", d.id, f"osd/class:{kind(d)}"))
             fell = self.fallen.get(d.id)
-            peers = [v for k, v in stored[kind(d)].items() if k != d.id]
-            mid = median(peers) if len(peers) >= 2 else None
+            # The median of the whole class, this OSD included: of three OSDs with one
+            # outlier, the median of each healthy OSD's two peers is the mean of a healthy
+            # figure and the outlier, and made both healthy ones outliers too (the Reef lab).
+            same = list(stored[kind(d)].values())
+            mid = median(same) if len(same) >= 3 else None
             outlier = mine is not None and mid is not None and mid > 0 and (
                 mine > 3 * mid or mine < mid / 3)
             fire = (fell is not None and not set_by_hand) or outlier
@@ -81,7 +85,7 @@ class MclockCapacity(Rule):
                            f"{option} stays at the fallback {fell[1]:.0f}")
             else:
                 summary = (f"{d.id}'s {option} is {mine or 0:.0f}, against a median of "
-                           f"{mid or 0:.0f} for its {kind(d).upper()} peers")
+                           f"{mid or 0:.0f} over the {len(same)} {kind(d).upper()} OSDs")
             yield Check(
                 target=d.id, fire=fire, clear=not fire, severity=Severity.INFO,
                 summary=summary,

@@ -135,7 +135,8 @@ class ScrubDuringLoad(Rule):
     proposes = (Proposes("ceph_config", ("osd_scrub_sleep",), "osd", NUMBER),
                 Proposes("ceph_config", ("osd_mclock_profile",), "osd", "high_client_ops"),)
     title = "Scrubs that crowd out client IO"
-    source = "scrub-load-and-sleep, mclock-forces-sleeps-zero, scrub-load-threshold-per-cpu"
+    source = ("scrub-load-and-sleep, mclock-forces-sleeps-zero, scrub-load-threshold-per-cpu, "
+              "config-history-and-reset")
     explanation = (
         "Under the wpq scheduler (Pacific's default) a running scrub with osd_scrub_sleep 0 "
         "takes the disk from client IO; 0.1 s between chunks lets client IO through "

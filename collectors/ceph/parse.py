@@ -530,3 +530,43 @@ def parse_config_help(name: str, d: Mapping[str, Any] | None) -> ConfigOption:
 
 
 Send = Callable[[str, dict[str, Any], float], bytes]
+
+
+def _keep_repeated(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose repeated keys keep every value (as a list), not the last."""
+    out: dict[str, Any] = {}
+    counts = Counter(k for k, _ in pairs)
+    for k, v in pairs:
+        if counts[k] > 1:
+            out.setdefault(k, []).append(v)
+        else:
+            out[k] = v
+    return out
+
+
+def parse_features(raw: bytes | str) -> dict[str, int]:
+    """`features`: the connected clients by the release their feature bits say,
+    {"luminous": 4, "reef": 2}. Each daemon type is a list of groups (FeatureMap::dump);
+    Luminous printed an object with one "group" key per group, repeated, which a plain
+    JSON load would cut to the last (hiding, say, 422 jewel clients behind 18 luminous)."""
+    d = json.loads(raw, object_pairs_hook=_keep_repeated)
+    groups = d.get("client") or []
+    if isinstance(groups, Mapping):
+        groups = [g for v in groups.values() for g in (v if isinstance(v, list) else [v])]
+    out: dict[str, int] = {}
+    for g in groups:
+        release, num = g.get("release"), _int(g.get("num"))
+        if release and num:
+            out[str(release)] = out.get(str(release), 0) + num
+    return dict(sorted(out.items()))
+
+
+def parse_autoscale_status(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """`osd pool autoscale-status`: pool name -> the pg_num the autoscaler would give it
+    (pg_num_final), whatever the pool's mode: in warn or off mode it is the advice."""
+    out = {}
+    for r in rows:
+        final = _int(r.get("pg_num_final"))
+        if r.get("pool_name") is not None and final is not None:
+            out[str(r["pool_name"])] = final
+    return out

@@ -23,9 +23,11 @@ from stormdeck.collectors.ceph.parse import (
     OsdUsage,
     count_primaries,
     mgr_modules_problem,
+    parse_autoscale_status,
     parse_config_dump,
     parse_config_help,
     parse_config_log,
+    parse_features,
     parse_health_slow,
     parse_log_last,
     parse_mgr_modules,
@@ -99,6 +101,9 @@ class CephSource:
 
     # Seconds between runs of each command group; 0 = every poll.
     FAST, SLOW, RARE = 0.0, 10.0, 300.0
+    # What changes with an operator's act, not with load: the connected clients' releases
+    # (`features`) and the autoscaler's targets, read for advice, not for an incident.
+    STATIC = 60.0
     # The mgr recomputes `osd perf` and `osd status` once per mgr_stats_period (5 s
     # by default; the config database's value is used when set): asking more often
     # returns the same figures, and parsing 10,000 rows of them again costs ~40 ms.
@@ -266,8 +271,13 @@ class CephSource:
         if audit is not getattr(self, "_audit_fresh", None):
             self._audit_fresh = audit
             self._audit = audit_tail(getattr(self, "_audit", ()), audit or (), self.LOG_LINES)
-        status = {**status, "log": log, "config_log": config_log or (),
-                  "audit": getattr(self, "_audit", ())}
+        clients = r("features", self.STATIC, now, lambda: mon("features"), errors,
+                    parse=parse_features)
+        self._targets = r("osd pool autoscale-status", self.STATIC, now,
+                          lambda: mgr("osd pool autoscale-status"), errors,
+                          parse=lambda raw: parse_autoscale_status(json.loads(raw)))
+        status = {**status, "client_releases": clients or {}, "log": log,
+                  "config_log": config_log or (), "audit": getattr(self, "_audit", ())}
         self._usage = usage
         return self._assemble(status, health, perf, io, df, dump, primaries, pools_raw,
                               config, meta, versions, helps, errors)
@@ -282,6 +292,18 @@ class CephSource:
         out = tuple(replace(p, stored_bytes=u[0], used_ratio=u[1], max_avail_bytes=u[2])
                     if (u := usage.get(p.name)) is not None else p for p in pools)
         self._fill = (pools, usage, out)
+        return out
+
+    def _autoscaled(self, pools: tuple[Pool, ...], targets: Any) -> tuple[Pool, ...]:
+        """Pools with the autoscaler's pg_num, made again only when either changed."""
+        if not targets:
+            return pools
+        last = getattr(self, "_scaled", None)
+        if last is not None and last[0] is pools and last[1] is targets:
+            return last[2]
+        out = tuple(replace(p, autoscale_target=targets[p.name]) if p.name in targets else p
+                    for p in pools)
+        self._scaled = (pools, targets, out)
         return out
 
     def _log_tail(self, fresh: tuple[LogEntry, ...]) -> tuple[LogEntry, ...]:
@@ -347,6 +369,7 @@ class CephSource:
                 options[name] = replace(opt, values=dict((config or {}).get(name, {})))
             self._options = (options_key, options)
         pools = self._filled(pools, getattr(self, "_usage", None))
+        pools = self._autoscaled(pools, getattr(self, "_targets", None))
         ratios = {k: dump[k] for k in ("nearfull_ratio", "backfillfull_ratio", "full_ratio",
                                        "osd_state_flags") if k in dump}
         cluster = Cluster(

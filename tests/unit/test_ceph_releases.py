@@ -31,6 +31,7 @@ from stormdeck.collectors.ceph.parse import (
     parse_status,
     parse_versions,
 )
+from tests.capture_release import STATIC
 from tests.captured import CannedCeph
 from tests.conftest import DATA
 
@@ -180,7 +181,7 @@ def canned(release: str, load_: bool = True) -> CannedCeph:
         "config dump": r("config_dump.json"), "osd metadata": r("osd_metadata.json"),
         "versions": r("versions.json"), "log last": r("log_last.json"),
         "config log": r("config_log.json"), "mgr dump": r("mgr_dump.json"),
-        "df": r("df.json"),
+        "df": r("df.json"), **{prefix: r(name) for prefix, name in STATIC.items()},
     }
     return CannedCeph(outputs, json.loads(r("config_help_watched.json")))
 

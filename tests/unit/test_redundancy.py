@@ -62,3 +62,20 @@ def test_mclock_capacity_at_the_fallback_from_the_tentacle_labs_own_log() -> Non
     assert any("fio" in step for step in found["osd.0"].procedure)
     # Pacific runs wpq: no mClock, nothing to say.
     assert not firing(run(history(2)), "ceph.mclock.capacity")
+
+
+def test_mclock_capacity_names_the_one_outlier_of_three_not_its_peers() -> None:
+    # The Reef lab: osd.1 and osd.2 at 1000 IOPS, osd.0 set to ten times that. Each healthy
+    # OSD's two peers have a median of (1000 + 10000) / 2: judged against that, both
+    # healthy OSDs looked like outliers too.
+    from tests.captured import lab_snapshot, with_config
+
+    base = lab_snapshot(release="reef")
+    option = "osd_mclock_max_capacity_iops_hdd" if all(
+        (d.device_class or "hdd") == "hdd" for d in base.daemons.values()
+        if d.kind == "osd") else "osd_mclock_max_capacity_iops_ssd"
+    for osd, iops in (("osd.0", "10000"), ("osd.1", "1000"), ("osd.2", "1000")):
+        base = with_config(base, option, osd, iops)
+    found = {f.target: f for f in firing(run(history(2, base=base)), "ceph.mclock.capacity")}
+    assert set(found) == {"osd.0"}, {t: f.summary for t, f in found.items()}
+    assert "against a median of 1000 over the 3" in found["osd.0"].summary

@@ -22,6 +22,7 @@ from stormdeck.advisors.validated import ValidatedStore
 from stormdeck.collectors.curve.source import CurveSource
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import ConfigOption, Disk, Host, Pool, Snapshot, SourceHealth
+from tests.capture_release import STATIC
 from tests.captured import (
     CannedCeph,
     firing,
@@ -728,7 +729,8 @@ def release_history(release: str) -> History:
              "pg dump": "pg_dump_pgs_brief.json", "osd pool ls": "osd_pool_ls_detail.json",
              "config dump": "config_dump.json", "osd metadata": "osd_metadata.json",
              "versions": "versions.json", "log last": "log_last.json",
-             "config log": "config_log.json", "mgr dump": "mgr_dump.json", "df": "df.json"}
+             "config log": "config_log.json", "mgr dump": "mgr_dump.json", "df": "df.json",
+             **STATIC}
     outputs = {k: (DATA / release / v).read_bytes() for k, v in names.items()}
     helps = json.loads((DATA / release / "config_help_watched.json").read_text())
     part = CannedCeph(outputs, helps).poll()
