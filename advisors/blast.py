@@ -884,6 +884,42 @@ def against(prediction: Mapping[str, Any], observed: Mapping[str, Any] | None) -
     return text
 
 
+def against_outcome(prediction: Mapping[str, Any], observed: Mapping[str, Any] | None,
+                    settled: Mapping[str, Any] | None) -> str:
+    """A journal entry's prediction beside what happened: PGs remapped and bytes predicted
+    against those seen (right after, and the most seen while it moved), eta_seconds against
+    the real seconds until active+clean (advisors/apply.py Executor.settle)."""
+    p = Prediction.from_dict(prediction)
+    eta = "no eta (no recovery rate)" if p.eta_seconds is None else \
+        f"eta {_duration(p.eta_seconds)}"
+    text = (f"predicted: {len(p.pgs_remapped)} PGs remapped, {p.copies_to_create} copies, "
+            f"{human(p.bytes_to_move)}, {len(p.pgs_inactive)} inactive, {eta}")
+    if not isinstance(observed, Mapping):
+        return text
+    text += (f" | seen right after: {observed.get('pgs_remapped')} PGs remapped, "
+             f"{observed.get('misplaced_objects')} objects misplaced, "
+             f"{observed.get('pgs_inactive')} PGs not active")
+    if not isinstance(settled, Mapping):
+        return text + "; active+clean not seen yet"
+    most = (f"at most {settled.get('pgs_remapped_max')} PGs remapped, "
+            f"{settled.get('misplaced_objects_max')} objects misplaced (about "
+            f"{human(float(settled.get('misplaced_bytes_max') or 0))}), "
+            f"{settled.get('degraded_objects_max')} degraded, "
+            f"{settled.get('pgs_inactive_max')} PGs not active")
+    seconds = settled.get("seconds")
+    if settled.get("clean_at") and isinstance(seconds, int | float):
+        low = settled.get("seconds_at_least")
+        when = f"active+clean after {_duration(float(seconds))}"
+        if isinstance(low, int | float) and seconds - low > 10:
+            # Seen by a later read: it became clean somewhere between two reads.
+            when = (f"active+clean between {_duration(float(low))} and "
+                    f"{_duration(float(seconds))} after")
+        return f"{text}; {when} ({settled.get('by')}); {most}"
+    so_far = settled.get("seconds_so_far")
+    return (f"{text}; not active+clean after {_duration(float(so_far or 0))} "
+            f"({settled.get('by')}); {most}")
+
+
 def as_dict(p: Prediction | None) -> dict[str, Any] | None:
     return p.to_dict() if p is not None else None
 
@@ -892,3 +928,4 @@ __all__ = ["Prediction", "Tools", "crush_hash32_2", "find_tools", "mask_of",
            "plan_prediction", "pps", "predict_changes", "predict_crush_weight",
            "predict_down", "predict_down_now", "predict_out", "predict_pg_num",
            "predict_reweight", "seed", "stable_mod"]
+

@@ -80,7 +80,11 @@ async def test_the_journal_view_shows_prediction_and_outcome(tmp_path: Path) -> 
     journal.end(plain, "applied", after="64")
     moved = journal.intent(c, "32", prediction=plan_predicted(True).prediction)
     journal.end(moved, "applied", after="64",
-                observed={"pgs_remapped": 7, "misplaced_objects": 40, "pgs_inactive": 0})
+                observed={"pgs_remapped": 7, "misplaced_objects": 40, "pgs_inactive": 0},
+                settled={"clean_at": 2000.0, "seconds": 95.0, "seconds_at_least": 93.0,
+                         "by": "apply --follow", "pgs_remapped_max": 9,
+                         "misplaced_objects_max": 60, "misplaced_bytes_max": 60 << 22,
+                         "degraded_objects_max": 0, "pgs_inactive_max": 0})
     app = StormdeckApp(StaticFeed(frames()), journal=journal)
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("7")
@@ -88,5 +92,8 @@ async def test_the_journal_view_shows_prediction_and_outcome(tmp_path: Path) -> 
         table = app.query_one(JournalTable)
         shown = table.cell(moved, "change").plain
         assert "predicted:" in shown and "1 inactive" in shown
-        assert "observed right after: 7 PGs remapped, 40 objects misplaced" in shown
+        assert "seen right after: 7 PGs remapped, 40 objects misplaced" in shown
+        # Beside the prediction's eta: the real time until active+clean, and the most seen.
+        assert "active+clean after 2 min (apply --follow)" in shown
+        assert "at most 9 PGs remapped, 60 objects misplaced (about 240.0 MiB)" in shown
         assert "predicted" not in table.cell(plain, "change").plain

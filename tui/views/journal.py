@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from textual import work
 from textual.binding import Binding, BindingType
 
-from stormdeck.advisors.blast import against
+from stormdeck.advisors.blast import against_outcome
 from stormdeck.advisors.overrides import is_overridden
 from stormdeck.advisors.plan import Plan, review, runtime_from_options
 from stormdeck.base.errors import UserError
@@ -52,11 +52,12 @@ class JournalTable(View, VirtualTable):
 
     def show_entries(self, entries: Sequence[Any], clock: Callable[[float], str]) -> None:
         self.entries = {e.id: e for e in entries}
-        if any(e.status in OPEN and not e.undone_by for e in entries):
+        # Open outcomes, and data movement not yet seen active+clean, are read again.
+        if any((e.status in OPEN and not e.undone_by) or e.awaiting_clean for e in entries):
             self.reread_open()
         self.sync((e.id, (inert(e.id), inert(clock(e.started)), _status(e.status),
                           inert(e.change.command
-                                + (f"  [{against(e.prediction, e.observed)}]"
+                                + (f"  [{against_outcome(e.prediction, e.observed, e.settled)}]"
                                    if e.prediction is not None else ""),
                                 limit=80 if e.prediction is None else 300),
                           inert(f"{e.before if e.before is not None else 'unset'} -> {e.after}"
