@@ -375,7 +375,7 @@ class Executor:
                     pgp != p.get("pg_placement_num_target", pgp)
         return False  # the pool is gone: nothing of it moves
 
-    def watch(self, entry_ids: list[str], seconds: float, poll: float = 2.0,
+    def watch(self, entry_ids: list[str], seconds: float, poll: float = 1.0,
               sleep: Callable[[float], None] = time.sleep,
               clock: Callable[[], float] = time.monotonic) -> list[Entry]:
         """`apply --follow`: read `ceph status` every `poll` seconds, for at most `seconds`,

@@ -77,9 +77,12 @@ class Entry:
 
     @property
     def awaiting_clean(self) -> bool:
-        """A data-moving change that was made, whose active+clean has not been seen yet."""
-        return self.prediction is not None and self.made is True and not self.undone_by \
-            and self.undoes is None and not (self.settled or {}).get("clean_at")
+        """A change that moved data when it was made (a pool's pg_num/pgp_num, or its undo),
+        whose active+clean has not been seen yet. An OSD's noup is predicted too, but moves
+        nothing until that OSD next goes down: there is no movement of its own to follow."""
+        return self.prediction is not None and self.change.kind == "pool_set" and \
+            self.made is True and not self.undone_by and \
+            not (self.settled or {}).get("clean_at")
 
     @property
     def status(self) -> str:

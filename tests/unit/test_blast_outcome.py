@@ -79,8 +79,18 @@ def test_old_journals_read_and_only_made_data_moving_changes_are_watched(
     j.end(old, "applied", after="64")
     refused = applied(j, None, outcome="refused")
     pending = applied(j, read(5.0, remapped=1))
+    noup = j.intent(change("osd_flag", "osd.3", "noup", "unset", "set"), "unset",
+                    prediction=PREDICTED)
+    j.end(noup, "applied", after="set", observed=read(5.0))
     by_id = {e.id: e for e in j.entries()}
     assert by_id[old].settled is None and not by_id[old].awaiting_clean
+    # noup moves nothing until the OSD next goes down: no movement of its own to follow.
+    assert not by_id[noup].awaiting_clean
+    # An undo that put pg_num back (a merge, predicted and guarded) is followed as well.
+    back = j.intent(change("pool_set", "rbd", "pg_num", "64", "32"), "64", undoes=old,
+                    prediction=PREDICTED)
+    j.end(back, "applied", after="32", observed=read(6.0, remapped=4))
+    assert j.find(back).awaiting_clean
     assert not by_id[refused].awaiting_clean  # nothing was made
     assert by_id[pending].awaiting_clean
     # A pending pg_num is not done moving, whatever `ceph status` says between steps.
