@@ -311,6 +311,11 @@ class Executor:
                 and (ceph is not None or not actuator(e.change.kind).needs_ceph)]
         watch = [e for e in listed if e.awaiting_clean and ceph is not None
                  and (e.cluster is None or e.cluster == fsid)]
+        seen = self.observed() if watch else None
+        if seen is None or not seen.get("clean"):
+            # Nothing to journal until the cluster is clean: the console looks every 10 s,
+            # and a look takes no lock another terminal's apply would wait for.
+            watch = []
         if not todo and not watch:
             return 0
         try:
@@ -319,14 +324,12 @@ class Executor:
                 for e in todo:
                     now = self.refresh(self.journal.find(e.id))
                     settled += now.status != e.status
-                if watch:
-                    # Read after the refresh: a pg_num change that just arrived is watched
-                    # for active+clean from here on.
-                    seen = self.observed()
-                    if seen is not None:
-                        settled += len(self.settle([self.journal.find(e.id) for e in watch],
-                                                   seen, final=False,
-                                                   by="a later read of the journal"))
+                if watch and seen is not None:
+                    # After the refresh: a pg_num change that just arrived, or one still
+                    # stepping (settle asks the pool), is not counted as done.
+                    settled += len(self.settle([self.journal.find(e.id) for e in watch],
+                                               seen, final=False,
+                                               by="a later read of the journal"))
                 return settled
         except Busy:
             return 0
