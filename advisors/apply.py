@@ -362,21 +362,16 @@ class Executor:
 
     def placing(self, c: Change) -> bool:
         """Whether a pg_num/pgp_num change's pool is still on its way: pg_num or pgp_num
-        short of its target, or pgp_num behind pg_num (the mgr steps pgp_num after a split,
-        and only then does data move)."""
+        short of the target the mon keeps (`osd pool set pg_num` sets both targets; the mgr
+        steps pgp_num after a split, and only then does data move). Not pgp_num against
+        pg_num: a pool may keep pgp_num below pg_num on purpose."""
         ceph = self.backends.ceph
         if ceph is None or c.kind != "pool_set" or c.key not in blast.MOVING_POOL_KEYS:
             return False
         try:
-            pools = ceph.cmd("osd dump").get("pools") or ()
+            return pool_stepping(ceph.cmd("osd dump") or {}, c.target)
         except UserError:
             return False
-        for p in pools:
-            if p.get("pool_name") == c.target:
-                pg, pgp = p.get("pg_num"), p.get("pg_placement_num")
-                return pg != p.get("pg_num_target", pg) or pgp != pg or \
-                    pgp != p.get("pg_placement_num_target", pgp)
-        return False  # the pool is gone: nothing of it moves
 
     def watch(self, entry_ids: list[str], seconds: float, poll: float = 1.0,
               sleep: Callable[[float], None] = time.sleep,
@@ -492,6 +487,17 @@ class Executor:
                          "changed it since, and undo would "
                          f"overwrite that change; nothing was changed (to put the old value "
                          f"back all the same: {printable(inverse.command, 200)})")
+
+
+def pool_stepping(dump: dict[str, Any], name: str) -> bool:
+    """From `osd dump`: pool `name`'s pg_num or pgp_num (pg_placement_num) is short of its
+    target. A pool that is gone steps no more."""
+    for p in dump.get("pools") or ():
+        if p.get("pool_name") == name:
+            pg, pgp = p.get("pg_num"), p.get("pg_placement_num")
+            return pg != p.get("pg_num_target", pg) or \
+                pgp != p.get("pg_placement_num_target", pgp)
+    return False
 
 
 def merge_settled(e: Entry, seen: list[dict[str, Any]], by: str) -> dict[str, Any]:

@@ -259,6 +259,10 @@ def follow(ex: Any, entry_ids: list[str], seconds: float) -> None:
         entries = ex.watch(entry_ids, seconds)
     except KeyboardInterrupt:
         entries = [journal().find(i) for i in entry_ids]
+    except UserError as exc:  # the change is made: a lost read ends the following only
+        print(f"stopped following: {printable(str(exc), 300)}; stormdeck journal --refresh "
+              "reads it later", file=sys.stderr)
+        entries = [journal().find(i) for i in entry_ids]
     for e in entries:
         print(f"  {e.id}: {printable(predicted_against_observed(e), 600)}")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stormdeck.advisors.actuators.table import change
-from stormdeck.advisors.apply import Executor, NothingChanged, merge_settled
+from stormdeck.advisors.apply import Executor, NothingChanged, merge_settled, pool_stepping
 from stormdeck.advisors.blast import Prediction, against_outcome
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.plan import Plan
@@ -131,3 +131,18 @@ def test_undo_of_a_pg_num_change_is_predicted_and_guarded_as_apply(tmp_path: Pat
         ex.guard_undo(entry, inverse, near)
     ex.guard_undo(entry, inverse, near, told=near)  # the operator typed the phrase for it
     ex.guard_undo(entry, inverse, None)  # moves no data: nothing to guard
+
+
+def test_a_split_is_done_only_when_pg_num_and_pgp_num_reached_their_targets() -> None:
+    def dump(pg: int, pgp: int, pg_target: int, pgp_target: int) -> dict:
+        # `osd dump`'s own keys (Pacific 16.2.15): pgp_num is pg_placement_num.
+        return {"pools": [{"pool_name": "rbd", "pg_num": pg, "pg_placement_num": pgp,
+                           "pg_num_target": pg_target,
+                           "pg_placement_num_target": pgp_target}]}
+
+    assert pool_stepping(dump(64, 32, 64, 64), "rbd")  # split made, pgp_num not moved yet
+    assert pool_stepping(dump(40, 40, 32, 32), "rbd")  # a merge still stepping down
+    assert not pool_stepping(dump(64, 64, 64, 64), "rbd")
+    # pgp_num kept below pg_num on purpose is where it is going: not stepping.
+    assert not pool_stepping(dump(64, 32, 64, 32), "rbd")
+    assert not pool_stepping(dump(64, 32, 64, 64), "gone")
