@@ -240,14 +240,23 @@ class Executor:
             return sum(int(s.get("count", 0)) for s in states
                        if word in str(s.get("state_name", "")).split("+"))
 
+        num_pgs = int(pgmap.get("num_pgs") or 0)
+        clean = sum(int(s.get("count", 0)) for s in states
+                    if str(s.get("state_name", "")) == "active+clean")
+        misplaced = int(pgmap.get("misplaced_objects") or 0)
+        objects = int(pgmap.get("num_objects") or 0)
+        # `ceph status` counts misplaced objects, not bytes: at the pool's mean object size
+        # they come to about this many bytes (an estimate, said so where it is shown).
+        mean = int(pgmap.get("data_bytes") or 0) / objects if objects else 0.0
         return {"time": time.time(), "pgs_remapped": count("remapped"),
                 "pgs_backfilling": count("backfilling") + count("backfill_wait"),
                 "pgs_inactive": sum(int(s.get("count", 0)) for s in states
                                     if "active" not in str(s.get("state_name", ""))),
-                "misplaced_objects": int(pgmap.get("misplaced_objects") or 0),
+                "misplaced_objects": misplaced,
+                "misplaced_bytes": int(misplaced * mean),
                 "misplaced_ratio": float(pgmap.get("misplaced_ratio") or 0.0),
                 "degraded_objects": int(pgmap.get("degraded_objects") or 0),
-                "num_pgs": int(pgmap.get("num_pgs") or 0)}
+                "num_pgs": num_pgs, "clean": bool(num_pgs) and clean == num_pgs}
 
     def _end(self, entry: str, c: Change, outcome: str, detail: str = "",
              after: str | None = None, observed: dict[str, Any] | None = None) -> None:
@@ -272,13 +281,16 @@ class Executor:
             arrived = act.arrived(self.backends, c, entry.value)
             if arrived is None:
                 return entry
-            self.journal.end(entry.id, "applied", f"reached {arrived}", arrived)
+            # A later end supersedes: what `ceph status` said right after goes on with it.
+            self.journal.end(entry.id, "applied", f"reached {arrived}", arrived,
+                             observed=entry.observed, settled=entry.settled)
         else:
             stored = act.before(self.backends, c)
             if same(stored, entry.value):
                 self.journal.end(entry.id, "pending" if act.arrived(
                     self.backends, c, entry.value) is None else "applied",
-                    "read again: the change was made", stored)
+                    "read again: the change was made", stored,
+                    observed=entry.observed, settled=entry.settled)
             elif same(stored, entry.before):
                 self.journal.end(entry.id, "not made", "read again: the value is the one "
                                  "before the change", stored)
@@ -292,11 +304,19 @@ class Executor:
         stormdeck holds the lock: it is changing things and will end its own entries."""
         ceph = self.backends.ceph
         fsid = ceph.fsid() if ceph is not None else None
-        todo = [e for e in (entries if entries is not None else self.journal.entries(last=200))
+        listed = entries if entries is not None else self.journal.entries(last=200)
+        todo = [e for e in listed
                 if (e.made is None or e.status == "pending") and not e.undone_by
                 and (e.cluster is None or e.cluster == fsid)
                 and (ceph is not None or not actuator(e.change.kind).needs_ceph)]
-        if not todo:
+        watch = [e for e in listed if e.awaiting_clean and ceph is not None
+                 and (e.cluster is None or e.cluster == fsid)]
+        seen = self.observed() if watch else None
+        if seen is None or not seen.get("clean"):
+            # Nothing to journal until the cluster is clean: the console looks every 10 s,
+            # and a look takes no lock another terminal's apply would wait for.
+            watch = []
+        if not todo and not watch:
             return 0
         try:
             with self._lock("reading open journal entries again"):
@@ -304,9 +324,85 @@ class Executor:
                 for e in todo:
                     now = self.refresh(self.journal.find(e.id))
                     settled += now.status != e.status
+                if watch and seen is not None:
+                    # After the refresh: a pg_num change that just arrived, or one still
+                    # stepping (settle asks the pool), is not counted as done.
+                    settled += len(self.settle([self.journal.find(e.id) for e in watch],
+                                               seen, final=False,
+                                               by="a later read of the journal"))
                 return settled
         except Busy:
             return 0
+
+    # -- how the data movement ended --
+
+    def settle(self, entries: list[Entry], seen: dict[str, Any], final: bool,
+               by: str, samples: list[dict[str, Any]] | None = None) -> list[str]:
+        """Journal, for each entry awaiting active+clean, what `seen` (and the earlier
+        `samples` of the same watch) tell: active+clean at seen's time, with the most
+        misplaced and degraded met on the way. Not clean: journaled only when `final` (a
+        watch that gives up keeps its maxima and when it last saw the movement); a later
+        read finds clean and says between which two reads it happened. The ids journaled."""
+        done = []
+        for e in entries:
+            if not e.awaiting_clean:
+                continue
+            now = seen
+            if e.status == "pending" or self.placing(e.change):
+                # pg_num or pgp_num still stepping: clean between steps is not done (split
+                # children are clean where their parent is until pgp_num moves them).
+                now = {**seen, "clean": False}
+            if not now.get("clean") and not final:
+                continue
+            record = merge_settled(e, [*(samples or ()), now], by)
+            self.journal.end(e.id, e.status, e.detail, e.after, observed=e.observed,
+                             settled=record)
+            done.append(e.id)
+        return done
+
+    def placing(self, c: Change) -> bool:
+        """Whether a pg_num/pgp_num change's pool is still on its way: pg_num or pgp_num
+        short of the target the mon keeps (`osd pool set pg_num` sets both targets; the mgr
+        steps pgp_num after a split, and only then does data move). Not pgp_num against
+        pg_num: a pool may keep pgp_num below pg_num on purpose."""
+        ceph = self.backends.ceph
+        if ceph is None or c.kind != "pool_set" or c.key not in blast.MOVING_POOL_KEYS:
+            return False
+        try:
+            return pool_stepping(ceph.cmd("osd dump") or {}, c.target)
+        except UserError:
+            return False
+
+    def watch(self, entry_ids: list[str], seconds: float, poll: float = 1.0,
+              sleep: Callable[[float], None] = time.sleep,
+              clock: Callable[[], float] = time.monotonic) -> list[Entry]:
+        """`apply --follow`: read `ceph status` every `poll` seconds, for at most `seconds`,
+        until the changes' data movement is done (active+clean), and journal how it ended
+        (or, at the bound or on Ctrl-C, what was seen so far). Returns the entries as the
+        journal then tells them."""
+        deadline = clock() + seconds
+        samples: list[dict[str, Any]] = []
+        seen: dict[str, Any] | None = None
+        try:
+            while True:
+                with self._lock("following a change to active+clean"):
+                    entries = [self.refresh(self.journal.find(i)) for i in entry_ids]
+                seen = self.observed()
+                if seen is None:
+                    break
+                arrived = all(e.status != "pending" and not self.placing(e.change)
+                              for e in entries)
+                if (seen.get("clean") and arrived) or clock() >= deadline:
+                    break
+                samples.append(seen)
+                sleep(min(poll, max(deadline - clock(), 0.0)))
+        finally:
+            # Ctrl-C or the bound: what was seen is kept; the movement goes on regardless.
+            if seen is not None:
+                with self._lock("journaling how the data movement ended"):
+                    self.settle([self.journal.find(i) for i in entry_ids], seen, final=True,
+                                by="apply --follow", samples=samples)
+        return [self.journal.find(i) for i in entry_ids]
 
     # -- undo --
 
@@ -328,7 +424,27 @@ class Executor:
             raise UserError(f"{entry.id} ended {entry.status} and changed nothing to undo")
         return act.inverse(c, entry.before)
 
-    def undo(self, entry: Entry) -> Outcome:
+    def undo_prediction(self, entry: Entry, inverse: Change) -> blast.Prediction | None:
+        """What undoing `entry` moves (pg_num back is a split or a merge like any other):
+        predicted and guarded as apply is. None when the inverse moves no data."""
+        plan = Plan(id=f"undo-{entry.id}", created=time.time(), rule=entry.rule or "undo",
+                    target=inverse.target, summary=f"undo {entry.change.command}",
+                    source="journal", fsid=entry.cluster, changes=(inverse,))
+        return self.prediction(plan)
+
+    def guard_undo(self, entry: Entry, inverse: Change, prediction: blast.Prediction | None,
+                   told: blast.Prediction | None = None) -> None:
+        """The apply guard, for an undo: inactive PGs or past backfillfull refused; past
+        nearfull only when `told` (what the operator confirmed) already said so."""
+        plan = Plan(id=f"undo-{entry.id}", created=time.time(), rule=entry.rule or "undo",
+                    target=inverse.target, summary=f"undo {entry.change.command}",
+                    source="journal", fsid=entry.cluster, changes=(inverse,),
+                    prediction=told.to_dict() if told is not None else None)
+        self.guard(plan, prediction)
+
+    def undo(self, entry: Entry, told: blast.Prediction | None = None) -> Outcome:
+        """Undo `entry`. An inverse that moves data is predicted under the lock and guarded
+        as apply is; `told` is the prediction the operator confirmed (its nearfull OSDs)."""
         self._guard(f"undoing {entry.id}")
         with self._lock(f"undoing {entry.id}"):
             # Read again under the lock: another terminal may have undone it meanwhile.
@@ -344,8 +460,12 @@ class Executor:
                                 f"({printable(entry.detail, 200)})", exit_code=0)
             inverse = self.inverse(entry)
             self.check_undo_stale(entry, inverse)
+            prediction = self.undo_prediction(entry, inverse)
+            self.guard_undo(entry, inverse, prediction, told)
             return self._one(inverse, entry.before, rule=entry.rule, cluster=entry.cluster,
-                             undoes=entry.id)
+                             undoes=entry.id,
+                             prediction=prediction.to_dict() if prediction is not None
+                             else None)
 
     def check_undo_stale(self, entry: Entry, inverse: Change) -> None:
         """Undo puts back the value before only over the value this entry set: a later
@@ -367,6 +487,46 @@ class Executor:
                          "changed it since, and undo would "
                          f"overwrite that change; nothing was changed (to put the old value "
                          f"back all the same: {printable(inverse.command, 200)})")
+
+
+def pool_stepping(dump: dict[str, Any], name: str) -> bool:
+    """From `osd dump`: pool `name`'s pg_num or pgp_num (pg_placement_num) is short of its
+    target. A pool that is gone steps no more."""
+    for p in dump.get("pools") or ():
+        if p.get("pool_name") == name:
+            pg, pgp = p.get("pg_num"), p.get("pg_placement_num")
+            return pg != p.get("pg_num_target", pg) or \
+                pgp != p.get("pg_placement_num_target", pgp)
+    return False
+
+
+def merge_settled(e: Entry, seen: list[dict[str, Any]], by: str) -> dict[str, Any]:
+    """An entry's `settled` record with more reads of `ceph status` folded in: the maxima
+    of misplaced and degraded, the last read that still saw movement, and (when the newest
+    read is clean) when active+clean was seen: between that last busy read and this one."""
+    old = dict(e.settled or {})
+    right_after = e.observed or {}
+    start = float(right_after.get("time") or e.ended or e.started)
+    reads = ([right_after] if right_after else []) + list(seen)
+    busy = [r for r in reads if not r.get("clean")]
+    out: dict[str, Any] = {"since": start, "by": by}
+    for key in ("pgs_remapped", "misplaced_objects", "misplaced_bytes", "degraded_objects",
+                "pgs_inactive"):
+        values = [int(r.get(key) or 0) for r in reads] + [int(old.get(f"{key}_max") or 0)]
+        out[f"{key}_max"] = max(values)
+    last_busy = max([float(r.get("time") or start) for r in busy]
+                    + [float(old.get("busy_at") or start)])
+    out["busy_at"] = last_busy
+    newest = seen[-1] if seen else {}
+    if newest.get("clean"):
+        out["clean_at"] = float(newest.get("time") or time.time())
+        out["seconds"] = out["clean_at"] - start
+        # Active+clean came after the last read that still saw movement.
+        out["seconds_at_least"] = last_busy - start
+    else:
+        out["clean_at"] = None
+        out["seconds_so_far"] = float(newest.get("time") or last_busy) - start
+    return out
 
 
 FAILPOINT = "STORMDECK_FAILPOINT"

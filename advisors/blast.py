@@ -33,7 +33,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -884,6 +884,42 @@ def against(prediction: Mapping[str, Any], observed: Mapping[str, Any] | None) -
     return text
 
 
+def against_outcome(prediction: Mapping[str, Any], observed: Mapping[str, Any] | None,
+                    settled: Mapping[str, Any] | None) -> str:
+    """A journal entry's prediction beside what happened: PGs remapped and bytes predicted
+    against those seen (right after, and the most seen while it moved), eta_seconds against
+    the real seconds until active+clean (advisors/apply.py Executor.settle)."""
+    p = Prediction.from_dict(prediction)
+    eta = "no eta (no recovery rate)" if p.eta_seconds is None else \
+        f"eta {_duration(p.eta_seconds)}"
+    text = (f"predicted: {len(p.pgs_remapped)} PGs remapped, {p.copies_to_create} copies, "
+            f"{human(p.bytes_to_move)}, {len(p.pgs_inactive)} inactive, {eta}")
+    if not isinstance(observed, Mapping):
+        return text
+    text += (f" | seen right after: {observed.get('pgs_remapped')} PGs remapped, "
+             f"{observed.get('misplaced_objects')} objects misplaced, "
+             f"{observed.get('pgs_inactive')} PGs not active")
+    if not isinstance(settled, Mapping):
+        return text + "; active+clean not seen yet"
+    most = (f"at most {settled.get('pgs_remapped_max')} PGs remapped, "
+            f"{settled.get('misplaced_objects_max')} objects misplaced (about "
+            f"{human(float(settled.get('misplaced_bytes_max') or 0))}), "
+            f"{settled.get('degraded_objects_max')} degraded, "
+            f"{settled.get('pgs_inactive_max')} PGs not active")
+    seconds = settled.get("seconds")
+    if settled.get("clean_at") and isinstance(seconds, int | float):
+        low = settled.get("seconds_at_least")
+        when = f"active+clean after {_duration(float(seconds))}"
+        if isinstance(low, int | float) and seconds - low > 10:
+            # Seen by a later read: it became clean somewhere between two reads.
+            when = (f"active+clean between {_duration(float(low))} and "
+                    f"{_duration(float(seconds))} after")
+        return f"{text}; {when} ({settled.get('by')}); {most}"
+    so_far = settled.get("seconds_so_far")
+    return (f"{text}; not active+clean after {_duration(float(so_far or 0))} "
+            f"({settled.get('by')}); {most}")
+
+
 def as_dict(p: Prediction | None) -> dict[str, Any] | None:
     return p.to_dict() if p is not None else None
 
@@ -892,3 +928,85 @@ __all__ = ["Prediction", "Tools", "crush_hash32_2", "find_tools", "mask_of",
            "plan_prediction", "pps", "predict_changes", "predict_crush_weight",
            "predict_down", "predict_down_now", "predict_out", "predict_pg_num",
            "predict_reweight", "seed", "stable_mod"]
+
+
+# ---- upmap and pg-upmap-primary (`whatif upmap`, `whatif upmap-primary`) -----------------
+# No rule proposes either yet (ceph.leaders names pg-upmap-primary in its procedure only):
+# these predict what an operator's own command would do, from the same map.
+
+
+def predict_upmap_items(state: ClusterState, tools: Tools, pgid: str,
+                        pairs: Sequence[tuple[int, int]],
+                        crushfile: str | None = None) -> Prediction:
+    """`ceph osd pg-upmap-items PGID FROM TO [FROM TO ...]`: the PG's up set with the items
+    applied as OSDMap::_apply_upmap does. The command replaces the PG's whole items list, so
+    the rule's own (raw) set is mapped by crushtool and the new items applied to it."""
+    started = time.monotonic()
+    pg = state.pgs.get(pgid)
+    pool = state.pools.get(pg.pool) if pg is not None else None
+    if pg is None or pool is None:
+        raise UserError(f"there is no PG {pgid} in this cluster's pg dump")
+    _check_osds(state, [o for pair in pairs for o in pair])
+    if any(frm == to for frm, to in pairs):
+        raise UserError("an upmap pair maps an OSD to itself")
+    changed = replace(state, upmap_items={**state.upmap_items, pgid: tuple(pairs)})
+    weights = _weights(state)
+    with tools.workdir() as tmp:
+        if crushfile is None:
+            mapfile = os.path.join(tmp, "osdmap")
+            _write(mapfile, state.osdmap)
+            crushfile = os.path.join(tmp, "crush")
+            tools.run("osdmaptool", [tools.inside(mapfile), "--export-crush",
+                                     tools.inside(crushfile)])
+        before = crush_up_sets(state, tools, crushfile, weights, pools=[pool])
+        after = crush_up_sets(changed, tools, crushfile, weights, pools=[pool])
+        # The set the new items apply to: the rule's, without the PG's old items.
+        base = crush_up_sets(replace(changed, upmap_items={**state.upmap_items, pgid: ()}),
+                             tools, crushfile, weights, pools=[pool])[pgid]
+    shown = " ".join(f"{a} {b}" for a, b in pairs)
+    p = compare(state, f"pg-upmap-items {pgid} {shown}", {pgid: before[pgid]},
+                {pgid: after[pgid]},
+                method="the pool's rule mapped by crushtool --test --pool-id, the PG's new "
+                       "upmap items applied as OSDMap::_apply_upmap does (they replace its "
+                       "old ones)", tool=tools.describe(state.version))
+    old = state.upmap_items.get(pgid)
+    if old:
+        p.notes.append(f"{pgid} has upmap items now ({', '.join(f'{a}->{b}' for a, b in old)}):"
+                       " the command replaces them")
+    for frm, to in pairs:
+        if frm not in base:
+            p.notes.append(f"osd.{frm} is not in {pgid}'s set: the pair {frm} {to} moves "
+                           "nothing")
+        elif to in base:
+            p.notes.append(f"osd.{to} is in {pgid}'s set already: the pair {frm} {to} is "
+                           "skipped, as Ceph skips it")
+    p.seconds = time.monotonic() - started
+    return p
+
+
+def predict_upmap_primary(state: ClusterState, pgid: str, osd: int) -> Prediction:
+    """`ceph osd pg-upmap-primary PGID OSD` (Reef and later, replicated pools): the primary
+    moves to OSD within the same up set; no data moves, reads and the primary's work do."""
+    started = time.monotonic()
+    pg = state.pgs.get(pgid)
+    pool = state.pools.get(pg.pool) if pg is not None else None
+    if pg is None or pool is None:
+        raise UserError(f"there is no PG {pgid} in this cluster's pg dump")
+    if state.release in ("luminous", "mimic", "nautilus", "octopus", "pacific", "quincy"):
+        raise UserError(f"pg-upmap-primary needs Reef (18) or later; this cluster runs "
+                        f"{state.version} {state.release}")
+    if pool.erasure:
+        raise UserError(f"{pgid} is in an erasure-coded pool: pg-upmap-primary takes "
+                        "replicated pools only")
+    if osd not in pg.up:
+        raise UserError(f"osd.{osd} is not in {pgid}'s up set ({', '.join(map(str, pg.up))}): "
+                        "Ceph refuses a primary outside it")
+    after = (osd, *(o for o in pg.up if o != osd))
+    p = compare(state, f"pg-upmap-primary {pgid} osd.{osd}", {pgid: pg.up}, {pgid: after},
+                method="the PG's up set now (pg dump), the primary moved to the front as "
+                       "OSDMap::_apply_upmap_primary does", tool="no tool: pg dump")
+    p.notes.append(f"moves no data: the primary of {pgid} goes from osd.{pg.up[0]} to "
+                   f"osd.{osd}" if after != pg.up else
+                   f"moves no data and changes nothing: osd.{osd} is {pgid}'s primary already")
+    p.seconds = time.monotonic() - started
+    return p

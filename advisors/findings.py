@@ -43,7 +43,6 @@ class Change:
     command: str  # what an operator would type
     runtime: bool | None = None  # applies without a restart (config help)
     reversible: bool = True
-    blast_radius: str = "daemon"  # daemon | device class | all OSDs | pool | host | cluster
     note: str = ""
     # What the command needs beyond target/key/proposed, as (name, value) pairs: a disk's
     # transport ("transport"), a Curve logical pool's id ("pool_id"). The actuator builds

@@ -71,6 +71,18 @@ class Entry:
     # `ceph status` said right after it; absent from older records and other changes.
     prediction: dict[str, Any] | None = None
     observed: dict[str, Any] | None = None
+    # How the data movement it started ended: when the cluster was seen active+clean again,
+    # and the most misplaced/degraded seen on the way (Executor.settle); absent until then.
+    settled: dict[str, Any] | None = None
+
+    @property
+    def awaiting_clean(self) -> bool:
+        """A change that moved data when it was made (a pool's pg_num/pgp_num, or its undo),
+        whose active+clean has not been seen yet. An OSD's noup is predicted too, but moves
+        nothing until that OSD next goes down: there is no movement of its own to follow."""
+        return self.prediction is not None and self.change.kind == "pool_set" and \
+            self.made is True and not self.undone_by and \
+            not (self.settled or {}).get("clean_at")
 
     @property
     def status(self) -> str:
@@ -168,7 +180,7 @@ def _ended(e: Entry, rec: dict[str, Any]) -> Entry:
                  outcome=_text(rec.get("outcome")) or "unknown",
                  detail=_text(rec.get("detail")) or "", after=_text(rec.get("after")),
                  undoes=e.undoes, value=e.value, prediction=e.prediction,
-                 observed=_dict(rec.get("observed")))
+                 observed=_dict(rec.get("observed")), settled=_dict(rec.get("settled")))
 
 
 class Journal:
@@ -304,12 +316,18 @@ class Journal:
         return entry_id
 
     def end(self, entry_id: str, outcome: str, detail: str = "", after: str | None = None,
-            observed: dict[str, Any] | None = None) -> None:
-        """How a change ended (a later end of the same entry supersedes an earlier one)."""
+            observed: dict[str, Any] | None = None,
+            settled: dict[str, Any] | None = None) -> None:
+        """How a change ended (a later end of the same entry supersedes an earlier one, so
+        it carries on what the earlier one said: `observed`, `settled`). The time until
+        active+clean is such a later end, not a record type of its own, so a journal
+        with it stays readable by a stormdeck that predates it."""
         record = {"type": "end", "id": entry_id, "time": time.time(), "outcome": outcome,
                   "detail": detail[:2000], "after": after}
         if observed is not None:
             record["observed"] = observed
+        if settled is not None:
+            record["settled"] = settled
         self._append(record, ending=True)
         with contextlib.suppress(JournalError):
             self._ensure_reserve()  # given up for this end: take it back if there is room

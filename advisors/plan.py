@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from stormdeck.advisors.actuators.base import RANK
 from stormdeck.advisors.actuators.table import ACTUATORS
 from stormdeck.advisors.blast import Prediction, moves_data
 from stormdeck.advisors.findings import Change, Finding
@@ -185,7 +184,10 @@ def _change_of(raw: Any) -> Change:
     """One change of a plan file, each field of the type it must have."""
     if not isinstance(raw, dict):
         raise TypeError("a change is not an object")
-    fields = set(Change.__dataclass_fields__)
+    # "blast_radius": the hand-written reach label plan files of stormdeck before issue 30
+    # carry. Read and dropped: what a change reaches and moves is computed, never taken
+    # from the file, so an old plan loads and says no more than a new one.
+    fields = set(Change.__dataclass_fields__) | {"blast_radius"}
     unknown = set(raw) - fields
     if unknown:
         raise ValueError(f"a change has unknown fields {sorted(map(str, unknown))[:5]}")
@@ -207,8 +209,6 @@ def _change_of(raw: Any) -> Change:
                   key=_text(raw, "key", 200), current=current,
                   proposed=_text(raw, "proposed", 500), command=_text(raw, "command", 1000),
                   runtime=raw.get("runtime"), reversible=raw.get("reversible", True),
-                  blast_radius=_text(raw, "blast_radius", 100) if "blast_radius" in raw
-                  else "daemon",
                   note=_text(raw, "note") if "note" in raw else "",
                   args=tuple((a[0], a[1]) for a in args))
 
@@ -271,12 +271,9 @@ def check_plan(plan: Plan, where: str = "plan") -> None:
             raise UserError(f"{where}: the command {printable(c.command, 120)!r} is not what "
                             f"the change runs ({rendered}); the plan was edited or made by "
                             "another version of stormdeck: refused")
-        width = act.width(c)
-        if RANK.get(c.blast_radius, -1) < RANK[width] or (c.reversible and not act.reversible):
-            raise UserError(f"{where} states {what} affects {printable(c.blast_radius)!r}"
-                            f"{'' if act.reversible else ' and is reversible'}, but it "
-                            f"affects {width}"
-                            f"{'' if act.reversible else ' and cannot be undone'}: refused")
+        if c.reversible and not act.reversible:
+            raise UserError(f"{where} states {what} is reversible, but it cannot be undone: "
+                            "refused")
     if plan.fsid is not None and not FSID.match(plan.fsid):
         raise UserError(f"{where}: fsid {printable(plan.fsid)!r} is not a cluster's fsid")
     if plan.fsid is None and any(ACTUATORS[c.kind].needs_ceph for c in plan.changes):
@@ -328,6 +325,13 @@ def runtime_from_options(options: Mapping[str, Any] | None) -> Runtime:
     return runtime
 
 
+def reach_of(c: Change) -> str:
+    """What a change reaches and whether it moves data, computed from its kind, target and
+    key (the actuator's width, advisors/blast.py moves_data): shown wherever a change is."""
+    width = ACTUATORS[c.kind].width(c)
+    return f"{'moves data' if moves_data(c) else 'moves no data'}, affects {width}"
+
+
 def review(plan: Plan) -> str:
     """The exact change, as the operator reviews it before confirming: every text from the
     plan escaped (control characters shown, never sent), reach and reversibility computed."""
@@ -340,11 +344,11 @@ def review(plan: Plan) -> str:
             "runtime unknown"
         # A plan's command is its rendering (check_plan); an undo's, the actuator's inverse.
         lines.append(f"  {p(c.command, 300)}")
-        reach = f"affects {act.width(c)}"
+        reach = reach_of(c)
         if moves_data(c):
-            # What it moves is computed, below; the reach label says nothing of it.
-            reach = "moves data: see the prediction" if plan.prediction is not None else \
-                "moves data: not predicted here (stormdeck whatif plan FILE predicts it)"
+            # What it moves is computed, below.
+            reach += ": see the prediction" if plan.prediction is not None else \
+                ": not predicted here (stormdeck whatif plan FILE predicts it)"
         lines.append(f"      {p(c.key)} on {p(c.target)}: {p(c.current)} -> {p(c.proposed)}; "
                      f"{how}; {'reversible' if act.reversible else 'IRREVERSIBLE'}; {reach}")
         if c.note:

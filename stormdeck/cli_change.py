@@ -37,6 +37,11 @@ def register(sub: Any) -> None:
                            description="Review and apply a plan: refused in read-only mode, "
                                        "or when anything it changes moved since it was made.")
     apply.add_argument("file", type=Path)
+    apply.add_argument("--follow", type=float, metavar="SECONDS", default=0.0,
+                       help="after a change that moves data, follow `ceph status` for up to "
+                            "SECONDS until active+clean and journal how long it took (by "
+                            "default apply returns at once and a later `stormdeck journal "
+                            "--refresh` or the console's journal records it)")
     _change_options(apply)
     add_source_options(apply)
     apply.set_defaults(handler=cmd_apply)
@@ -213,6 +218,10 @@ def planned(args: argparse.Namespace, finding: Any, fsid: str | None) -> Any:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
+    from stormdeck.advisors.blast import moves_data
+
+    if not 0 <= args.follow <= 86400:
+        raise UserError(f"--follow takes 0 to 86400 seconds, not {args.follow:g}")
     plan = Plan.load(args.file)
     print(review(plan))
     with executor(args, needs_ceph(plan.changes)) as ex:
@@ -231,11 +240,31 @@ def cmd_apply(args: argparse.Namespace) -> int:
             outcomes = ex.apply(plan)
         except UserError as exc:
             raise _began(ex, exc) from None
-    for o in outcomes:
-        extra = f" ({printable(o.detail, 200)})" if o.detail else ""
-        print(f"{o.outcome}: {printable(o.change.command, 200)} -> {printable(o.after)}"
-              f"{extra}  [journal {o.entry}]")
+        for o in outcomes:
+            extra = f" ({printable(o.detail, 200)})" if o.detail else ""
+            print(f"{o.outcome}: {printable(o.change.command, 200)} -> {printable(o.after)}"
+                  f"{extra}  [journal {o.entry}]", flush=True)
+        moving = [o.entry for o in outcomes if prediction is not None
+                  and moves_data(o.change)]
+        if moving and args.follow > 0:
+            follow(ex, moving, args.follow)
     return 0
+
+
+def follow(ex: Any, entry_ids: list[str], seconds: float) -> None:
+    """apply --follow: the data movement followed to active+clean, bounded, Ctrl-C safe."""
+    print(f"following the data movement for up to {seconds:g} s (Ctrl-C stops following; "
+          "the change stays made)", flush=True)
+    try:
+        entries = ex.watch(entry_ids, seconds)
+    except KeyboardInterrupt:
+        entries = [journal().find(i) for i in entry_ids]
+    except UserError as exc:  # the change is made: a lost read ends the following only
+        print(f"stopped following: {printable(str(exc), 300)}; stormdeck journal --refresh "
+              "reads it later", file=sys.stderr)
+        entries = [journal().find(i) for i in entry_ids]
+    for e in entries:
+        print(f"  {e.id}: {printable(predicted_against_observed(e), 600)}")
 
 
 # What an outcome means to whoever reads the journal after a fault.
@@ -284,9 +313,12 @@ def cmd_journal(args: argparse.Namespace) -> int:
 
 
 def predicted_against_observed(e: Any) -> str:
-    from stormdeck.advisors.blast import against
+    from stormdeck.advisors.blast import against_outcome
 
-    return against(e.prediction, e.observed)
+    text = against_outcome(e.prediction, e.observed, e.settled)
+    if e.awaiting_clean:
+        text += " (stormdeck journal --refresh reads it again)"
+    return text
 
 
 def cmd_undo(args: argparse.Namespace) -> int:
@@ -298,10 +330,17 @@ def cmd_undo(args: argparse.Namespace) -> int:
         print(f"undo {entry.id}: {printable(entry.change.command)}")
         print(f"  runs: {printable(inverse.command, 300)}  ({printable(inverse.key)}: "
               f"{printable(inverse.current)} -> {printable(inverse.proposed)})")
+        # Putting pg_num back moves data as the change did: predicted and guarded the same.
+        prediction = ex.undo_prediction(entry, inverse)
+        if prediction is not None:
+            print("\n".join(f"  {printable(line, 400)}" for line in prediction.lines()),
+                  flush=True)
+            ex.guard_undo(entry, inverse, prediction)
         if not args.yes:
-            confirm_undo()
+            confirm_undo(prediction.phrase_reason() if prediction is not None else None,
+                         entry.id)
         try:
-            o = ex.undo(entry)
+            o = ex.undo(entry, told=prediction)
         except UserError as exc:
             raise _began(ex, exc) from None
     extra = f" ({printable(o.detail, 200)})" if o.detail else ""
@@ -310,9 +349,16 @@ def cmd_undo(args: argparse.Namespace) -> int:
     return 0
 
 
-def confirm_undo() -> None:
+def confirm_undo(nearfull: str | None = None, entry_id: str = "") -> None:
     if not sys.stdin.isatty() and not os.environ.get("STORMDECK_CONFIRM_STDIN"):
         raise UserError("no terminal to confirm on: use --yes")
+    if nearfull:
+        want = f"undo {entry_id}"
+        print(f"This undo needs a typed confirmation: {nearfull}. Type {want!r} to undo it, "
+              "anything else to cancel:", flush=True)
+        if sys.stdin.readline().strip() != want:
+            raise UserError("cancelled: the phrase did not match; nothing was changed")
+        return
     print("Undo it? [y/N] ", end="", flush=True)
     if sys.stdin.readline().strip().lower() not in ("y", "yes"):
         raise UserError("cancelled; nothing was changed")

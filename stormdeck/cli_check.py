@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from stormdeck.advisors.plan import reach_of
 from stormdeck.advisors.rules import ALL
 from stormdeck.assembly import assemble, settings_of
 from stormdeck.base.errors import UserError
@@ -116,6 +117,11 @@ def report(snap: Any, findings: list, errors: dict[str, str], duration: float,
 def finding_json(f: Any) -> dict[str, Any]:
     out = plain(f)
     out["severity"] = str(f.severity)
+    # Computed, as the review shows it (the hand-written label went with issue 30); the key
+    # stays for the readers of docs/check.schema.json.
+    for ch, raw in zip(f.changes, out.get("changes") or (), strict=False):
+        if isinstance(raw, dict):
+            raw["blast_radius"] = reach_of(ch)
     return out
 
 
@@ -143,7 +149,7 @@ def render(findings: list, errors: dict[str, str], snap: Any,
             lines.append(f"    change: {p(ch.command, 200)}   ({p(ch.current)} -> "
                          f"{p(ch.proposed)}; {how}; "
                          f"{'reversible' if ch.reversible else 'IRREVERSIBLE'}; "
-                         f"{ch.blast_radius})")
+                         f"{reach_of(ch)})")
         for line in f.detail:  # Ceph's own health detail lines
             lines.append(f"    | {p(line, 300)}")
         for step in f.procedure:

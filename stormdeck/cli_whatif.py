@@ -12,8 +12,10 @@ from stormdeck.base.text import printable
 from stormdeck.output import add_format_options, dump, is_json
 from stormdeck.sources import add_source_options, ceph_admin
 
-KINDS = ("out", "down", "reweight", "crush-weight", "pg_num", "pgp_num", "plan")
+KINDS = ("out", "down", "reweight", "crush-weight", "pg_num", "pgp_num", "plan", "upmap",
+         "upmap-primary")
 OSD = re.compile(r"^(?:osd\.)?(\d+)$")
+PGID = re.compile(r"^\d+\.[0-9a-f]+$")
 
 
 def register(sub: Any) -> None:
@@ -25,7 +27,9 @@ def register(sub: Any) -> None:
                     "and the time at the current recovery rate. Nothing is changed. "
                     "Forms: out osd.N [osd.M ...]; down osd.N ... | host:NAME; "
                     "reweight osd.N W; crush-weight osd.N W; pg_num POOL N|2x; "
-                    "pgp_num POOL N; plan FILE.")
+                    "pgp_num POOL N; plan FILE; upmap PGID FROM TO [FROM TO ...] "
+                    "(pg-upmap-items); upmap-primary PGID OSD (pg-upmap-primary, Reef and "
+                    "later).")
     p.add_argument("kind", choices=KINDS, metavar="KIND",
                    help=f"what would change: {', '.join(KINDS)}")
     p.add_argument("args", nargs="+", metavar="ARG", help="OSDs, a pool and a count, or a "
@@ -40,6 +44,12 @@ def osd_id(text: str) -> int:
     if not m:
         raise UserError(f"{printable(text, 60)!r} is not an OSD (osd.N)")
     return int(m.group(1))
+
+
+def pg_id(text: str) -> str:
+    if not PGID.match(text):
+        raise UserError(f"{printable(text, 60)!r} is not a PG id (POOL.HEX, as 1.1f)")
+    return text
 
 
 def weight(text: str, what: str) -> float:
@@ -95,7 +105,16 @@ def predict(args: argparse.Namespace, admin: Any) -> Any:
                             "(pg_num, pgp_num, an OSD's noup)")
         return p
     state = blast.state_of(admin.connection)
+    if kind == "upmap-primary":
+        if len(rest) != 2:
+            raise UserError("whatif upmap-primary takes a PG and an OSD (1.1f osd.3)")
+        return blast.predict_upmap_primary(state, pg_id(rest[0]), osd_id(rest[1]))
     tools = blast.find_tools(state.version, state.release)
+    if kind == "upmap":
+        if len(rest) < 3 or len(rest) % 2 == 0:
+            raise UserError("whatif upmap takes a PG and pairs of OSDs (1.1f osd.3 osd.5)")
+        pairs = [(osd_id(rest[i]), osd_id(rest[i + 1])) for i in range(1, len(rest), 2)]
+        return blast.predict_upmap_items(state, tools, pg_id(rest[0]), pairs)
     if kind == "out":
         return blast.predict_out(state, tools, [osd_id(a) for a in rest])
     if kind == "down":

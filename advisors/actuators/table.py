@@ -39,6 +39,5 @@ def change(kind: str, target: str, key: str, current: str | None, proposed: str,
     act = actuator(kind)
     c = Change(kind=kind, target=target, key=key, current=current, proposed=proposed,
                command="", note=note, args=tuple((args or {}).items()))
-    return replace(c, command=act.command(c), blast_radius=act.width(c),
-                   reversible=act.reversible,
+    return replace(c, command=act.command(c), reversible=act.reversible,
                    runtime=act.fixed_runtime if runtime is None else runtime)

@@ -91,12 +91,52 @@ def drop_pool(cluster, name: str) -> None:
     ceph_json(cluster, "osd pool rm", pool=name, pool2=name, yes_i_really_really_mean_it=True)
 
 
-def test_whatif_out_predicts_exactly_the_pgs_that_move(release_cluster: LabCluster) -> None:
-    """Every PG of every pool: the predicted set must be the one that changes."""
+def down_and_split(lab: LabCluster, cluster, pool: str, pool_id: int, tmp_path: Path) -> None:
+    """Reef and Tentacle (Pacific's lab does both through stormdeck apply, below): two OSDs
+    down under min_size 2 report their shared PGs inactive and a noup plan is refused; pg_num
+    2x moves the predicted copies once pgp_num reaches the target, within 10%."""
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    ceph_json(cluster, "osd pool set", pool=pool, var="min_size", val="2")
+    down = whatif(lab, "down", "osd.0", "osd.1")
+    ups = up_sets(cluster, pg_ids(cluster, pool))
+    shared = sorted(pg for pg, up in ups.items() if {0, 1} & set(up))
+    assert shared and set(shared) <= set(down["pgs_inactive_ids"]), (shared, down)
+    fsid = ceph_json(cluster, "status")["fsid"]
+    plan = write_plan(tmp_path / "noup.json", fsid, "ceph.osd.flapping",
+                      change("osd_flag", "osd.0", "noup", "unset", "set"),
+                      change("osd_flag", "osd.1", "noup", "unset", "set"))
+    res = run_cli("apply", str(plan), "--yes", "-c", str(lab.conf), env=env)
+    assert res.rc == 3 and "inactive" in res.err and "refused" in res.err, (res.out, res.err)
+    states = {o["osd"]: o["state"] for o in ceph_json(cluster, "osd dump")["osds"]}
+    assert "noup" not in states[0] and "noup" not in states[1]
+    ceph_json(cluster, "osd pool set", pool=pool, var="min_size", val="1")
+
+    predicted = whatif(lab, "pg_num", pool, "2x")
+    parents = up_sets(cluster, pg_ids(cluster, pool))
+    parent_size = {pg: v for pg, v in sizes(cluster).items() if pg.startswith(f"{pool_id}.")}
+    ceph_json(cluster, "config set", who="mgr", name="target_max_misplaced_ratio", value="1")
+    ceph_json(cluster, "osd pool set", pool=pool, var="pg_num", val="64")
+    eventually(lambda: ceph_json(cluster, "osd pool get", pool=pool,
+                                 var="pgp_num")["pgp_num"] == 64, 240, interval=1)
+    children = up_sets(cluster, pg_ids(cluster, pool))
+    copies = 0
+    for ps in range(64):
+        copies += len(set(children[f"{pool_id}.{ps:x}"]) - set(parents[f"{pool_id}.{ps % 32:x}"]))
+    assert copies > 0
+    assert abs(predicted["copies_to_create"] - copies) <= 0.1 * copies, (predicted, copies)
+    assert parent_size  # the bytes are checked on Pacific's lab, through apply
+
+
+def test_whatif_out_predicts_exactly_the_pgs_that_move(release_cluster: LabCluster,
+                                                       tmp_path: Path) -> None:
+    """Every PG of every pool: the predicted set must be the one that changes. On Reef and
+    Tentacle, down and pg_num too (down_and_split)."""
     lab = release_cluster
     cluster = lab.rados()
+    ratio = [r["value"] for r in ceph_json(cluster, "config dump")
+             if r["name"] == "target_max_misplaced_ratio" and r["section"] == "mgr"]
     try:
-        make_pool(cluster, "blastout", 24)
+        pool_id = make_pool(cluster, "blastout", 24)
         predicted = whatif(lab, "out", "osd.1")
         assert "osdmaptool" in predicted["method"]
         # The release's own tool: the host's Pacific one only for Pacific's lab.
@@ -116,8 +156,17 @@ def test_whatif_out_predicts_exactly_the_pgs_that_move(release_cluster: LabClust
         assert moved > 5 * MIB
         assert abs(predicted["bytes_to_move"] - moved) <= 0.1 * moved, (predicted, moved)
         assert predicted["pgs_inactive"] == 0
+        if lab.release != "pacific":
+            eventually(lambda: clean(cluster), 180)
+            down_and_split(lab, cluster, "blastout", pool_id, tmp_path)
     finally:
         ceph_json(cluster, "osd in", ids=["1"])
+        if lab.release != "pacific":
+            if ratio:
+                ceph_json(cluster, "config set", who="mgr", name="target_max_misplaced_ratio",
+                          value=ratio[0])
+            else:
+                ceph_json(cluster, "config rm", who="mgr", name="target_max_misplaced_ratio")
         drop_pool(cluster, "blastout")
         eventually(lambda: clean(cluster), 180)
         cluster.shutdown()
@@ -144,12 +193,24 @@ def test_pg_num_and_down_predictions_and_the_guard_refuses_inactive_pgs(
         fsid = ceph_json(cluster, "status")["fsid"]
         plan = write_plan(tmp_path / "pg.json", fsid, "ceph.pool.pg_not_power_of_two",
                           change("pool_set", POOL, "pg_num", "32", "64"))
-        res = run_cli("apply", str(plan), "--yes", "-c", str(lab.conf), env=env,
-                      timeout=400)
+        # --follow 2: too short for the mgr to step pgp_num and the PGs to backfill, so the
+        # watch gives up and journals what it saw; a later `journal --refresh` finds the
+        # cluster clean and says between which reads it became so. Both paths, one split.
+        started = time.monotonic()
+        res = run_cli("apply", str(plan), "--yes", "--follow", "2", "-c", str(lab.conf),
+                      env=env, timeout=400)
         assert res.rc == 0, res.err
         assert "predicted: pg_num of" in res.out  # the review shows the prediction
-        eventually(lambda: ceph_json(cluster, "osd pool get", pool=POOL,
-                                     var="pgp_num")["pgp_num"] == 64, 240, interval=1)
+        assert "(apply --follow)" in res.out, res.out
+        path = tmp_path / "state" / "stormdeck" / "journal.jsonl"
+        (entry,) = Journal(path).entries()
+        assert entry.settled is not None and entry.settled["by"] == "apply --follow"
+
+        def refreshed() -> bool:
+            out = run_cli("journal", "--refresh", "-c", str(lab.conf), env=env).out
+            return "active+clean" in out and "not active+clean" not in out
+        eventually(refreshed, 240, interval=2)
+        assert ceph_json(cluster, "osd pool get", pool=POOL, var="pgp_num")["pgp_num"] == 64
         children = up_sets(cluster, pg_ids(cluster, POOL))
         copies = moved = 0
         for ps in range(64):
@@ -160,13 +221,44 @@ def test_pg_num_and_down_predictions_and_the_guard_refuses_inactive_pgs(
         assert copies > 0
         assert abs(predicted["copies_to_create"] - copies) <= 0.1 * copies, (predicted, copies)
         assert abs(predicted["bytes_to_move"] - moved) <= 0.1 * moved + MIB
-        (entry,) = Journal(tmp_path / "state" / "stormdeck" / "journal.jsonl").entries()
+        (entry,) = Journal(path).entries()
         assert entry.prediction is not None and entry.prediction["copies_to_create"] == \
             predicted["copies_to_create"]
         assert entry.observed is not None and "misplaced_objects" in entry.observed
+        assert entry.status == "applied" and entry.settled is not None
+        took = time.monotonic() - started
+        assert entry.settled["clean_at"] and 0 < entry.settled["seconds"] < took + 5
+        # Clean after the last read that still saw movement (the watch's, at the least).
+        assert entry.settled["seconds_at_least"] <= entry.settled["seconds"]
+        assert {"pgs_remapped_max", "misplaced_objects_max", "busy_at"} <= set(entry.settled)
         journal = run_cli("journal", env=env)
-        assert "predicted:" in journal.out and "observed right after" in journal.out
-        eventually(lambda: clean(cluster), 240)
+        assert "predicted:" in journal.out and "seen right after" in journal.out
+        assert "active+clean" in journal.out and "after" in journal.out
+        assert clean(cluster)
+        # Undo (pg_num 64 -> 32, a merge) is predicted before it asks; with no terminal to
+        # confirm on, nothing is sent.
+        res = run_cli("undo", entry.id, "-c", str(lab.conf), env=env, timeout=300)
+        assert res.rc == 3 and "no terminal" in res.err, (res.out, res.err)
+        assert f"predicted: pg_num of {POOL} 64 -> 32" in res.out, res.out
+        assert ceph_json(cluster, "osd pool get", pool=POOL, var="pg_num")["pg_num"] == 64
+
+        # -- act 2b: pg-upmap-items on one PG: the up set predicted is the one Ceph then
+        # maps, the bytes its own; removed again at once.
+        size = sizes(cluster)
+        pg = max((p for p in pg_ids(cluster, POOL)), key=lambda p: size.get(p, 0))
+        a, b = up_sets(cluster, [pg])[pg]
+        (c,) = {0, 1, 2} - {a, b}
+        upmap = whatif(lab, "upmap", pg, f"osd.{a}", f"osd.{c}")
+        try:
+            ceph_json(cluster, "osd pg-upmap-items", pgid=pg, id=[a, c])
+            eventually(lambda: up_sets(cluster, [pg])[pg] == (c, b), 30)
+        finally:
+            ceph_json(cluster, "osd rm-pg-upmap-items", pgid=pg)
+        assert upmap["pgs_remapped_ids"] == [pg] and upmap["copies_to_create"] == 1
+        into = {f["osd"]: f["bytes_in"] for f in upmap["per_osd"]}
+        assert into[c] == upmap["bytes_to_move"] and \
+            abs(upmap["bytes_to_move"] - size[pg]) <= 0.1 * size[pg] + MIB, (upmap, size[pg])
+        eventually(lambda: up_sets(cluster, [pg])[pg] == (a, b) and clean(cluster), 120)
 
         # -- act 3: min_size 2; osd.0 and osd.1 share PGs of this pool, so both down makes
         # those PGs inactive (one copy left, or none).

@@ -215,10 +215,9 @@ def test_osd_specific_class_wide_and_flag_changes_and_their_undo(lab_cluster: La
                "ceph config set osd.1 osd_max_backfills 3", runtime=True),
         Change("ceph_config", "osd/class:hdd", "osd_recovery_sleep_hdd",
                get(lab_cluster, "osd", "osd_recovery_sleep_hdd"), "0.2",
-               "ceph config set osd/class:hdd osd_recovery_sleep_hdd 0.2", runtime=True,
-               blast_radius="device class"),
+               "ceph config set osd/class:hdd osd_recovery_sleep_hdd 0.2", runtime=True),
         Change("osd_flag", "cluster", "noscrub", "unset", "set", "ceph osd set noscrub",
-               runtime=True, blast_radius="cluster"),
+               runtime=True),
     )
     plan = write_plan(tmp_path / "p.json", *changes)
     res = run_plan(lab_cluster, env, plan)

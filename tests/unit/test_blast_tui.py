@@ -80,7 +80,11 @@ async def test_the_journal_view_shows_prediction_and_outcome(tmp_path: Path) -> 
     journal.end(plain, "applied", after="64")
     moved = journal.intent(c, "32", prediction=plan_predicted(True).prediction)
     journal.end(moved, "applied", after="64",
-                observed={"pgs_remapped": 7, "misplaced_objects": 40, "pgs_inactive": 0})
+                observed={"pgs_remapped": 7, "misplaced_objects": 40, "pgs_inactive": 0},
+                settled={"clean_at": 2000.0, "seconds": 95.0, "seconds_at_least": 93.0,
+                         "by": "apply --follow", "pgs_remapped_max": 9,
+                         "misplaced_objects_max": 60, "misplaced_bytes_max": 60 << 22,
+                         "degraded_objects_max": 0, "pgs_inactive_max": 0})
     app = StormdeckApp(StaticFeed(frames()), journal=journal)
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("7")
@@ -88,5 +92,40 @@ async def test_the_journal_view_shows_prediction_and_outcome(tmp_path: Path) -> 
         table = app.query_one(JournalTable)
         shown = table.cell(moved, "change").plain
         assert "predicted:" in shown and "1 inactive" in shown
-        assert "observed right after: 7 PGs remapped, 40 objects misplaced" in shown
+        assert "seen right after: 7 PGs remapped, 40 objects misplaced" in shown
+        # Beside the prediction's eta: the real time until active+clean, and the most seen.
+        assert "active+clean after 2 min (apply --follow)" in shown
+        assert "at most 9 PGs remapped, 60 objects misplaced (about 240.0 MiB)" in shown
         assert "predicted" not in table.cell(plain, "change").plain
+
+
+@pytest.mark.asyncio
+async def test_the_consoles_undo_of_a_split_opens_with_its_prediction(tmp_path: Path) -> None:
+    """u on a pg_num entry: the merge back is predicted in a worker, and the review opens
+    with it; one that makes PGs inactive is refused there, Apply off."""
+    from stormdeck.advisors.actuators.table import change
+    from stormdeck.advisors.journal import Journal
+    from stormdeck.tui.views import JournalTable
+    from tests.unit.test_blast_outcome import Predicting
+    from tests.unit.test_tui import until
+
+    journal = Journal(tmp_path / "j.jsonl")
+    entry = journal.intent(change("pool_set", "rbd", "pg_num", "32", "64"), "32",
+                           prediction=blast.Prediction(what="pg_num").to_dict())
+    journal.end(entry, "applied", after="64")
+    merge = blast.Prediction(what="pg_num of rbd 64 -> 32", pgs_inactive=["1.3"])
+    executor = Predicting(journal, merge)
+    app = StormdeckApp(StaticFeed(frames()), journal=journal,
+                       executor_factory=lambda: executor)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("7")
+        await until(pilot, lambda: app.query_one(JournalTable).keys == [entry], 10)
+        await pilot.press("u")
+        await until(pilot, lambda: isinstance(app.screen, PlanReview), 10)
+        screen = app.screen
+        assert "predicted: pg_num of rbd 64 -> 32" in screen.review
+        assert "ceph osd pool set rbd pg_num 32" in screen.review
+        assert "inactive" in str(screen.query_one("#review-refused", Static).render())
+        assert screen.query_one("#apply", Button).disabled
+    (plan,) = executor.asked
+    assert plan.changes[0].proposed == "32"

@@ -159,7 +159,7 @@ def test_the_kernels_write_cache_view_is_never_written(tools: Path, tmp_path: Pa
 def test_tuned_profile_set_read_back_and_restored(tools: Path, tmp_path: Path) -> None:
     change = Change(kind="tuned_profile", target=HOST, key="profile", current="balanced",
                     proposed="latency-performance", command="tuned-adm profile "
-                    "latency-performance", runtime=True, reversible=True, blast_radius="host")
+                    "latency-performance", runtime=True, reversible=True)
     journal = Journal(tmp_path / "j.jsonl")
     ex = Executor(journal)
     (o,) = ex.apply(plan_of(change))
@@ -231,15 +231,15 @@ def test_confirmation_scales_with_the_computed_reach_not_the_stated_one() -> Non
     # What the cluster says decides; unknown counts as needing the phrase.
     assert plan_of(one).needs_phrase(restart) and plan_of(one).needs_phrase()
     assert plan_of(replace(one, runtime=True)).needs_phrase(restart)
-    # The reach comes from the target, whatever the change states.
-    wide = replace(one, target="osd", blast_radius="daemon")
+    # The reach comes from the target, computed.
+    wide = replace(one, target="osd")
     assert plan_of(wide).needs_phrase(at_runtime)
     assert "affects all OSDs" in plan_of(wide).phrase_reasons(at_runtime)[0]
     for target, width in [("osd/class:ssd", "device class"), ("mon", "all monitors"),
                           ("global", "cluster"), ("osd.12", "daemon")]:
         assert actuator("ceph_config").width(replace(one, target=target)) == width
     fast_ec = replace(make("fast_ec", "ecpool", "allow_ec_optimizations", "false", "true"),
-                      reversible=True, blast_radius="daemon")
+                      reversible=True)
     assert plan_of(fast_ec).needs_phrase(at_runtime) and plan_of(fast_ec).phrase == "ecpool"
     assert "cannot be undone" in " ".join(plan_of(fast_ec).phrase_reasons(at_runtime))
     # A reversible pool change is confirmed by the generic phrase, whatever the file says.
@@ -379,8 +379,7 @@ def test_every_kind_has_one_actuator_and_every_rule_proposes_a_known_kind() -> N
 
 def test_fast_ec_is_its_own_kind_typed_by_pool_name_and_has_no_way_back(tmp_path: Path) -> None:
     fast_ec = Change("fast_ec", "ecpool", "allow_ec_optimizations", "false", "true",
-                     "ceph osd pool set ecpool allow_ec_optimizations true", reversible=False,
-                     blast_radius="pool")
+                     "ceph osd pool set ecpool allow_ec_optimizations true", reversible=False)
     plan = plan_of(fast_ec)
     assert plan.needs_phrase() and plan.phrase == "ecpool"
     journal = Journal(tmp_path / "j.jsonl")

@@ -232,7 +232,7 @@ def test_the_rule_judges_the_schedules_the_snapshot_carries_not_todays_journal(
     """A replay must be judged by what was known when it was recorded."""
     change = Change("curve_leader_schedule", POOL, "rapid-leader-schedule", "range 12",
                     "range <= 5", "curve_ops_tool rapid-leader-schedule -logical_pool_id=1 "
-                    "-scheduleAll=false", runtime=True, reversible=False, blast_radius="pool",
+                    "-scheduleAll=false", runtime=True, reversible=False,
                     args=(("pool_id", "1"),))
     with CurveWire(leaders=LEADERS) as wire:
         src = mds_only(wire, schedules=own_schedule_times)

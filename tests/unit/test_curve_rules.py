@@ -16,6 +16,7 @@ from stormdeck.advisors.actuators.curve import (
     pool_id_of,
     run_leader_schedule,
 )
+from stormdeck.advisors.actuators.table import actuator
 from stormdeck.advisors.apply import journal_path
 from stormdeck.advisors.curve_schedule import own_schedule_times
 from stormdeck.advisors.engine import Engine
@@ -71,7 +72,7 @@ def test_each_imbalanced_pool_gets_its_own_schedule(tmp_path: Path) -> None:
         (change,) = c.changes
         assert change.command == (f"curve_ops_tool rapid-leader-schedule "
                                   f"-logical_pool_id={pool_id} -scheduleAll=false")
-        assert change.blast_radius == "pool" and change.target == name
+        assert actuator(change.kind).width(change) == "pool" and change.target == name
         assert f"--logicalpoolid {pool_id}" in change.note
         assert "(its id from curve_ops_tool logical-pool-list)" in change.note
         assert pool_id_of(change) == pool_id
@@ -86,7 +87,8 @@ def test_without_pool_ids_one_finding_for_all_pools_says_so(tmp_path: Path) -> N
     assert "ids could not be read" in check.summary
     (change,) = check.changes
     assert change.command == "curve_ops_tool rapid-leader-schedule -scheduleAll=true"
-    assert change.blast_radius == "cluster" and "EVERY logical pool" in change.note
+    assert actuator(change.kind).width(change) == "cluster"
+    assert "EVERY logical pool" in change.note
     assert pool_id_of(change) is None
 
 
@@ -167,7 +169,7 @@ def test_the_go_cli_runs_the_schedule_where_curve_ops_tool_is_missing(
                         "range 14", "range <= 5",
                         "curve_ops_tool rapid-leader-schedule -logical_pool_id=2 "
                         "-scheduleAll=false", runtime=True, reversible=False,
-                        blast_radius="pool", args=(("pool_id", "2"),))
+                        args=(("pool_id", "2"),))
         assert command_for(change)[1:] == ["bs", "update", "leader-schedule",
                                            "--logicalpoolid", "2", "--format", "json"]
         ran = run_leader_schedule(change)
@@ -228,7 +230,7 @@ def test_flapping_stays_quiet_through_stormdecks_own_schedule(state: Path) -> No
     change = Change("curve_leader_schedule", "default_logical_pool", "rapid-leader-schedule",
                     "range 12", "range <= 5", "curve_ops_tool rapid-leader-schedule "
                     "-logical_pool_id=1 -scheduleAll=false", runtime=True, reversible=False,
-                    blast_radius="pool", args=(("pool_id", "1"),))
+                    args=(("pool_id", "1"),))
 
     def run(journaled: bool) -> Check:
         with CurveWire(leaders=[24, 18, 16, 16, 14, 12], heartbeat=0.02) as wire:

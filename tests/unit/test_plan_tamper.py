@@ -189,19 +189,24 @@ def test_a_note_with_control_characters_is_escaped(tmp_path: Path) -> None:
     assert "\x1b" not in text and "\n  ceph osd set pause" not in text
 
 
-def test_an_understated_reach_or_reversibility_is_refused(tmp_path: Path) -> None:
-    refused(tmp_path, with_change(scrub_plan(), blast_radius="daemon"),
-            "states ceph_config 'osd_scrub_sleep' on 'osd' affects 'daemon'.*all OSDs")
+def test_an_understated_reversibility_is_refused_and_a_stated_reach_ignored(
+        tmp_path: Path) -> None:
+    # Plan files from before issue 30 carry a hand-written "blast_radius": they load, and
+    # the label is dropped; the reach shown and confirmed is computed.
+    old = load(tmp_path, with_change(scrub_plan(), blast_radius="daemon"))
+    assert old.phrase_reasons(lambda c: True) == ["osd_scrub_sleep on osd affects all OSDs"]
+    assert "moves no data, affects all OSDs" in review(old)
+    assert not hasattr(old.changes[0], "blast_radius")
     sched = asdict(make("curve_leader_schedule", "pool_a", "rapid-leader-schedule",
                         "range 12", "range <= 5", args={"pool_id": "1"}))
     ok = scrub_plan(rule="curve.leaders.spread", fsid=None, changes=[sched])
     assert load(tmp_path, ok).needs_phrase(lambda c: True)
     refused(tmp_path, with_change(ok, reversible=True), "cannot be undone: refused")
-    refused(tmp_path, with_change(ok, blast_radius="daemon"), "affects pool")
+    assert load(tmp_path, with_change(ok, blast_radius="daemon")).phrase_reasons(
+        lambda c: True)[0].endswith("affects pool")
     # Fast EC on an existing pool is the operator's step (issue 31): no rule proposes it.
     fast_ec = asdict(make("fast_ec", "ecpool", "allow_ec_optimizations", "false", "true"))
     refused(tmp_path, scrub_plan(rule="ceph.ec.fast_ec_off", changes=[fast_ec]), "propose")
-    # Overstating is harmless: the confirmation is computed either way.
     wider = load(tmp_path, with_change(scrub_plan(), blast_radius="cluster"))
     assert wider.phrase_reasons(lambda c: True) == ["osd_scrub_sleep on osd affects all OSDs"]
 

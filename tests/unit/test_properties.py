@@ -235,7 +235,7 @@ def test_the_plan_strategy_can_load_a_good_plan(tmp_path: Path) -> None:
     plan = Plan(id="p1", created=1.0, rule="ceph.scrub.during_load", target="osd",
                 summary="s", source="K1", fsid=FSID,
                 changes=(Change(kind="ceph_config", target="osd", key="osd_scrub_sleep",
-                                current="0", proposed="0.1", blast_radius="all OSDs",
+                                current="0", proposed="0.1",
                                 command="ceph config set osd osd_scrub_sleep 0.1"),))
     plan.save(tmp_path / "p.json")
     assert Plan.load(tmp_path / "p.json") == plan

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from textual import work
 from textual.binding import Binding, BindingType
 
-from stormdeck.advisors.blast import against
+from stormdeck.advisors.blast import against_outcome, moves_data
 from stormdeck.advisors.overrides import is_overridden
 from stormdeck.advisors.plan import Plan, review, runtime_from_options
 from stormdeck.base.errors import UserError
@@ -52,11 +53,12 @@ class JournalTable(View, VirtualTable):
 
     def show_entries(self, entries: Sequence[Any], clock: Callable[[float], str]) -> None:
         self.entries = {e.id: e for e in entries}
-        if any(e.status in OPEN and not e.undone_by for e in entries):
+        # Open outcomes, and data movement not yet seen active+clean, are read again.
+        if any((e.status in OPEN and not e.undone_by) or e.awaiting_clean for e in entries):
             self.reread_open()
         self.sync((e.id, (inert(e.id), inert(clock(e.started)), _status(e.status),
                           inert(e.change.command
-                                + (f"  [{against(e.prediction, e.observed)}]"
+                                + (f"  [{against_outcome(e.prediction, e.observed, e.settled)}]"
                                    if e.prediction is not None else ""),
                                 limit=80 if e.prediction is None else 300),
                           inert(f"{e.before if e.before is not None else 'unset'} -> {e.after}"
@@ -89,8 +91,31 @@ class JournalTable(View, VirtualTable):
                     source="journal", fsid=entry.cluster, changes=(inverse,))
         frame = self.app.tab.frame
         config = frame.snapshot.cluster.config if frame and frame.snapshot.cluster else None
+        if moves_data(inverse):
+            # pg_num put back is a merge: predicted as apply is, in a worker (osdmap, pg
+            # dump, crushtool), and the review opens with it (refused, or the phrase asked).
+            self.notify("predicting what the undo moves...", markup=False)
+            self.predict_then_review(entry, inverse, plan, config)
+            return
+        self.open_review(entry, plan, config, None)
+
+    def open_review(self, entry: Any, plan: Plan, config: Any, told: Any) -> None:
         self.app.push_screen(PlanReview(plan, review(plan), runtime_from_options(config)),
-                             lambda ok: self.undo_entry(entry) if ok else None)
+                             lambda ok: self.undo_entry(entry, told) if ok else None)
+
+    @work(thread=True, exclusive=True, group="undo-predict")
+    def predict_then_review(self, entry: Any, inverse: Any, plan: Plan, config: Any) -> None:
+        factory = self.app.tab.executor_factory
+        try:
+            with factory() as executor:
+                prediction = executor.undo_prediction(entry, inverse)
+        except UserError as exc:
+            self.app.call_from_thread(self.notify, printable(str(exc), 400),
+                                      title="not predicted", severity="error", markup=False)
+            return
+        if prediction is not None:
+            plan = replace(plan, prediction=prediction.to_dict())
+        self.app.call_from_thread(self.open_review, entry, plan, config, prediction)
 
     def reread_open(self) -> None:
         """Converging changes followed to their end, unknown outcomes read again: so the
@@ -113,9 +138,9 @@ class JournalTable(View, VirtualTable):
             self.post_message(JournalChanged())
 
     @work(thread=True, exclusive=True)
-    def undo_entry(self, entry: Any) -> None:
+    def undo_entry(self, entry: Any, told: Any = None) -> None:
         def undo(executor: Any) -> str:
-            o = executor.undo(entry)
+            o = executor.undo(entry, told=told)
             return f"{o.outcome}: {o.change.command}"
 
         change_in_worker(self, "undone", undo)
