@@ -33,22 +33,26 @@ stormdeck release root under /var/tmp), and the prediction says which one it use
 
 from __future__ import annotations
 
+import collections
+import functools
 import hashlib
+import itertools
 import json
+import operator
 import os
 import re
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from stormdeck.advisors import crushlib
 from stormdeck.base.errors import UserError
-from stormdeck.collectors.placement import NONE_OSD, ClusterState, PoolInfo
+from stormdeck.collectors.placement import NONE_OSD, ClusterState, PoolInfo, gc_paused
 
 # ---- Ceph's placement-seed arithmetic (src/crush/hash.c, src/include/rados.h,
 # src/osd/osd_types.cc pg_pool_t::raw_pg_to_pps) -------------------------------------
@@ -314,22 +318,22 @@ def lowered_up_sets(state: ClusterState, tools: Tools, mapfile: str, tmp: str,
     dump = json.loads(tools.run("crushtool", ["-i", tools.inside(crushfile), "--dump"]))
     upmapped = state.upmap.keys() | state.upmap_items.keys()
     short = bool(ids & down)  # a down OSD is in no up set: look for PGs short of a member
-    candidates: list[str] = []
-    sample: list[str] = []
-    counts: dict[int, int] = {}
+    # A million PGs: comprehensions and C-level counting, not a statement-per-PG loop.
+    items = state.pgs.items()
+    if len(ids) == 1:
+        one = next(iter(ids))
+        hit = {pgid for pgid, pg in items if one in pg.up}
+    else:
+        hit = {pgid for pgid, pg in items if not ids.isdisjoint(pg.up)}
+    if short:
+        size = {p.id: p.size for p in state.pools.values()}
+        hit |= {pgid for pgid, pg in items
+                if len(pg.up) - pg.up.count(NONE_OSD) < size.get(pg.pool, 0)}
+    hit |= upmapped & state.pgs.keys()
+    candidates = sorted(hit, key=_pg_order)
     step = max(len(state.pgs) // SAMPLE, 1)
-    one = next(iter(ids)) if len(ids) == 1 else None
-    for n, (pgid, pg) in enumerate(state.pgs.items()):
-        counts[pg.pool] = counts.get(pg.pool, 0) + 1
-        up = pg.up
-        hit = (one in up) if one is not None else not ids.isdisjoint(up)
-        if short and not hit:
-            pool = state.pools.get(pg.pool)
-            hit = pool is not None and len(up) - up.count(NONE_OSD) < pool.size
-        if hit or pgid in upmapped:
-            candidates.append(pgid)
-        elif n % step == 0:
-            sample.append(pgid)
+    sample = [pgid for pgid in itertools.islice(state.pgs, 0, None, step) if pgid not in hit]
+    counts = collections.Counter(map(operator.attrgetter("pool"), state.pgs.values()))
     missing = [p.name for p in state.pools.values() if counts.get(p.id, 0) != p.pg_num]
     if missing:
         raise crushlib.Unsupported(f"pg dump does not list every PG of {missing[0]}")
@@ -357,8 +361,12 @@ def lowered_up_sets(state: ClusterState, tools: Tools, mapfile: str, tmp: str,
                     f"{list(pg.up)} (pg dump older than the map?)")
             before[pgid] = now
             after[pgid] = _mapped_up(state, mapper, pool, pgid, pg.ps, wafter, after_w, down)
+    moved = [pgid for pgid in sample if after[pgid] != before[pgid]]
+    if moved:  # the reasoning above says this cannot be: trust none of it
+        raise crushlib.Unsupported(f"PG {moved[0]}, which holds none of the OSDs, would move")
     method = (f"{len(candidates)} PGs that can change (up set holding the OSD, or an upmap) "
-              "mapped before and after by Ceph's crush_do_rule (libceph-common, in-process), "
+              "mapped before and after by Ceph's crush_do_rule (libceph-common, in-process) "
+              "on the CRUSH map from osdmaptool --export-crush and crushtool --dump, "
               f"checked against pg dump's up sets with {len(sample)} more; every other PG "
               "keeps its up set")
     return before, after, method
@@ -641,6 +649,20 @@ def _duration(s: float | None) -> str:
     return f"{s / 3600:.1f} h"
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _paused(fn: F) -> F:
+    """Run a prediction with the cyclic collector held off (collectors.placement.gc_paused):
+    it walks a million PGs and would otherwise be interrupted by collections that walk them
+    all again."""
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with gc_paused():
+            return fn(*args, **kwargs)
+    return cast(F, run)
+
+
 def _pg_bytes(state: ClusterState, pgid: str) -> int:
     pg = state.pgs.get(pgid)
     return pg.bytes if pg is not None else 0
@@ -677,11 +699,12 @@ def compare(state: ClusterState, what: str, before: Mapping[str, Up], after: Map
             p.pgs_undersized.append(pgid)
 
     if rest_from_state:  # a million PGs whose up set stays: only the size checks
-        for pgid, pg in pgs.items():
-            if pgid not in after:
-                pool = state.pools.get(pg.pool)
-                if pool is not None and len(pg.up) - pg.up.count(NONE_OSD) < pool.size:
-                    below(pgid, pg.up, pool)
+        size = {p.id: p.size for p in state.pools.values()}
+        for pgid, pg in [(pgid, pg) for pgid, pg in pgs.items()
+                         if len(pg.up) < size.get(pg.pool, 0) or NONE_OSD in pg.up]:
+            pool = state.pools.get(pg.pool)
+            if pgid not in after and pool is not None:
+                below(pgid, pg.up, pool)
     for pgid, new in after.items():
         pool = pool_of(pgid)
         if pool is None:
@@ -778,6 +801,7 @@ def _lowered(state: ClusterState, tools: Tools, mapfile: str, tmp: str,
                       f"can change could not be mapped alone: {exc}")
 
 
+@_paused
 def predict_out(state: ClusterState, tools: Tools, osds: Iterable[int],
                 what: str | None = None) -> Prediction:
     """OSDs marked out: only the PGs that can change, by Ceph's crush_do_rule in-process
@@ -821,6 +845,7 @@ def predict_out(state: ClusterState, tools: Tools, osds: Iterable[int],
     return p
 
 
+@_paused
 def predict_crush_weight(state: ClusterState, tools: Tools,
                          weights: Mapping[int, float]) -> Prediction:
     started = time.monotonic()
@@ -839,6 +864,7 @@ def predict_crush_weight(state: ClusterState, tools: Tools,
     return p
 
 
+@_paused
 def predict_reweight(state: ClusterState, tools: Tools,
                      weights: Mapping[int, float]) -> Prediction:
     started = time.monotonic()
@@ -871,6 +897,7 @@ def predict_reweight(state: ClusterState, tools: Tools,
     return p
 
 
+@_paused
 def predict_pg_num(state: ClusterState, tools: Tools, pool_name: str, target: int,
                    key: str = "pg_num") -> Prediction:
     """pg_num (and pgp_num with it, as the mgr steps it) or pgp_num alone to `target`:
@@ -930,6 +957,7 @@ def predict_pg_num(state: ClusterState, tools: Tools, pool_name: str, target: in
     return p
 
 
+@_paused
 def predict_down(state: ClusterState, tools: Tools | None, osds: Iterable[int],
                  verdict: Mapping[str, Any] | None = None, what: str | None = None
                  ) -> Prediction:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import gc
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -183,22 +184,33 @@ def _float(text: bytes) -> float | None:
             return None
 
 
-def parse_pgs_of(raw: bytes) -> dict[str, PgInfo]:
-    """`pg dump pgs` from its bytes, with the cyclic garbage collector held off: the
-    million objects made here hold no cycles, and each collection it would run while
-    they are made walks all of them again (measured: most of the parse time at 10,000
-    OSDs)."""
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector held off while a million PG objects are made or walked:
+    they hold no cycles, and each collection run meanwhile walks all of them again
+    (measured at 10,000 OSDs: most of the parse time, and a second of a prediction)."""
     was = gc.isenabled()
     gc.disable()
     try:
-        return parse_pgs(_json(raw))
+        yield
     finally:
         if was:
             gc.enable()
 
 
+def parse_pgs_of(raw: bytes) -> dict[str, PgInfo]:
+    """`pg dump pgs` from its bytes, the collector held off."""
+    with gc_paused():
+        return parse_pgs(_json(raw))
+
+
 def fetch(conn: Commands) -> ClusterState:
     """Read what a prediction needs, in one go (a few round trips; `pg dump` dominates)."""
+    with gc_paused():
+        return _fetch(conn)
+
+
+def _fetch(conn: Commands) -> ClusterState:
     def mon(prefix: str, **kw: Any) -> bytes:
         return conn.command("mon", {"prefix": prefix, **kw})
 
