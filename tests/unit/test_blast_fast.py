@@ -142,3 +142,28 @@ def test_a_lowered_reweight_maps_only_what_can_change_and_matches_crushtool(
     state.osds[11] = replace(state.osds[11], reweight=0.5)
     with pytest.raises(blast.crushlib.Unsupported, match="goes up"):
         blast.lowered_up_sets(state, tools, "unused", "unused", {11: 0.9})
+
+
+@needs_tools
+def test_the_in_process_mapper_places_the_labs_pgs_where_osdmaptool_did(tmp_path: Path) -> None:
+    """The lab's own CRUSH map (device-class shadow buckets, choose_firstn type osd), pool 2
+    of 64 PGs: crush_do_rule through crushlib gives osdmaptool's raw set for every PG."""
+    import json
+    import subprocess
+
+    from stormdeck.advisors import crushlib
+
+    data = Path(__file__).parent.parent / "data" / "blast"
+    dump = json.loads(subprocess.run(["crushtool", "-i", str(data / "crushmap.bin"),
+                                      "--dump"], capture_output=True, text=True,
+                                     check=True).stdout)
+    raw = {}
+    for line in (data / "dump_all_pool2.txt").read_text().splitlines():
+        if line.startswith("2."):
+            pgid, rest = line.split(" raw ([", 1)
+            raw[pgid] = tuple(int(x) for x in rest.split("]")[0].split(","))
+    assert len(raw) == 64
+    with crushlib.Mapper(dump) as m:
+        w = m.weights({0: 0x10000, 1: 0x10000, 2: 0x10000}, 3)
+        got = {f"2.{ps:x}": m.do_rule(0, blast.pps(2, ps, 64), 2, w) for ps in range(64)}
+    assert got == raw
