@@ -698,6 +698,8 @@ def compare(state: ClusterState, what: str, before: Mapping[str, Up], after: Map
         elif live < pool.size:
             p.pgs_undersized.append(pgid)
 
+    if pg_bytes is None:  # the bytes of the PGs that move only (pgs_brief has none)
+        state.need_bytes([pgid for pgid, new in after.items() if before.get(pgid, new) != new])
     if rest_from_state:  # a million PGs whose up set stays: only the size checks
         size = {p.id: p.size for p in state.pools.values()}
         for pgid, pg in [(pgid, pg) for pgid, pg in pgs.items()
@@ -921,6 +923,7 @@ def predict_pg_num(state: ClusterState, tools: Tools, pool_name: str, target: in
     for ps in range(n):
         parent = stable_mod(ps, old_pg, old_mask)
         children[parent] = children.get(parent, 0) + 1
+    state.need_bytes(f"{pool.id}.{ps:x}" for ps in range(old_pg))
     pg_bytes = {}
     for ps in range(n):
         parent = stable_mod(ps, old_pg, old_mask)

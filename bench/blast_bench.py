@@ -15,9 +15,12 @@ osdmaptool with the OSD marked out and checks the prediction against it.
 from __future__ import annotations
 
 import argparse
+import array
 import json
 import os
+import pickle
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -94,16 +97,57 @@ def build(osds: int, directory: Path, pg_bits: int = 7, seed: int = 3,
             "version": version}
 
 
+# A row of the canned `pg dump pgs` as build() writes it.
+ROW = re.compile(rb'\{"pgid":"(\d+)\.[0-9a-f]+","state":"([^"]*)","stat_sum":\{[^}]*\},'
+                 rb'"up":\[([-\d,]*)\],"acting":\[([-\d,]*)\],"up_primary":(-?\d+),'
+                 rb'"acting_primary":(-?\d+)\}')
+
+
+def derive(directory: Path) -> None:
+    """From the canned `pg dump pgs`, once (not measured): the `pgs_brief` answer, in
+    Pacific's shape and field order ({"pg_ready", "pg_stats": [{pgid, state, up, acting,
+    up_primary, acting_primary}]}, as the lab's mgr answers), and an index of each row's
+    place in the dump by acting OSD, so that `pg ls-by-osd` is answered as fast as a mgr
+    walking its pg map would."""
+    raw = (directory / "pgdump").read_bytes()
+    brief = []
+    by_osd: dict[int, array.array[int]] = {}
+    for m in ROW.finditer(raw):
+        pgid = raw[m.start() + 9:raw.index(b'"', m.start() + 9)]
+        brief.append(b'{"pgid":"%s","state":"%s","up":[%s],"acting":[%s],"up_primary":%s,'
+                     b'"acting_primary":%s}' % (pgid, m.group(2), m.group(3), m.group(4),
+                                               m.group(5), m.group(6)))
+        for o in m.group(4).split(b","):
+            if o:
+                by_osd.setdefault(int(o), array.array("q")).extend((m.start(), m.end()))
+    (directory / "pgbrief").write_bytes(b'{"pg_ready":true,"pg_stats":[' + b",".join(brief)
+                                        + b"]}")
+    with open(directory / "pgdump.byosd", "wb") as f:
+        pickle.dump(by_osd, f)
+
+
 class Canned:
     """Answers the commands a prediction sends (collectors.placement.Commands) from the
-    canned files; the pg dump is read from its file each time, as librados hands over a
-    new answer."""
+    canned files, in the shapes Pacific's mgr gives (tests/integration's lab checks them);
+    a pg dump is read from its file each time, as librados hands over a new answer."""
 
     def __init__(self, directory: Path) -> None:
         self.dir = directory
         self.answers = {f.name[4:].replace("_", " "): f.read_bytes()
                         for f in directory.glob("cmd.*")}
         self.sent: list[str] = []
+        if not (directory / "pgdump.byosd").exists() or not (directory / "pgbrief").exists():
+            derive(directory)
+        with open(directory / "pgdump.byosd", "rb") as f:
+            self.by_osd: dict[int, array.array[int]] = pickle.load(f)
+
+    def _rows(self, spans: list[tuple[int, int]]) -> bytes:
+        with open(self.dir / "pgdump", "rb") as f:
+            rows = []
+            for start, end in spans:
+                f.seek(start)
+                rows.append(f.read(end - start))
+        return b'{"pg_ready":true,"pg_stats":[' + b",".join(rows) + b"]}"
 
     def command(self, target: str, cmd: dict[str, Any], timeout: float | None = None) -> bytes:
         prefix = cmd["prefix"]
@@ -111,7 +155,17 @@ class Canned:
         if prefix == "osd getmap":
             return (self.dir / "osdmap").read_bytes()
         if prefix == "pg dump":
-            return (self.dir / "pgdump").read_bytes()
+            brief = cmd.get("dumpcontents") == ["pgs_brief"]
+            return (self.dir / ("pgbrief" if brief else "pgdump")).read_bytes()
+        if prefix == "pg ls-by-osd":
+            at = self.by_osd.get(int(cmd["osd"]), array.array("q"))
+            return self._rows(list(zip(at[::2], at[1::2], strict=True)))
+        if prefix == "pg ls-by-pool":
+            pools = {p["pool_name"]: p["pool"]
+                     for p in json.loads(self.answers["osd dump"])["pools"]}
+            raw = (self.dir / "pgdump").read_bytes()
+            want = str(pools[cmd["poolstr"]]).encode()
+            return self._rows([m.span() for m in ROW.finditer(raw) if m.group(1) == want])
         if prefix == "config get":
             return b"600\n" if cmd.get("key") == "mon_osd_down_out_interval" else b"0.05\n"
         if prefix in self.answers:
@@ -141,13 +195,14 @@ class Steps:
         self.cpu[name] = self.cpu.get(name, 0.0) + self._cpu() - self._t[1]
 
 
-def whatif_out(directory: Path, osd: int, steps: Steps) -> Any:
-    """What `stormdeck whatif out osd.N -f json` does after connecting, step by step."""
+def whatif_out(conn: Canned, osd: int, steps: Steps, full_dump: bool = False) -> Any:
+    """What `stormdeck whatif out osd.N -f json` does after connecting, step by step.
+    `full_dump`: read the whole `pg dump pgs` up front, as before pgs_brief (to compare)."""
     from stormdeck.advisors import blast
+    from stormdeck.collectors import placement
 
-    conn = Canned(directory)
     steps.start()
-    state = blast.state_of(conn)
+    state = placement.fetch(conn, brief=False) if full_dump else blast.state_of(conn)
     steps.stop("read the cluster (commands, JSON, parsing)")
     steps.start()
     tools = blast.find_tools(state.version, state.release)
@@ -178,6 +233,8 @@ def main() -> int:
     ap.add_argument("--dir", type=Path, help="keep the canned cluster here (built if absent)")
     ap.add_argument("--verify", action="store_true",
                     help="check the PGs predicted against osdmaptool's full mapping")
+    ap.add_argument("--full-dump", action="store_true",
+                    help="read the whole pg dump pgs up front (the path before pgs_brief)")
     ap.add_argument("--json", action="store_true", help="the figures as one JSON object")
     ap.add_argument("--smoke", action="store_true",
                     help="a small cluster, verified, to see that it runs (CI)")
@@ -201,21 +258,23 @@ def main() -> int:
         out["built"] = build(args.osds, directory)
         say(f"canned cluster: {out['built']['osds']:,} OSDs, {out['built']['pgs']:,} PGs, "
             f"built in {out['built']['build_s']:.1f} s (not measured)")
+    conn = Canned(directory)  # the canned mgr's answers and index, ready before the clock
     steps = Steps()
     started, cpu0 = time.monotonic(), Steps._cpu()
-    p = whatif_out(directory, args.osd, steps)
+    p = whatif_out(conn, args.osd, steps, args.full_dump)
     total, cpu = time.monotonic() - started, Steps._cpu() - cpu0
     out.update(osd=args.osd, total_s=total, cpu_s=cpu, steps_s=steps.took,
                steps_cpu_s=steps.cpu, load_average=os.getloadavg()[0],
                predicted_s=p.seconds, pgs_remapped=len(p.pgs_remapped),
                copies_to_create=p.copies_to_create, bytes_to_move=p.bytes_to_move,
-               method=p.method)
+               method=p.method, sent=conn.sent)
     say(f"whatif out osd.{args.osd}: {total:.2f} s in all ({cpu:.2f} s CPU; load average "
         f"{out['load_average']:.1f}), {len(p.pgs_remapped):,} PGs remapped, "
         f"{p.copies_to_create:,} copies")
     for name, s in steps.took.items():
         say(f"  {name}: {s:.2f} s ({steps.cpu[name]:.2f} s CPU)")
     say(f"  method: {p.method}")
+    say(f"  asked: {', '.join(conn.sent)}")
     if args.verify:
         v = out["verify"] = verify(directory, args.osd, p)
         say(f"  against osdmaptool's full mapping ({v['full_mapping_remapped']:,} PGs "

@@ -518,9 +518,10 @@ def blast_step(osds: int) -> dict[str, Any] | None:
 
     with tempfile.TemporaryDirectory(prefix="stormdeck-blast-bench-") as d:
         built = blast_bench.build(osds, Path(d))
+        conn = blast_bench.Canned(Path(d))
         steps = blast_bench.Steps()
         started = time.monotonic()
-        p = blast_bench.whatif_out(Path(d), min(17, osds - 1), steps)
+        p = blast_bench.whatif_out(conn, min(17, osds - 1), steps)
         took = time.monotonic() - started
     return {"osds": osds, "pgs": built["pgs"], "map_built_s": built["build_s"],
             "predict_out_s": took, "pgs_remapped": len(p.pgs_remapped)}
