@@ -137,3 +137,17 @@ def test_pgs_brief_read_from_its_bytes_equals_the_json_parse(canned: Path) -> No
     odd = [{"state": "active", "pgid": "1.0", "up": [1], "acting": [1]}, *rows]
     assert parse_brief(json.dumps(odd).encode()) is None
     assert placement.parse_pgs(odd)["1.0"].up == (1,)
+
+
+@needs_tools
+def test_the_fetched_pgs_are_left_out_of_later_collections(canned: Path) -> None:
+    import gc
+
+    gc.unfreeze()
+    try:
+        state = placement.fetch(blast_bench.Canned(canned))
+        assert gc.isenabled()
+        # frozen: the next full collection does not walk a million PG tuples again
+        assert gc.get_freeze_count() >= len(state.pgs) > 0
+    finally:
+        gc.unfreeze()
