@@ -78,6 +78,9 @@ class Executor:
                                  curve_follow=curve_follow, verify_seconds=verify_seconds,
                                  converge_seconds=converge_seconds)
         self.began: list[str] = []  # journal entries this executor wrote an intent for
+        # The last prediction and the changes it was for: apply reuses the one the review
+        # showed while the osdmap epoch has not moved (a prediction costs seconds at scale).
+        self._predicted: tuple[tuple[Any, ...], blast.Prediction] | None = None
 
     @property
     def ceph(self) -> CephAdmin | None:
@@ -138,8 +141,19 @@ class Executor:
         if not self.predict or ceph is None or \
                 not any(blast.moves_data(c) for c in plan.changes):
             return None
+        key = blast.changes_key(plan.changes)
+        if self._predicted is not None and self._predicted[0] == key:
+            try:
+                epoch = int((ceph.cmd("osd stat") or {}).get("epoch") or 0)
+            except (UserError, ValueError, TypeError, AttributeError):
+                epoch = None
+            if blast.reusable(self._predicted[1], epoch):
+                return self._predicted[1]
         try:
-            return blast.plan_prediction(ceph.connection, plan.changes)
+            p = blast.plan_prediction(ceph.connection, plan.changes)
+            if p is not None:
+                self._predicted = (key, p)
+            return p
         except NothingChanged:
             raise
         except UserError as exc:

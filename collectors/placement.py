@@ -1,19 +1,30 @@
 """What a placement prediction reads from Ceph: the binary osdmap, per-PG bytes, pools, OSD space.
 
 One fetch, on demand (never on the console's poll cadence): `osd getmap` is the
-map osdmaptool simulates on, `pg dump pgs` gives each PG's bytes and up set
-(pgs_brief has no sizes), `osd dump` the pools, OSD states, ratios and upmaps,
-`osd df` each OSD's space. The parsing is plain functions over the JSON, so
-unit tests can feed them outputs captured from the lab.
+map osdmaptool simulates on, `pg dump pgs_brief` each PG's up and acting sets,
+`osd dump` the pools, OSD states, ratios and upmaps, `osd df` each OSD's space.
+The bytes of a PG (which pgs_brief lacks) are read afterwards for the PGs a
+prediction finds moving only (ClusterState.need_bytes: `pg ls-by-osd` for a few
+OSDs, `pg ls-by-pool`, else the whole `pg dump pgs`): at a million PGs the full
+dump is 282 MB of JSON and most of the time. The parsing is plain functions over
+the JSON, so unit tests can feed them outputs captured from the lab.
 """
 
 from __future__ import annotations
 
+import gc
 import json
+import operator
 import re
-from collections.abc import Mapping
+import sys
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from itertools import repeat
+from typing import Any, NamedTuple, Protocol
+
+from stormdeck.collectors.ceph.connection import CommandError
 
 NONE_OSD = 2147483647  # CRUSH_ITEM_NONE: an EC shard with no OSD
 
@@ -42,12 +53,14 @@ class PoolInfo:
     pgp_num_target: int
 
 
-@dataclass(frozen=True, slots=True)
-class PgInfo:
+class PgInfo(NamedTuple):
+    """One PG of `pg dump` (a tuple: a million of them are made per prediction, and a
+    frozen dataclass costs twice as much to build)."""
+
     pgid: str
     pool: int
     ps: int
-    bytes: int  # stat_sum.num_bytes + num_omap_bytes: what a new copy must receive
+    bytes: int  # stat_sum.num_bytes + num_omap_bytes (0 until read: see need_bytes)
     up: tuple[int, ...]
     acting: tuple[int, ...]
     state: str
@@ -85,6 +98,14 @@ class ClusterState:
     misplaced_ratio: float | None = None
     down_out_interval: float | None = None
     target_max_misplaced_ratio: float | None = None
+    # Reads the bytes of PGs that pgs_brief listed without them; None: every PG's are in.
+    sizer: PgSizer | None = None
+
+    def need_bytes(self, pgids: Iterable[str]) -> None:
+        """Make sure these PGs' `bytes` are read (a prediction calls it for the PGs that
+        move, before it counts bytes)."""
+        if self.sizer is not None:
+            self.sizer.fill(self, pgids)
 
     def pool_by_name(self, name: str) -> PoolInfo | None:
         return next((p for p in self.pools.values() if p.name == name), None)
@@ -127,25 +148,154 @@ def parse_osds(dump: Mapping[str, Any], df: Mapping[str, Any] | None) -> dict[in
     return osds
 
 
-def parse_pgs(dump: Any) -> dict[str, PgInfo]:
-    """`pg dump pgs` JSON: Pacific answers {pg_stats: [...]}, a full dump {pg_map: {...}}."""
+def pg_rows(dump: Any) -> Any:
+    """The PG rows of `pg dump pgs|pgs_brief`, `pg ls-by-osd|ls-by-pool`: a bare list, or
+    {"pg_ready": ..., "pg_stats": [...]}, or a full dump's {"pg_map": {"pg_stats": ...}}
+    (the shape differs by command and release)."""
     if isinstance(dump, Mapping):
         rows = dump.get("pg_stats")
         if rows is None:
             rows = (dump.get("pg_map") or {}).get("pg_stats", ())
-    else:
-        rows = dump or ()
+        return rows
+    return dump or ()
+
+
+def parse_pgs(dump: Any) -> dict[str, PgInfo]:
+    """`pg dump pgs` or `pgs_brief` JSON (pg_rows' shapes); a brief row has no stat_sum,
+    its bytes are 0 until ClusterState.need_bytes reads them."""
+    rows = pg_rows(dump)
     pgs = {}
-    for r in rows:
-        pgid = str(r["pgid"])
+    empty: dict[str, Any] = {}
+    make = PgInfo._make
+    for r in rows:  # a million rows at scale: no per-row generator or regex
+        pgid = r["pgid"]
         pool, _, ps = pgid.partition(".")
-        s = r.get("stat_sum") or {}
-        pgs[pgid] = PgInfo(pgid=pgid, pool=int(pool), ps=int(ps, 16),
-                           bytes=int(s.get("num_bytes") or 0) + int(s.get("num_omap_bytes") or 0),
-                           up=tuple(int(x) for x in r.get("up") or ()),
-                           acting=tuple(int(x) for x in r.get("acting") or ()),
-                           state=str(r.get("state") or ""))
+        s = r.get("stat_sum") or empty
+        up, acting = r.get("up") or (), r.get("acting") or ()
+        up_t = tuple(up)
+        pgs[pgid] = make((pgid, int(pool), int(ps, 16),
+                          (s.get("num_bytes") or 0) + (s.get("num_omap_bytes") or 0),
+                          up_t, up_t if acting == up else tuple(acting),
+                          r.get("state") or ""))
     return pgs
+
+
+# A `pgs_brief` row as every release since Luminous writes it (pg_stat_t::dump_brief after
+# the pgid): pgid, state, up, acting, up_primary, acting_primary. The mgr's JSON is compact;
+# the spaced form (json-pretty, a file saved by hand) is tried when it does not match.
+BRIEF_ROWS = (
+    re.compile(r'"pgid":"((\d+)\.([0-9a-f]+))","state":"([^"]*)","up":\[([-\d,]*)\],'
+               r'"acting":\[([-\d,]*)\]'),
+    re.compile(r'"pgid":\s*"((\d+)\.([0-9a-f]+))",\s*"state":\s*"([^"]*)",\s*'
+               r'"up":\s*\[([-\d,\s]*)\],\s*"acting":\s*\[([-\d,\s]*)\]'))
+
+
+def parse_brief(raw: bytes) -> dict[str, PgInfo] | None:
+    """`pg dump pgs_brief` read straight from its bytes, whatever wraps the rows (a list,
+    {"pg_ready", "pg_stats"}), bytes 0; None when a row is not in the shape above (then
+    parse_pgs reads the JSON). At a million PGs: about 2.9 s CPU instead of 4.2 s through
+    json.loads and a dict per row, which were most of the time a prediction took."""
+    text = raw.decode("utf-8", "replace")
+    count = text.count('"pgid"')
+    rows: list[tuple[str, ...]] = []
+    for pattern in BRIEF_ROWS:
+        rows = pattern.findall(text)
+        if len(rows) == count:
+            break
+    if not rows or len(rows) != count:
+        return None
+    del text
+    ids, pool_s, ps_s, state_s, up_s, acting_s = zip(*rows, strict=True)
+    del rows
+    n = len(ids)
+    # every up set in one json.loads (C), not a parse per PG; most acting sets equal it
+    ups = list(map(tuple, json.loads("[[" + "],[".join(up_s) + "]]")))
+    if all(map(operator.eq, up_s, acting_s)):
+        acting = ups
+    else:
+        acting = [u if a == b else tuple(json.loads(f"[{b}]"))
+                  for u, a, b in zip(ups, up_s, acting_s, strict=True)]
+    pgs = dict(zip(ids, map(tuple.__new__, repeat(PgInfo), zip(  # PgInfo without __new__
+        ids, map(int, pool_s), map(int, ps_s, repeat(16, n)), repeat(0, n), ups, acting,
+        map(sys.intern, state_s), strict=True)), strict=True))
+    return pgs if len(pgs) == n else None
+
+
+def row_bytes(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Each row's stat_sum.num_bytes + num_omap_bytes, by PG id."""
+    out = {}
+    for r in rows:
+        s = r.get("stat_sum")
+        if isinstance(s, Mapping) and "pgid" in r:
+            out[str(r["pgid"])] = int(s.get("num_bytes") or 0) + \
+                int(s.get("num_omap_bytes") or 0)
+    return out
+
+
+# More `pg ls-by-osd` calls than this for one need_bytes and the whole `pg dump pgs` is
+# read instead (each call is a mgr round trip; a few hundred PGs at 10,000 OSDs).
+LS_CALLS_MAX = 16
+
+
+class PgSizer:
+    """Reads PGs' bytes on demand: `pg ls-by-osd` for the acting OSDs that cover most of
+    the PGs still unread (a handful of round trips for an OSD going out), `pg ls-by-pool`
+    for a pool most of whose PGs are asked, and the whole `pg dump pgs` when that is not
+    enough. A PG is taken as read only when a reply names it: which OSDs Ceph's filter
+    matches (acting, in Pacific) does not decide exactness."""
+
+    def __init__(self, conn: Commands) -> None:
+        self.conn = conn
+        self.known: set[str] = set()
+        self.complete = False
+        self.sent: list[str] = []  # what was asked, for the method line and the tests
+
+    def _ask(self, prefix: str, **kw: Any) -> dict[str, int]:
+        self.sent.append(" ".join([prefix, *(str(v) for v in kw.values())]))
+        with gc_paused():
+            return row_bytes(pg_rows(_json(self.conn.command("mgr", {"prefix": prefix, **kw}))))
+
+    def _take(self, state: ClusterState, got: Mapping[str, int]) -> None:
+        pgs = state.pgs
+        for pgid, b in got.items():
+            pg = pgs.get(pgid)
+            if pg is not None:
+                if pg.bytes != b:
+                    pgs[pgid] = pg._replace(bytes=b)
+                self.known.add(pgid)
+
+    def fill(self, state: ClusterState, pgids: Iterable[str]) -> None:
+        if self.complete:
+            return
+        pgs = state.pgs
+        left = {p for p in pgids if p in pgs and p not in self.known}
+        if not left:
+            return
+        by_pool = Counter(pgs[p].pool for p in left)
+        for pool_id, n in by_pool.items():
+            pool = state.pools.get(pool_id)
+            if pool is not None and n * 2 > pool.pg_num:
+                self._take(state, self._ask("pg ls-by-pool", poolstr=pool.name))
+        left -= self.known
+        tried: set[int] = set()
+        calls = 0
+        while left and calls < LS_CALLS_MAX:
+            # Ceph lists an OSD's PGs by their acting set, and refuses a down OSD (EAGAIN)
+            cover = Counter(o for p in left for o in pgs[p].acting
+                            if o not in tried and o in state.osds and state.osds[o].up)
+            if not cover:
+                break
+            osd = cover.most_common(1)[0][0]
+            tried.add(osd)
+            calls += 1
+            try:
+                self._take(state, self._ask("pg ls-by-osd", osd=osd))
+            except CommandError:  # refused (the OSD went down meanwhile): the next one
+                continue
+            left -= self.known
+        if left:  # PGs no OSD's list named (no acting set, or too many OSDs): all of them
+            self._take(state, self._ask("pg dump", dumpcontents=["pgs"]))
+            self.complete = True
 
 
 def parse_upmaps(dump: Mapping[str, Any]) -> tuple[dict[str, tuple[tuple[int, int], ...]],
@@ -179,8 +329,41 @@ def _float(text: bytes) -> float | None:
             return None
 
 
-def fetch(conn: Commands) -> ClusterState:
-    """Read what a prediction needs, in one go (a few round trips; `pg dump` dominates)."""
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector held off while a million PG objects are made or walked:
+    they hold no cycles, and each collection run meanwhile walks all of them again
+    (measured at 10,000 OSDs: most of the parse time, and a second of a prediction)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def parse_pgs_of(raw: bytes) -> dict[str, PgInfo]:
+    """`pg dump pgs` or `pgs_brief` from its bytes, the collector held off."""
+    with gc_paused():
+        return parse_pgs(_json(raw))
+
+
+def fetch(conn: Commands, brief: bool = True) -> ClusterState:
+    """Read what a prediction needs, in one go (a few round trips; `pg dump` dominates).
+    `brief`: every PG's up/acting from `pgs_brief`, bytes later for the PGs that move;
+    otherwise the whole `pg dump pgs` now."""
+    with gc_paused():
+        state = _fetch(conn, brief)
+        # Its million PG tuples hold no cycles: they go to the permanent generation (cheap,
+        # a list is spliced) so that the first collection after gc.enable() does not walk
+        # them all (0.8 s CPU at 1.28 M PGs); reference counting still frees them with the
+        # state. advisors/loop.py freezes alike and unfreezes now and then to collect.
+        gc.freeze()
+    return state
+
+
+def _fetch(conn: Commands, brief: bool) -> ClusterState:
     def mon(prefix: str, **kw: Any) -> bytes:
         return conn.command("mon", {"prefix": prefix, **kw})
 
@@ -196,7 +379,14 @@ def fetch(conn: Commands) -> ClusterState:
             prof = _json(mon("osd erasure-code-profile get", name=name)) or {}
             profiles[name] = int(prof.get("k", 1))
     df = _json(mgr("osd df"))
-    pgs = parse_pgs(_json(mgr("pg dump", dumpcontents=["pgs"])))
+    if brief:
+        raw = mgr("pg dump", dumpcontents=["pgs_brief"])
+        pgs = parse_brief(raw)
+        if pgs is None:
+            pgs = parse_pgs(_json(raw))
+        del raw
+    else:
+        pgs = parse_pgs(_json(mgr("pg dump", dumpcontents=["pgs"])))
     status = _json(mon("status")) or {}
     pgmap = status.get("pgmap") or {}
     version, release = parse_version(_json(mon("versions")) or {})
@@ -215,7 +405,8 @@ def fetch(conn: Commands) -> ClusterState:
         misplaced_ratio=float(pgmap["misplaced_ratio"]) if "misplaced_ratio" in pgmap else None,
         down_out_interval=_float(mon("config get", who="mon", key="mon_osd_down_out_interval")),
         target_max_misplaced_ratio=_float(mon("config get", who="mgr",
-                                              key="target_max_misplaced_ratio")))
+                                              key="target_max_misplaced_ratio")),
+        sizer=PgSizer(conn) if brief else None)
 
 
 def ok_to_stop(conn: Any, osd_ids: list[int]) -> dict[str, Any] | None:

@@ -127,6 +127,29 @@ def down_and_split(lab: LabCluster, cluster, pool: str, pool_id: int, tmp_path: 
     assert parent_size  # the bytes are checked on Pacific's lab, through apply
 
 
+def read_as_whatif_does(lab: LabCluster, predicted: dict) -> None:
+    """This release's mgr answers in the shapes the fetch reads: pgs_brief rows in
+    dump_brief's order (read from the bytes, not by the JSON fallback), and the moving PGs'
+    bytes from pg ls-by-osd / ls-by-pool, never the whole pg dump."""
+    from stormdeck.advisors import blast
+    from stormdeck.collectors import placement
+    from stormdeck.collectors.ceph.connection import CephConnection
+
+    conn = CephConnection(conffile=str(lab.conf))
+    try:
+        raw = conn.command("mgr", {"prefix": "pg dump", "dumpcontents": ["pgs_brief"]})
+        brief = placement.parse_brief(raw)
+        assert brief is not None and brief == placement.parse_pgs(json.loads(raw))
+        state = placement.fetch(conn)
+        p = blast.predict_out(state, blast.find_tools(state.version, state.release), [1])
+        assert p.pgs_remapped == predicted["pgs_remapped_ids"]
+        assert state.sizer is not None and state.sizer.sent and not state.sizer.complete
+        assert all(s.startswith("pg ls-by-") for s in state.sizer.sent), state.sizer.sent
+        assert p.bytes_to_move == pytest.approx(predicted["bytes_to_move"], rel=0.01)
+    finally:
+        conn.close()
+
+
 def test_whatif_out_predicts_exactly_the_pgs_that_move(release_cluster: LabCluster,
                                                        tmp_path: Path) -> None:
     """Every PG of every pool: the predicted set must be the one that changes. On Reef and
@@ -139,6 +162,7 @@ def test_whatif_out_predicts_exactly_the_pgs_that_move(release_cluster: LabClust
         pool_id = make_pool(cluster, "blastout", 24)
         predicted = whatif(lab, "out", "osd.1")
         assert "osdmaptool" in predicted["method"]
+        read_as_whatif_does(lab, predicted)
         # The release's own tool: the host's Pacific one only for Pacific's lab.
         version = ceph_json(cluster, "versions")["mon"]
         assert any(predicted["tool"].split()[1] in v for v in version), (predicted, version)

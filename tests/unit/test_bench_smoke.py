@@ -26,7 +26,8 @@ def run(name: str, *extra: str, timeout: float = 240) -> subprocess.CompletedPro
 
 def test_every_bench_has_a_smoke_test() -> None:
     tested = {"snapshot_bench.py", "scale_bench.py", "console_bench.py", "record_bench.py",
-              "curve_bench.py", "exporter_bench.py", "prometheus_bench.py", "fleet_bench.py"}
+              "curve_bench.py", "exporter_bench.py", "prometheus_bench.py", "fleet_bench.py",
+              "blast_bench.py"}
     assert set(BENCHES) == tested, "a new bench needs its smoke run here"
 
 
@@ -53,6 +54,13 @@ def test_scale_bench_gives_every_figure_as_json() -> None:
     assert 0 < console["first_paint_s"] < 30 and console["bytes_per_s"] > 0
     assert out["seek"]["snapshots"] > 0 and out["seek"]["seek_back_s"] >= 0
     assert out["check"]["after_second_poll_s"] >= 0
+
+
+@pytest.mark.skipif(shutil.which("osdmaptool") is None, reason="needs osdmaptool (ceph-base)")
+def test_blast_bench_predicts_the_pgs_osdmaptool_moves() -> None:
+    out = json.loads(run("blast_bench.py", "--json").stdout)
+    assert out["verify"]["same"] and out["pgs_remapped"] > 0
+    assert out["total_s"] > 0 and "crush_do_rule" in out["method"]
 
 
 @pytest.mark.skipif(shutil.which("prometheus") is None, reason="needs prometheus on PATH")
