@@ -380,7 +380,7 @@ class Executor:
         steps pgp_num after a split, and only then does data move). Not pgp_num against
         pg_num: a pool may keep pgp_num below pg_num on purpose."""
         ceph = self.backends.ceph
-        if ceph is None or c.kind != "pool_set" or c.key not in blast.MOVING_POOL_KEYS:
+        if ceph is None or not blast.splits_pool(c):
             return False
         try:
             return pool_stepping(ceph.cmd("osd dump") or {}, c.target)

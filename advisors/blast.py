@@ -1020,8 +1020,13 @@ def predict_down(state: ClusterState, tools: Tools | None, osds: Iterable[int],
 MOVING_POOL_KEYS = ("pg_num", "pgp_num")
 
 
+def splits_pool(change: Any) -> bool:
+    """A pool's pg_num or pgp_num: data moves as the mgr steps pgp_num, for hours."""
+    return change.kind == "pool_set" and change.key in MOVING_POOL_KEYS
+
+
 def moves_data(change: Any) -> bool:
-    if change.kind == "pool_set" and change.key in MOVING_POOL_KEYS:
+    if splits_pool(change):
         return True
     return change.kind == "osd_flag" and change.key == "noup" and change.proposed == "set" \
         and change.target != "cluster"

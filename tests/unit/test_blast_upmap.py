@@ -47,7 +47,7 @@ def test_upmap_items_move_the_pg_as_ceph_applies_them() -> None:
     assert p.bytes_to_move == 0 and any("moves nothing" in n for n in p.notes)
     # The command replaces the PG's items: existing ones no longer apply after it.
     moved = replace(s, upmap_items={"2.0": ((1, 0),)},
-                    pgs={**s.pgs, "2.0": replace(s.pgs["2.0"], up=(2, 0))})
+                    pgs={**s.pgs, "2.0": s.pgs["2.0"]._replace(up=(2, 0))})
     p = blast.predict_upmap_items(moved, tools, "2.0", [(2, 1)], crushfile=str(CRUSHMAP))
     assert any("replaces them" in n for n in p.notes)
     # Rule's set (2, 1): 2 -> 1 is skipped (1 is there), and the old 1 -> 0 goes: the PG
