@@ -84,7 +84,8 @@ def render_text(snap) -> str:  # Snapshot -> str
     for s in snap.sources.values():
         state = "ok" if s.ok else ("stale" if s.stale else "error")
         took = f" {s.poll_seconds:.2f}s" if s.poll_seconds is not None else ""
-        src.append(f"{s.name} {state}{took}" + (f" ({p(s.error, 160)})" if s.error else ""))
+        how = f" ({s.mode})" if s.mode else ""  # Prometheus: recording rules or raw queries
+        src.append(f"{s.name}{how} {state}{took}" + (f" ({p(s.error, 160)})" if s.error else ""))
     out.append(f"snapshot {when}   sources: {', '.join(src)}")
     c = snap.cluster
     if c is not None:
