@@ -160,8 +160,9 @@ def render_text(snap) -> str:  # Snapshot -> str
     if c is not None and c.pools:
         rows = [[str(pl.id), p(pl.name, 60), pl.type,
                  num(pl.size) + (f" ({pl.ec_k}+{pl.ec_m})" if pl.ec_k else ""),
-                 str(pl.pg_num), p(",".join(pl.flags) or "-", 60),
+                 str(pl.pg_num), pct(pl.used_ratio), p(",".join(pl.flags) or "-", 60),
                  num(pl.read_balance_score, "{:.2f}")] for pl in c.pools]
         out.append("")
-        out += _table(["POOL", "NAME", "TYPE", "SIZE", "PGS", "FLAGS", "READ BALANCE"], rows)
+        out += _table(["POOL", "NAME", "TYPE", "SIZE", "PGS", "USED", "FLAGS", "READ BALANCE"],
+                      rows)
     return "\n".join(out)

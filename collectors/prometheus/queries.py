@@ -105,6 +105,9 @@ OTHER_QUERIES: dict[str, str] = {
                 '({__name__=~"ceph_pg_[a-z_]+", __name__!="ceph_pg_total"}))',
     "pools": "max by (pool_id, name, type, description) (ceph_pool_metadata)",
     "pool_pgs": "max by (pool_id) (ceph_pg_total)",
+    # Pools' fill as `ceph df` gives it (stored, max avail, %used as a ratio): one query.
+    "pool_fill": 'max by (__name__, pool_id) '
+                 '({__name__=~"ceph_pool_(stored|max_avail|percent_used)"})',
     "client_read_iops": f"sum(max by (pool_id) (rate(ceph_pool_rd[{RATE}])))",
     "client_write_iops": f"sum(max by (pool_id) (rate(ceph_pool_wr[{RATE}])))",
     "client_read_bps": f"sum(max by (pool_id) (rate(ceph_pool_rd_bytes[{RATE}])))",

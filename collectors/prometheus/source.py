@@ -60,6 +60,18 @@ def _value(sample: Mapping[str, Any]) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def _fill(f: Mapping[str, float]) -> tuple[int | None, int | None, float | None]:
+    """A pool's stored bytes, max avail bytes and used ratio (0..1), as librados' `df`
+    gives them (collectors/ceph/usage.py): the mgr exports `df`'s own figures, and
+    percent_used is already stored / (stored + max_avail), a ratio whatever its name."""
+    stored = int(f["stored"]) if "stored" in f else None
+    avail = int(f["max_avail"]) if "max_avail" in f else None
+    used = f.get("percent_used")
+    if used is None and stored is not None and avail is not None and stored + avail > 0:
+        used = stored / (stored + avail)
+    return stored, avail, min(1.0, max(0.0, used)) if used is not None else None
+
+
 def _short(host: str) -> str:
     return host.split(".")[0]
 
@@ -463,6 +475,11 @@ class PrometheusSource:
             if name.startswith("ceph_pg_") and v is not None:
                 flags[name.removeprefix("ceph_pg_")] = int(v)
         pool_pgs = {s["metric"].get("pool_id"): _value(s) for s in q("pool_pgs")}
+        fill: dict[str, dict[str, float]] = {}
+        for s in q("pool_fill"):
+            m, v = s.get("metric", {}), _value(s)
+            if v is not None and m.get("pool_id") and m.get("__name__"):
+                fill.setdefault(m["pool_id"], {})[m["__name__"].removeprefix("ceph_pool_")] = v
         pools: dict[str, Pool] = {}
         for s in q("pools"):
             m = s.get("metric", {})
@@ -482,10 +499,12 @@ class PrometheusSource:
                 except ValueError:
                     pass
             pg = pool_pgs.get(m["pool_id"])
+            stored, avail, used = _fill(fill.get(m["pool_id"], {}))
             pools[str(pid)] = Pool(id=pid, name=m.get("name", str(pid)),
                                    type="erasure" if erasure else "replicated",
                                    size=size, min_size=None, pg_num=int(pg) if pg else 0,
-                                   ec_k=k, ec_m=mm)
+                                   ec_k=k, ec_m=mm, stored_bytes=stored,
+                                   used_ratio=used, max_avail_bytes=avail)
         # librados spells it nodeep-scrub; the exporter can only use underscores.
         osd_flags = tuple(sorted(
             s["metric"]["__name__"].removeprefix("ceph_osd_flag_").replace("nodeep_", "nodeep-")

@@ -7,11 +7,8 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import threading
 import time
-import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +24,7 @@ from stormdeck.collectors.prometheus.queries import (
     recording_rules_yaml,
 )
 from stormdeck.collectors.prometheus.source import PrometheusSource
+from tests.prometheus_wire import Answers
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SHIPPED = ROOT / "assets" / "stormdeck-recording.yml"
@@ -151,43 +149,6 @@ def test_recorded_and_raw_give_the_same_figures_on_prometheus_engine(tmp_path: P
     doc["tests"][0]["promql_expr_test"][0]["exp_samples"][0]["value"] = 11
     (tmp_path / "cases.yml").write_text(json.dumps(doc))
     assert promtool("test", "rules", "cases.yml", cwd=tmp_path).returncode != 0
-
-
-class Answers:
-    """A Prometheus that answers each expression with the rows the test gives it."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, list[dict[str, Any]]] = {}
-        self.asked: list[str] = []
-        answers = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # kept alive, as Prometheus' are
-            disable_nagle_algorithm = True  # no delayed ACK between headers and body
-
-            def do_GET(self) -> None:
-                q = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
-                expr = q.get("query", [""])[0]
-                answers.asked.append(expr)
-                body = json.dumps({"status": "success", "data": {
-                    "resultType": "vector", "result": answers.rows.get(expr, [])}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 NOW = time.time()  # the mgr's newest scrape, as the tests' answers give it
