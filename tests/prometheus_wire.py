@@ -32,6 +32,7 @@ class Answers:
 
     def __init__(self) -> None:
         self.rows: dict[str, list[dict[str, Any]]] = {}
+        self.refused: set[str] = set()  # answered 400 bad_data, as a query that will not parse
         self.asked: list[str] = []
         answers = self
 
@@ -43,9 +44,13 @@ class Answers:
                 q = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
                 expr = q.get("query", [""])[0]
                 answers.asked.append(expr)
-                body = json.dumps({"status": "success", "data": {
-                    "resultType": "vector", "result": answers.rows.get(expr, [])}}).encode()
-                self.send_response(200)
+                bad = expr in answers.refused
+                body = json.dumps({"status": "error", "errorType": "bad_data",
+                                   "error": "parse error"} if bad else
+                                  {"status": "success", "data": {
+                                      "resultType": "vector",
+                                      "result": answers.rows.get(expr, [])}}).encode()
+                self.send_response(400 if bad else 200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()

@@ -146,6 +146,7 @@ class PrometheusSource:
             raise ValueError(f"no Prometheus query named {', '.join(sorted(unknown))}")
         self.queries.update(queries or {})
         self.match = match
+        self._overridden = frozenset(queries or {})
         # A query overridden by name is the site's: a recorded series never replaces it.
         self._recorded_queries = {k: v for k, v in RECORDED_QUERIES.items()
                                   if k not in (queries or {})}
@@ -321,7 +322,10 @@ class PrometheusSource:
             try:
                 results[name] = fut.result()
             except PrometheusError as exc:
-                errors.append(str(exc))
+                # An override the site wrote is the first thing to suspect: say it is one.
+                errors.append(str(exc) + (" (the query is overridden: --prometheus-query "
+                                          "or the config's prometheus_query)"
+                                          if name in self._overridden else ""))
                 results[name] = []
         return results, errors
 
