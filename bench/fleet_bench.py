@@ -282,9 +282,9 @@ class Fleet:
     """The targets' server and Prometheus, in a temporary directory, until closed."""
 
     def __init__(self, osds: int, interval: float, duplicate: bool,
-                 rules: bool = False) -> None:
+                 rules: bool = False, window: str | None = None) -> None:
         """`rules`: Prometheus evaluates stormdeck's recording rules (assets/), their
-        rates over the window the raw queries take at this scrape interval."""
+        rates over `window`, by default the raw queries' at this scrape interval."""
         import psutil
 
         from stormdeck.collectors.prometheus.queries import rate_window, recording_rules_yaml
@@ -303,7 +303,7 @@ class Fleet:
         rules_file = None
         if rules:
             rules_file = self.tmp / "stormdeck-recording.yml"
-            rules_file.write_text(recording_rules_yaml(rate_window(interval)))
+            rules_file.write_text(recording_rules_yaml(window or rate_window(interval)))
         (self.tmp / "prometheus.yml").write_text(prometheus_yml(
             target, hosts, interval, duplicate, str(rules_file) if rules_file else None))
         port = free_port()
