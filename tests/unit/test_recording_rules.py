@@ -151,9 +151,6 @@ def test_recorded_and_raw_give_the_same_figures_on_prometheus_engine(tmp_path: P
     assert promtool("test", "rules", "cases.yml", cwd=tmp_path).returncode != 0
 
 
-NOW = time.time()  # the mgr's newest scrape, as the tests' answers give it
-
-
 def row(value: float, **labels: str) -> dict[str, Any]:
     return {"metric": labels, "value": [1700000000.0, str(value)]}
 
@@ -168,8 +165,9 @@ def answers() -> Iterator[Answers]:
 def test_the_source_reads_recorded_series_where_they_exist_and_raw_at_once_when_gone(
         answers: Answers) -> None:
     src = PrometheusSource(answers.url, timeout=5, scrape_interval=30)
+    now = time.time()  # the mgr's newest scrape, as the answers give it
     try:
-        answers.rows[src.queries["newest"]] = [row(NOW)]
+        answers.rows[src.queries["newest"]] = [row(now)]
         answers.rows[src.queries["up"]] = [row(1, ceph_daemon="osd.0")]
         answers.rows[RECORDED_PROBE] = [row(1, __name__="stormdeck:read_iops")]
         answers.rows[RECORDED_QUERIES["read_iops"]] = [row(42, ceph_daemon="osd.0")]
@@ -193,10 +191,10 @@ def test_the_source_reads_recorded_series_where_they_exist_and_raw_at_once_when_
         answers.rows[RECORDED_PROBE] = []
         for expr in RECORDED_QUERIES.values():
             del answers.rows[expr]
-        answers.rows[src.queries["newest"]] = [row(NOW + 15)]
+        answers.rows[src.queries["newest"]] = [row(now + 15)]
         part = src.poll()
         assert part.daemons["osd.0"].read_iops == 41 and not part.errors
-        answers.rows[src.queries["newest"]] = [row(NOW + 30)]
+        answers.rows[src.queries["newest"]] = [row(now + 30)]
         src.poll()
         assert src.mode == "raw queries"
     finally:
@@ -208,8 +206,9 @@ def test_an_override_wins_over_a_recorded_series_and_rules_can_be_refused(
     mine = "max by (ceph_daemon) (site:osd_reads:rate5m)"
     src = PrometheusSource(answers.url, timeout=5, queries={"read_iops": mine})
     raw = PrometheusSource(answers.url, timeout=5, recording_rules=False)
+    now = time.time()
     try:
-        answers.rows[src.queries["newest"]] = [row(NOW)]
+        answers.rows[src.queries["newest"]] = [row(now)]
         answers.rows[src.queries["up"]] = [row(1, ceph_daemon="osd.0")]
         answers.rows[RECORDED_PROBE] = [row(1, __name__=RECORDED + n)
                                         for n in RECORDED_QUERIES]
