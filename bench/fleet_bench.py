@@ -243,7 +243,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def prometheus_yml(target: str, hosts: list[str], interval: float, duplicate: bool) -> str:
+def prometheus_yml(target: str, hosts: list[str], interval: float, duplicate: bool,
+                   rules: str | None = None) -> str:
     iv = f"{interval:g}s"
     timeout = f"{min(interval, 10):g}s"
     jobs = [("ceph", ["/mgr"], True), ("stormdeck", [f"/exporter/{h}" for h in hosts], False),
@@ -252,7 +253,10 @@ def prometheus_yml(target: str, hosts: list[str], interval: float, duplicate: bo
         jobs += [("ceph-again", ["/mgr"], True),
                  ("stormdeck-again", [f"/exporter/{h}" for h in hosts], False)]
     out = [f"global: {{scrape_interval: {iv}, scrape_timeout: {timeout}, "
-           f"evaluation_interval: {iv}}}", "scrape_configs:"]
+           f"evaluation_interval: {iv}}}"]
+    if rules:
+        out.append(f"rule_files: [{json.dumps(rules)}]")
+    out.append("scrape_configs:")
     for job, paths, honor in jobs:
         out.append(f"  - job_name: {job}")
         out.append(f"    honor_labels: {'true' if honor else 'false'}")
@@ -277,8 +281,13 @@ def instant(base: str, expr: str) -> list[Any]:
 class Fleet:
     """The targets' server and Prometheus, in a temporary directory, until closed."""
 
-    def __init__(self, osds: int, interval: float, duplicate: bool) -> None:
+    def __init__(self, osds: int, interval: float, duplicate: bool,
+                 rules: bool = False, window: str | None = None) -> None:
+        """`rules`: Prometheus evaluates stormdeck's recording rules (assets/), their
+        rates over `window`, by default the raw queries' at this scrape interval."""
         import psutil
+
+        from stormdeck.collectors.prometheus.queries import rate_window, recording_rules_yaml
 
         self.tmp = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
         port_file = self.tmp / "port"
@@ -291,8 +300,12 @@ class Fleet:
             time.sleep(0.1)
         target = f"127.0.0.1:{port_file.read_text()}"
         hosts = sorted({host_of(i) for i in range(osds)})
-        (self.tmp / "prometheus.yml").write_text(prometheus_yml(target, hosts, interval,
-                                                                duplicate))
+        rules_file = None
+        if rules:
+            rules_file = self.tmp / "stormdeck-recording.yml"
+            rules_file.write_text(recording_rules_yaml(window or rate_window(interval)))
+        (self.tmp / "prometheus.yml").write_text(prometheus_yml(
+            target, hosts, interval, duplicate, str(rules_file) if rules_file else None))
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.log = open(self.tmp / "prometheus.log", "wb")  # noqa: SIM115
@@ -335,6 +348,7 @@ class Fleet:
 
 
 def make_source(url: str, interval: float) -> Any:
+    """The source as `stormdeck watch --prometheus` makes it: recording rules where found."""
     from stormdeck.collectors.prometheus.source import PrometheusSource
 
     return PrometheusSource(url, scrape_interval=interval)
@@ -389,7 +403,8 @@ def polls_child(url: str, interval: float, seconds: float) -> None:
                      "bytes": counted.bytes - b0,
                      "series": counted.series - s0,
                      "requests": counted.requests - q0, "within": within(part),
-                     "osds": sum(1 for k in part.daemons if k.startswith("osd."))})
+                     "osds": sum(1 for k in part.daemons if k.startswith("osd.")),
+                     "mode": src.mode})
         left = 1.0 - (time.monotonic() - started)
         if left > 0:
             time.sleep(left)
@@ -540,6 +555,9 @@ def main() -> int:
     ap.add_argument("--only", choices=["polls", "console"], default=None)
     ap.add_argument("--duplicate", action="store_true",
                     help="scrape the mgr and exporter targets twice, under two jobs")
+    ap.add_argument("--rules", action="store_true",
+                    help="Prometheus evaluates stormdeck's recording rules, which the "
+                         "source then reads")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--smoke", action="store_true", help="small and quick, for the tests")
     ap.add_argument("--child", choices=["serve", "polls", "console"])
@@ -565,16 +583,18 @@ def main() -> int:
         return 3
     out: dict[str, Any] = {"osds": args.osds, "hosts": len({host_of(i)
                                                              for i in range(args.osds)}),
-                           "interval_s": args.interval, "duplicate": args.duplicate}
+                           "interval_s": args.interval, "duplicate": args.duplicate,
+                           "rules": args.rules}
 
     def say(text: str) -> None:
         if not args.json:
             print(text, flush=True)
     say(f"fleet: {args.osds:,} OSDs on {out['hosts']} hosts, scraped every {args.interval:g} s"
-        + (", every mgr and exporter series twice" if args.duplicate else ""))
+        + (", every mgr and exporter series twice" if args.duplicate else "")
+        + (", recording rules loaded" if args.rules else ""))
     # A SIGTERM (a timeout, a kill) still stops Prometheus and the targets.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    fleet = Fleet(args.osds, args.interval, args.duplicate)
+    fleet = Fleet(args.osds, args.interval, args.duplicate, rules=args.rules)
     try:
         while fleet.scrapes() < args.fill_scrapes:
             time.sleep(min(2.0, args.interval / 2))
@@ -591,10 +611,12 @@ def main() -> int:
                                   "--poll-seconds", str(args.poll_seconds)],
                                  capture_output=True, text=True, check=True)
             prom = 100 * (fleet.cpu() - c0) / (time.monotonic() - t0)
-            p = poll_figures(json.loads(res.stdout.strip().splitlines()[-1]))
+            rows = json.loads(res.stdout.strip().splitlines()[-1])
+            p = poll_figures(rows)
             p["prometheus_pct"] = prom
+            p["mode"] = rows[-1]["mode"] if rows else None
             out["polls"] = p
-            say(f"  polls at 1 Hz for {args.poll_seconds:g} s: {p['polls']} polls, "
+            say(f"  polls at 1 Hz for {args.poll_seconds:g} s ({p['mode']}): {p['polls']} polls, "
                 f"{p['reading_polls']} read the fleet, {p['requests']} HTTP requests")
             say(f"    a read: {p['series_per_read']:,.0f} series, {p['mb_per_read']:.2f} MB "
                 f"(JSON, gzip'd on the wire), "

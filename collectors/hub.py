@@ -235,6 +235,7 @@ class Hub:
     def health(self) -> dict[str, SourceHealth]:
         now = time.monotonic()
         out = {}
+        modes = {s.name: getattr(s, "mode", None) for s in self.sources}
         with self._lock:
             for name, st in self._states.items():
                 hung = self._hung(name, st, now)
@@ -247,7 +248,8 @@ class Hub:
                     name=name, ok=error is None and st.partial is not None,
                     last_success=st.last_success, error=error,
                     stale=st.partial is not None and (st.last_failed or hung),
-                    poll_seconds=st.poll_seconds)
+                    poll_seconds=st.poll_seconds,
+                    mode=modes.get(name) if isinstance(modes.get(name), str) else None)
         return out
 
     def snapshot(self) -> Snapshot:

@@ -431,6 +431,8 @@ class SourceHealth:
     error: str | None = None
     stale: bool = False  # values shown are from last_success, not from now
     poll_seconds: float | None = None  # how long the last poll took
+    # How the source reads, where it says (Prometheus: "recording rules" or "raw queries").
+    mode: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,7 +46,7 @@ from stormdeck.lab.state import (
     default_dir,
     failed_mgr_modules,
     parse_version,
-    prometheus_yml,
+    write_prometheus_config,
 )
 from stormdeck.lab.storms import Storms
 
@@ -368,8 +368,7 @@ class Lab(CephadmShape, Storms):
         ports, d = state.ports, self.dir
         (d / "prometheus").mkdir(exist_ok=True)
         (d / "textfile").mkdir(exist_ok=True)
-        yml = d / "prometheus" / "prometheus.yml"
-        yml.write_text(prometheus_yml(ports))
+        yml = write_prometheus_config(d / "prometheus", ports)
         self._start(state, Proc("node-exporter", [
             _binary("prometheus-node-exporter"),
             f"--web.listen-address=127.0.0.1:{ports.node_exporter}",

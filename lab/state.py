@@ -181,11 +181,16 @@ admin socket = {d}/run/$cluster-$name.$pid.$cctid.asok
 SCRAPE_INTERVAL = 5
 
 
+RECORDING_RULES = "stormdeck-recording.yml"
+
+
 def prometheus_yml(ports: Ports) -> str:
     return f"""# Written by `stormdeck lab up --prometheus`.
 global:
   scrape_interval: {SCRAPE_INTERVAL}s
   evaluation_interval: {SCRAPE_INTERVAL}s
+# stormdeck's recording rules (assets/), beside this file: the console reads them.
+rule_files: ["{RECORDING_RULES}"]
 scrape_configs:
   - job_name: ceph
     honor_labels: true
@@ -198,6 +203,24 @@ scrape_configs:
     static_configs:
       - targets: ["127.0.0.1:{ports.exporter}"]
 """
+
+
+def write_prometheus_config(directory: Path, ports: Ports) -> Path:
+    """prometheus.yml and the recording rules it loads, in `directory`; the yml's path.
+
+    The rules are assets/stormdeck-recording.yml with its rates over four of the lab's
+    scrape intervals, as the raw queries take them at --prometheus-scrape-interval 5
+    (the shipped file's 2m is four scrapes at 30 s).
+    """
+    from importlib.resources import files
+
+    rules = files("stormdeck.assets").joinpath(RECORDING_RULES).read_text()
+    window = f"[{4 * SCRAPE_INTERVAL}s]"
+    (directory / RECORDING_RULES).write_text(rules.replace("[2m]", window)
+                                             .replace("over 2m:", f"over {window[1:-1]}:"))
+    yml = directory / "prometheus.yml"
+    yml.write_text(prometheus_yml(ports))
+    return yml
 
 
 def _binary(name: str) -> str:

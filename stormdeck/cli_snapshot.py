@@ -84,7 +84,8 @@ def render_text(snap) -> str:  # Snapshot -> str
     for s in snap.sources.values():
         state = "ok" if s.ok else ("stale" if s.stale else "error")
         took = f" {s.poll_seconds:.2f}s" if s.poll_seconds is not None else ""
-        src.append(f"{s.name} {state}{took}" + (f" ({p(s.error, 160)})" if s.error else ""))
+        how = f" ({s.mode})" if s.mode else ""  # Prometheus: recording rules or raw queries
+        src.append(f"{s.name}{how} {state}{took}" + (f" ({p(s.error, 160)})" if s.error else ""))
     out.append(f"snapshot {when}   sources: {', '.join(src)}")
     c = snap.cluster
     if c is not None:
@@ -159,8 +160,9 @@ def render_text(snap) -> str:  # Snapshot -> str
     if c is not None and c.pools:
         rows = [[str(pl.id), p(pl.name, 60), pl.type,
                  num(pl.size) + (f" ({pl.ec_k}+{pl.ec_m})" if pl.ec_k else ""),
-                 str(pl.pg_num), p(",".join(pl.flags) or "-", 60),
+                 str(pl.pg_num), pct(pl.used_ratio), p(",".join(pl.flags) or "-", 60),
                  num(pl.read_balance_score, "{:.2f}")] for pl in c.pools]
         out.append("")
-        out += _table(["POOL", "NAME", "TYPE", "SIZE", "PGS", "FLAGS", "READ BALANCE"], rows)
+        out += _table(["POOL", "NAME", "TYPE", "SIZE", "PGS", "USED", "FLAGS", "READ BALANCE"],
+                      rows)
     return "\n".join(out)

@@ -7,8 +7,12 @@
     prometheus_match = 'cluster="prod"'
     prometheus_ca = "/etc/ssl/prom-ca.pem"
     prometheus_token_file = "/etc/stormdeck/prom.token"   # file only: never on a command line
+    prometheus_org_id = "tenant-1"    # X-Scope-OrgID, for Mimir or Cortex
     read_only = true                  # refuse every change to this cluster
     fsid = "8f1c..."                  # optional: by default the fsid in its conf's [global]
+
+    [clusters.prod.prometheus_query]  # --prometheus-query NAME=PROMQL, by name
+    read_iops = 'max by (ceph_daemon) (site:ceph_osd_op_r:rate5m)'
 
     [clusters.lab]
     conf = "/var/tmp/stormdeck-lab/ceph.conf"
@@ -31,7 +35,13 @@ from typing import Any
 from stormdeck.base.errors import UserError
 from stormdeck.base.files import FileMissing, read_text
 from stormdeck.base.text import printable
-from stormdeck.sources import ceph_client, names_ceph, readable_file, source_parser
+from stormdeck.sources import (
+    ceph_client,
+    checked_override,
+    names_ceph,
+    readable_file,
+    source_parser,
+)
 
 # Keys only the file may hold: secrets stay off command lines (and out of `ps`).
 FILE_ONLY = ("prometheus_token_file", "prometheus_user", "prometheus_password_file",
@@ -157,6 +167,8 @@ def _shown(value: Any) -> str:
 
 def _checked(where: str, action: argparse.Action, value: Any, inverted: bool) -> Any:
     """The value as the command line would have taken it, or one sentence why not."""
+    if action.dest == "prometheus_query":
+        return _overrides(where, value)
     if action.nargs == 0:  # a flag: --ceph, --no-host, --prometheus-insecure
         if not isinstance(value, bool):
             raise UserError(f"{where} = {_shown(value)} is not allowed: it takes true or "
@@ -182,6 +194,25 @@ def _checked(where: str, action: argparse.Action, value: Any, inverted: bool) ->
         return convert(value)  # type: ignore[operator]
     except argparse.ArgumentTypeError as exc:
         raise UserError(f"{where} = {_shown(value)} is not allowed: it {exc}") from None
+
+
+def _overrides(where: str, value: Any) -> list[tuple[str, str]]:
+    """prometheus_query: a table of NAME = "PROMQL" (or a list of "NAME=PROMQL", as the
+    command line spells them), each checked as --prometheus-query checks it."""
+    if isinstance(value, list) and all(isinstance(v, str) and "=" in v for v in value):
+        value = dict(v.partition("=")[::2] for v in value)
+    if not isinstance(value, dict):
+        raise UserError(f"{where} = {_shown(value)} is not allowed: it takes a table of "
+                        "query names and PromQL, like [clusters.NAME.prometheus_query] "
+                        "read_iops = '...'")
+    out = []
+    for name, expr in value.items():
+        try:
+            out.append(checked_override(str(name).strip(), expr))
+        except argparse.ArgumentTypeError as exc:
+            raise UserError(f"{where}.{printable(str(name), 60)} is not allowed: it {exc}") \
+                from None
+    return out
 
 
 def _what(action: argparse.Action) -> str:

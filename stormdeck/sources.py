@@ -86,6 +86,38 @@ def label_matcher(text: Any) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def query_override(text: Any) -> tuple[str, str]:
+    """NAME=PROMQL: the PromQL the Prometheus source asks for one of its fields."""
+    if not isinstance(text, str) or "=" not in text:
+        raise argparse.ArgumentTypeError("takes NAME=PROMQL, like "
+                                         "'read_iops=max by (ceph_daemon) (my:osd_reads)'")
+    name, _, expr = text.partition("=")
+    return checked_override(name.strip(), expr)
+
+
+def checked_override(name: str, expr: Any) -> tuple[str, str]:
+    """One query override, checked: a query of that name exists, its PromQL is not torn
+    (strings closed, brackets balanced); Prometheus judges the rest when asked."""
+    import difflib
+
+    from stormdeck.collectors.prometheus.promql import MatcherError, check_query
+    from stormdeck.collectors.prometheus.queries import ALL_QUERIES
+
+    if name not in ALL_QUERIES:
+        near = difflib.get_close_matches(name, list(ALL_QUERIES), n=3)
+        raise argparse.ArgumentTypeError(
+            f"names no Prometheus query {name!r}"
+            + (f" (did you mean {', '.join(near)}?)" if near else "")
+            + ": docs/fleet.md lists them")
+    if not isinstance(expr, str):
+        raise argparse.ArgumentTypeError(f"takes PromQL text for {name}")
+    try:
+        return name, check_query(expr)
+    except MatcherError as exc:
+        raise argparse.ArgumentTypeError(f"has PromQL for {name} that Prometheus would "
+                                         f"refuse ({exc})") from None
+
+
 def client_name(text: Any) -> str:
     """`ceph --name`: TYPE.ID, as librados takes it (client.admin)."""
     if not isinstance(text, str) or not re.fullmatch(r"[a-z]+\.[^\s]+", text):
@@ -147,6 +179,11 @@ def add_source_options(parser: argparse.ArgumentParser) -> None:
                         "system's)")
     g.add_argument("--prometheus-insecure", action="store_true",
                    help="do not verify the https Prometheus' certificate (never the default)")
+    g.add_argument("--prometheus-query", metavar="NAME=PROMQL", type=query_override,
+                   action="append", default=None,
+                   help="ask this PromQL for the field NAME instead of stormdeck's own (a "
+                        "site's recording rules or relabelled series; repeatable; config "
+                        "table prometheus_query; names in docs/fleet.md)")
     g.add_argument("--prometheus-org-id", metavar="TENANT", default=None,
                    help="sent as X-Scope-OrgID: the tenant to read in Mimir or Cortex "
                         "(config key prometheus_org_id)")
@@ -316,6 +353,7 @@ def prometheus_source(args: argparse.Namespace) -> Source:
         user=getattr(args, "prometheus_user", None),
         password_file=getattr(args, "prometheus_password_file", None),
         org_id=getattr(args, "prometheus_org_id", None),
+        queries=dict(getattr(args, "prometheus_query", None) or ()),
         scrape_interval=getattr(args, "prometheus_scrape_interval", 30.0))
 
 

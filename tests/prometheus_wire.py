@@ -16,6 +16,7 @@ import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 EMPTY_VECTOR = json.dumps({"status": "success",
                            "data": {"resultType": "vector", "result": []}}).encode()
@@ -24,6 +25,53 @@ EMPTY_VECTOR = json.dumps({"status": "success",
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
+
+
+class Answers:
+    """A Prometheus that answers each expression with the rows the test gives it."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, list[dict[str, Any]]] = {}
+        self.refused: set[str] = set()  # answered 400 bad_data, as a query that will not parse
+        self.asked: list[str] = []
+        answers = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # kept alive, as Prometheus' are
+            disable_nagle_algorithm = True  # no delayed ACK between headers and body
+
+            def do_GET(self) -> None:
+                q = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+                expr = q.get("query", [""])[0]
+                answers.asked.append(expr)
+                bad = expr in answers.refused
+                body = json.dumps({"status": "error", "errorType": "bad_data",
+                                   "error": "parse error"} if bad else
+                                  {"status": "success", "data": {
+                                      "resultType": "vector",
+                                      "result": answers.rows.get(expr, [])}}).encode()
+                self.send_response(400 if bad else 200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = _Server(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def __enter__(self) -> Answers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class StandIn:

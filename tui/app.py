@@ -264,6 +264,8 @@ class StormdeckApp(App[None]):
         for s in frame.snapshot.sources.values():
             style, word = source_state(s, now, self.feed.interval)
             line.append(f"  {s.name} ")
+            if s.mode:  # Prometheus: through its recording rules or the raw queries
+                line.append(f"({s.mode}) ", style="dim")
             line.append(word, style=style)
         return line
 

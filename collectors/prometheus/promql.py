@@ -155,3 +155,33 @@ def _braces(expr: str, i: int, matchers: str) -> str:
     if not inner.strip():
         return "{" + matchers + "}"
     return "{" + matchers + ", " + inner.lstrip() + "}"
+
+
+def check_query(expr: str) -> str:
+    """`expr`, stripped, if Prometheus' lexer would get through it: not empty, strings
+    closed, (), {} and [] balanced; MatcherError saying what is wrong if not. The rest
+    of PromQL is Prometheus' to judge: it refuses a bad query with its own sentence."""
+    expr = expr.strip()
+    if not expr:
+        raise MatcherError("it is empty")
+    inject(expr, 'x="y"')  # walks strings, {} and [] as the lexer does; raises if torn
+    depth = 0
+    i = 0
+    while i < len(expr):
+        c = expr[i]
+        if c in "\"'`":
+            m = _QUOTED.match(expr, i)
+            assert m is not None  # inject() above found every string closed
+            i = m.end()
+            continue
+        if c == "#":  # a comment runs to the end of the line
+            j = expr.find("\n", i)
+            i = len(expr) if j < 0 else j
+            continue
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if depth < 0:
+            break
+        i += 1
+    if depth:
+        raise MatcherError(f"unbalanced () in {expr!r}")
+    return expr

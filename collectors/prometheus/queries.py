@@ -29,28 +29,36 @@ def _per_daemon(expr: str) -> str:
     return f"max by (ceph_daemon) ({expr})"
 
 
+# What stormdeck derives per daemon, every label kept: the raw queries take `max by` of
+# these, and assets/stormdeck-recording.yml records each as `stormdeck:NAME`.
+DAEMON_DERIVED: dict[str, str] = {
+    "read_iops": f"rate(ceph_osd_op_r[{RATE}])",
+    "write_iops": f"rate(ceph_osd_op_w[{RATE}])",
+    "read_bps": f"rate(ceph_osd_op_r_out_bytes[{RATE}])",
+    "write_bps": f"rate(ceph_osd_op_w_in_bytes[{RATE}])",
+    "op_read_latency": f"rate(ceph_osd_op_r_latency_sum[{RATE}])"
+                       f" / rate(ceph_osd_op_r_latency_count[{RATE}]) > -1",
+    "op_write_latency": f"rate(ceph_osd_op_w_latency_sum[{RATE}])"
+                        f" / rate(ceph_osd_op_w_latency_count[{RATE}]) > -1",
+}
+# CPU: stormdeck's exporter where it runs, else ceph-exporter (Reef+, K7.1), whose
+# modes are summed once each.
+_CEPH_EXPORTER_CPU = f'rate(ceph_exporter_cpu_total{{mode=~"user|kernel|system"}}[{RATE}])'
+_STORMDECK_CPU = f"rate(stormdeck_daemon_cpu_seconds_total[{RATE}])"
+
 DAEMON_QUERIES: dict[str, str] = {
     "up": _per_daemon("ceph_osd_up"),
     "in_": _per_daemon("ceph_osd_in"),
     "commit_latency": _per_daemon("ceph_osd_commit_latency_ms") + " / 1000",
     "apply_latency": _per_daemon("ceph_osd_apply_latency_ms") + " / 1000",
-    "read_iops": _per_daemon(f"rate(ceph_osd_op_r[{RATE}])"),
-    "write_iops": _per_daemon(f"rate(ceph_osd_op_w[{RATE}])"),
-    "read_bps": _per_daemon(f"rate(ceph_osd_op_r_out_bytes[{RATE}])"),
-    "write_bps": _per_daemon(f"rate(ceph_osd_op_w_in_bytes[{RATE}])"),
-    "op_read_latency": _per_daemon(f"rate(ceph_osd_op_r_latency_sum[{RATE}])"
-                                   f" / rate(ceph_osd_op_r_latency_count[{RATE}]) > -1"),
-    "op_write_latency": _per_daemon(f"rate(ceph_osd_op_w_latency_sum[{RATE}])"
-                                    f" / rate(ceph_osd_op_w_latency_count[{RATE}]) > -1"),
+    **{name: _per_daemon(expr) for name, expr in DAEMON_DERIVED.items()},
     # PGs instantiated on the OSD, strays awaiting removal included; librados'
     # `osd df` counts PGs mapped to it. They agree once strays are purged.
     "pgs": _per_daemon("ceph_osd_numpg"),
     "utilization": _per_daemon("ceph_osd_stat_bytes_used / ceph_osd_stat_bytes"),
-    # CPU: stormdeck's exporter where it runs, else ceph-exporter (Reef+, K7.1), whose
-    # modes are summed once each.
-    "cores_used": _per_daemon(f"rate(stormdeck_daemon_cpu_seconds_total[{RATE}])")
+    "cores_used": _per_daemon(_STORMDECK_CPU)
                   + " or sum by (ceph_daemon) (max by (ceph_daemon, mode) "
-                  f'(rate(ceph_exporter_cpu_total{{mode=~"user|kernel|system"}}[{RATE}])))',
+                  f"({_CEPH_EXPORTER_CPU}))",
     "cores_allowed": _per_daemon("stormdeck_daemon_cores_allowed"),
     "threads": _per_daemon("stormdeck_daemon_threads"),
     "rss_bytes": _per_daemon("stormdeck_daemon_rss_bytes"),
@@ -61,23 +69,28 @@ BOOL_FIELDS = frozenset({"up", "in_"})
 
 # Disk series from node_exporter, given the host name through node_uname_info (itself
 # deduplicated, or a second copy of it makes the join refuse to match).
+def _join_host(expr: str) -> str:
+    return (f"({expr}) * on(instance) group_left(nodename) "
+            "max by (instance, nodename) (node_uname_info)")
+
+
 def _hosted(expr: str) -> str:
-    return (f"max by (nodename, device) (({expr}) * on(instance) group_left(nodename) "
-            "max by (instance, nodename) (node_uname_info))")
+    return f"max by (nodename, device) ({_join_host(expr)})"
 
 
-DISK_QUERIES: dict[str, str] = {
-    "disk_util": _hosted(f"rate(node_disk_io_time_seconds_total[{RATE}])"),
-    "disk_read_iops": _hosted(f"rate(node_disk_reads_completed_total[{RATE}])"),
-    "disk_write_iops": _hosted(f"rate(node_disk_writes_completed_total[{RATE}])"),
-    "disk_read_bps": _hosted(f"rate(node_disk_read_bytes_total[{RATE}])"),
-    "disk_write_bps": _hosted(f"rate(node_disk_written_bytes_total[{RATE}])"),
-    "disk_read_await": _hosted(f"rate(node_disk_read_time_seconds_total[{RATE}])"
-                               f" / rate(node_disk_reads_completed_total[{RATE}]) > -1"),
-    "disk_write_await": _hosted(f"rate(node_disk_write_time_seconds_total[{RATE}])"
-                                f" / rate(node_disk_writes_completed_total[{RATE}]) > -1"),
-    "disk_queue_depth": _hosted(f"rate(node_disk_io_time_weighted_seconds_total[{RATE}])"),
+_DISK_RATES: dict[str, str] = {
+    "disk_util": f"rate(node_disk_io_time_seconds_total[{RATE}])",
+    "disk_read_iops": f"rate(node_disk_reads_completed_total[{RATE}])",
+    "disk_write_iops": f"rate(node_disk_writes_completed_total[{RATE}])",
+    "disk_read_bps": f"rate(node_disk_read_bytes_total[{RATE}])",
+    "disk_write_bps": f"rate(node_disk_written_bytes_total[{RATE}])",
+    "disk_read_await": f"rate(node_disk_read_time_seconds_total[{RATE}])"
+                       f" / rate(node_disk_reads_completed_total[{RATE}]) > -1",
+    "disk_write_await": f"rate(node_disk_write_time_seconds_total[{RATE}])"
+                        f" / rate(node_disk_writes_completed_total[{RATE}]) > -1",
+    "disk_queue_depth": f"rate(node_disk_io_time_weighted_seconds_total[{RATE}])",
 }
+DISK_QUERIES: dict[str, str] = {name: _hosted(expr) for name, expr in _DISK_RATES.items()}
 
 OTHER_QUERIES: dict[str, str] = {
     "metadata": "max by (ceph_daemon, hostname, device_class, objectstore, ceph_version) "
@@ -92,6 +105,9 @@ OTHER_QUERIES: dict[str, str] = {
                 '({__name__=~"ceph_pg_[a-z_]+", __name__!="ceph_pg_total"}))',
     "pools": "max by (pool_id, name, type, description) (ceph_pool_metadata)",
     "pool_pgs": "max by (pool_id) (ceph_pg_total)",
+    # Pools' fill as `ceph df` gives it (stored, max avail, %used as a ratio): one query.
+    "pool_fill": 'max by (__name__, pool_id) '
+                 '({__name__=~"ceph_pool_(stored|max_avail|percent_used)"})',
     "client_read_iops": f"sum(max by (pool_id) (rate(ceph_pool_rd[{RATE}])))",
     "client_write_iops": f"sum(max by (pool_id) (rate(ceph_pool_wr[{RATE}])))",
     "client_read_bps": f"sum(max by (pool_id) (rate(ceph_pool_rd_bytes[{RATE}])))",
@@ -114,6 +130,57 @@ OTHER_QUERIES: dict[str, str] = {
 STATIC_QUERIES = frozenset({"metadata", "occupation", "pools", "disk_info", "tuned",
                             "cores_allowed"})
 STATIC_EVERY = 300.0
+
+# Recording rules (assets/stormdeck-recording.yml, made by recording_rules_yaml): what
+# stormdeck derives (rates, latencies, cores used, disks joined to their host), computed
+# by Prometheus as it ingests instead of at every read. Each keeps every label of its
+# inputs (so --prometheus-match and the dedup below still apply) and is named
+# `stormdeck:` + the query it replaces; the source reads `max by` of it where the rule's
+# series exist, and the raw query where they do not.
+RECORDED = "stormdeck:"
+RECORDING_RULES: dict[str, str] = {
+    **DAEMON_DERIVED,
+    # `or on(ceph_daemon)`: ceph-exporter's only for daemons stormdeck's exporter lacks,
+    # as the raw query prefers the latter.
+    "cores_used": f"{_STORMDECK_CPU} or on(ceph_daemon) sum without (mode) "
+                  f"({_CEPH_EXPORTER_CPU})",
+    **{name: _join_host(expr) for name, expr in _DISK_RATES.items()},
+}
+RECORDED_QUERIES: dict[str, str] = {
+    name: f"max by ({'nodename, device' if name in DISK_QUERIES else 'ceph_daemon'}) "
+          f"({RECORDED}{name})"
+    for name in RECORDING_RULES}
+# Which recorded series Prometheus holds: asked with the static series, one small answer.
+RECORDED_PROBE = (f'group by (__name__) ({{__name__=~"{RECORDED}('
+                  + "|".join(RECORDING_RULES) + ')"})')
+RECORDING_GROUP = "stormdeck"
+
+
+def recording_rules_yaml(window: str = RATE) -> str:
+    """The rules file shipped in assets/, written from the queries so the two never drift;
+    `window` the range of every rate() (the shipped file's: 2m, four 30 s scrapes)."""
+    import json
+
+    lines = [
+        "# stormdeck's recording rules: what the console derives from the mgr module's,",
+        "# ceph-exporter's, node_exporter's and stormdeck exporter's series, computed by",
+        "# Prometheus as it ingests. Load with `rule_files: [/etc/prometheus/"
+        "stormdeck-recording.yml]`;",
+        "# `stormdeck watch --prometheus URL` uses them when their series exist (the header",
+        "# says \"recording rules\") and its raw queries otherwise. Rates are over "
+        f"{window}: four",
+        "# scrape intervals, as --prometheus-scrape-interval takes them for the raw queries.",
+        "# Written by collectors/prometheus/queries.py (recording_rules_yaml);",
+        "# checked by promtool in tests/unit/test_recording_rules.py.",
+        "groups:",
+        f"  - name: {RECORDING_GROUP}",
+        "    rules:",
+    ]
+    for name, expr in RECORDING_RULES.items():
+        lines.append(f"      - record: {RECORDED}{name}")
+        lines.append(f"        expr: {json.dumps(expr.replace(f'[{RATE}]', f'[{window}]'))}")
+    return "\n".join(lines) + "\n"
+
 
 # Curve, as Prometheus scrapes each daemon's brpc metrics endpoint: a chunkserver's
 # own series carry its address in the name, and the scrape target in `instance`.

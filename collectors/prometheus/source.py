@@ -42,6 +42,9 @@ from stormdeck.collectors.prometheus.queries import (
     INT_FIELDS,
     OTHER_QUERIES,
     RATE,
+    RECORDED,
+    RECORDED_PROBE,
+    RECORDED_QUERIES,
     SCRAPE_INTERVAL,
     STATIC_EVERY,
     STATIC_QUERIES,
@@ -55,6 +58,18 @@ def _value(sample: Mapping[str, Any]) -> float | None:
     except (KeyError, IndexError, TypeError, ValueError):
         return None
     return v if math.isfinite(v) else None
+
+
+def _fill(f: Mapping[str, float]) -> tuple[int | None, int | None, float | None]:
+    """A pool's stored bytes, max avail bytes and used ratio (0..1), as librados' `df`
+    gives them (collectors/ceph/usage.py): the mgr exports `df`'s own figures, and
+    percent_used is already stored / (stored + max_avail), a ratio whatever its name."""
+    stored = int(f["stored"]) if "stored" in f else None
+    avail = int(f["max_avail"]) if "max_avail" in f else None
+    used = f.get("percent_used")
+    if used is None and stored is not None and avail is not None and stored + avail > 0:
+        used = stored / (stored + avail)
+    return stored, avail, min(1.0, max(0.0, used)) if used is not None else None
 
 
 def _short(host: str) -> str:
@@ -98,6 +113,10 @@ class _Reuse(Generic[_R]):
 class PrometheusSource:
     """Polls a Prometheus server. `queries` overrides any field's PromQL by name.
 
+    Where Prometheus holds the series of assets/stormdeck-recording.yml, the fields
+    they record are read from them (`mode` says so); `recording_rules=False` keeps to
+    the raw queries.
+
     https is verified against the system's CAs, or `ca`; `insecure` alone turns
     that off. `token_file` (a bearer token) or `user` with `password_file` (basic
     auth) authenticate; the secrets are read from files so that they never sit on
@@ -115,7 +134,8 @@ class PrometheusSource:
                  insecure: bool = False, token_file: str | None = None,
                  user: str | None = None, password_file: str | None = None,
                  concurrency: int = CONCURRENCY,
-                 scrape_interval: float = SCRAPE_INTERVAL, org_id: str | None = None) -> None:
+                 scrape_interval: float = SCRAPE_INTERVAL, org_id: str | None = None,
+                 recording_rules: bool = True) -> None:
         self.ceph, self.curve = ceph, curve
         self.window = rate_window(scrape_interval)
         # `[2m]` occurs in the queries only as their range selectors.
@@ -126,8 +146,21 @@ class PrometheusSource:
             raise ValueError(f"no Prometheus query named {', '.join(sorted(unknown))}")
         self.queries.update(queries or {})
         self.match = match
+        self._overridden = frozenset(queries or {})
+        # A query overridden by name is the site's: a recorded series never replaces it.
+        self._recorded_queries = {k: v for k, v in RECORDED_QUERIES.items()
+                                  if k not in (queries or {})}
+        self._probe = RECORDED_PROBE
         if match:
             self.queries = {k: inject(v, match) for k, v in self.queries.items()}
+            self._recorded_queries = {k: inject(v, match)
+                                      for k, v in self._recorded_queries.items()}
+            self._probe = inject(self._probe, match)
+        # The queries whose recording rule's series Prometheus holds: asked with the
+        # static series (every STATIC_EVERY s), and at once when a recorded one goes empty.
+        self._recorded: frozenset[str] = frozenset()
+        self._probe_mono: float | None = None
+        self.recording_rules = recording_rules  # False: the raw queries, never asking
         self.client = PrometheusClient(url, timeout=timeout, ca=ca, insecure=insecure,
                                        token_file=token_file, user=user,
                                        password_file=password_file, concurrency=concurrency,
@@ -166,7 +199,31 @@ class PrometheusSource:
         return list(dict.fromkeys(names))
 
     def query(self, name: str) -> list[dict[str, Any]]:
-        return self.client.query(self.queries[name], name, self._at)
+        expr = self._recorded_queries[name] if name in self._recorded else self.queries[name]
+        return self.client.query(expr, name, self._at)
+
+    @property
+    def mode(self) -> str:
+        """What the header says of how the fleet is read: Prometheus' recording rules
+        (assets/stormdeck-recording.yml) or the raw queries."""
+        if not self.ceph:
+            return "raw queries"
+        if not self._recorded:
+            return "raw queries"
+        if self._recorded >= set(self._recorded_queries):
+            return "recording rules"
+        return f"recording rules for {len(self._recorded)} of {len(RECORDED_QUERIES)} queries"
+
+    def _detect_recorded(self) -> list[str]:
+        """Which recorded series exist; an error (and the raw queries) if the probe fails."""
+        try:
+            rows = self.client.query(self._probe, "recording rules", self._at)
+        except PrometheusError as exc:
+            self._recorded = frozenset()
+            return [str(exc)]
+        names = {str(s["metric"].get("__name__", "")).removeprefix(RECORDED) for s in rows}
+        self._recorded = frozenset(names & set(self._recorded_queries))
+        return []
 
     def forget_newest(self) -> None:
         """Read the whole fleet at the next poll, as if a new scrape had landed."""
@@ -197,7 +254,22 @@ class PrometheusSource:
         names = [n for n in self.query_names() if n != "newest"]
         static_due = self._static_mono is None or mono - self._static_mono >= STATIC_EVERY
         moving = [n for n in names if n not in STATIC_QUERIES]
-        results, errors = self._ask(moving if not static_due else names)
+        errors: list[str] = []
+        if self.ceph and self.recording_rules and \
+                (self._probe_mono is None or mono - self._probe_mono >= STATIC_EVERY):
+            errors += self._detect_recorded()
+            self._probe_mono = mono
+        results, asked_errors = self._ask(moving if not static_due else names)
+        errors += asked_errors
+        # A recorded series that went empty while OSDs answer (the rules unloaded, their
+        # group failing): those fields read raw at once, and the probe asks again next read.
+        gone = [n for n in self._recorded if not results.get(n)] if results.get("up") else []
+        if gone:
+            self._recorded = self._recorded - set(gone)
+            self._probe_mono = None
+            raw, raw_errors = self._ask(gone)
+            results.update(raw)
+            errors += raw_errors
         if static_due:
             self._static = {n: results[n] for n in STATIC_QUERIES if n in results}
             self._static_mono = mono
@@ -250,7 +322,10 @@ class PrometheusSource:
             try:
                 results[name] = fut.result()
             except PrometheusError as exc:
-                errors.append(str(exc))
+                # An override the site wrote is the first thing to suspect: say it is one.
+                errors.append(str(exc) + (" (the query is overridden: --prometheus-query "
+                                          "or the config's prometheus_query)"
+                                          if name in self._overridden else ""))
                 results[name] = []
         return results, errors
 
@@ -404,6 +479,11 @@ class PrometheusSource:
             if name.startswith("ceph_pg_") and v is not None:
                 flags[name.removeprefix("ceph_pg_")] = int(v)
         pool_pgs = {s["metric"].get("pool_id"): _value(s) for s in q("pool_pgs")}
+        fill: dict[str, dict[str, float]] = {}
+        for s in q("pool_fill"):
+            m, v = s.get("metric", {}), _value(s)
+            if v is not None and m.get("pool_id") and m.get("__name__"):
+                fill.setdefault(m["pool_id"], {})[m["__name__"].removeprefix("ceph_pool_")] = v
         pools: dict[str, Pool] = {}
         for s in q("pools"):
             m = s.get("metric", {})
@@ -423,10 +503,12 @@ class PrometheusSource:
                 except ValueError:
                     pass
             pg = pool_pgs.get(m["pool_id"])
+            stored, avail, used = _fill(fill.get(m["pool_id"], {}))
             pools[str(pid)] = Pool(id=pid, name=m.get("name", str(pid)),
                                    type="erasure" if erasure else "replicated",
                                    size=size, min_size=None, pg_num=int(pg) if pg else 0,
-                                   ec_k=k, ec_m=mm)
+                                   ec_k=k, ec_m=mm, stored_bytes=stored,
+                                   used_ratio=used, max_avail_bytes=avail)
         # librados spells it nodeep-scrub; the exporter can only use underscores.
         osd_flags = tuple(sorted(
             s["metric"]["__name__"].removeprefix("ceph_osd_flag_").replace("nodeep_", "nodeep-")

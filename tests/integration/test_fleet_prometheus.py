@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,21 +24,28 @@ pytestmark = [pytest.mark.integration,
                                  reason="needs prometheus on PATH")]
 OSDS = 40
 INTERVAL = 2.0  # seconds between scrapes: room for a poll or two in between
+# The rules' rate window on the duplicated fleet, and the raw queries' beside them: a
+# target writes its counters when asked, up to ~0.1 s off the scrape's stamp, and the
+# rules are evaluated between scrapes, so over 8 s (4 scrapes) the two paths read up
+# to 1.5% apart (measured); over 16 s, 0.04-0.10%.
+WINDOW = 16.0
 
 
 @pytest.fixture(scope="module")
-def fleets() -> Iterator[tuple[str, str]]:
+def fleets() -> Iterator[tuple[str, str, Any]]:
     """Two Prometheus servers over the same planted fleet, the second scraping the mgr and
     exporter targets twice (two jobs): what Thanos without dedup, or two clusters' jobs
     without --prometheus-match, hold."""
     once = fleet_bench.Fleet(OSDS, INTERVAL, duplicate=False)
-    twice = fleet_bench.Fleet(OSDS, INTERVAL, duplicate=True)
+    # It also evaluates stormdeck's recording rules (assets/), their series scraped twice.
+    twice = fleet_bench.Fleet(OSDS, INTERVAL, duplicate=True, rules=True,
+                              window=f"{WINDOW:g}s")
     try:
         deadline = time.monotonic() + 60
         while min(once.scrapes(), twice.scrapes()) < 6:  # rate windows full (4 + 2)
             assert time.monotonic() < deadline, "Prometheus never scraped the targets"
             time.sleep(0.5)
-        yield once.url, twice.url
+        yield once.url, twice.url, twice
     finally:
         once.close()
         twice.close()
@@ -62,9 +70,9 @@ def figures(part: object) -> dict[str, object]:
 
 def test_the_fleet_is_read_once_a_scrape_and_a_duplicated_job_changes_no_figure(
         fleets: tuple[str, str]) -> None:
-    once_url, twice_url = fleets
+    once_url, twice_url, _ = fleets
     once = PrometheusSource(once_url, scrape_interval=INTERVAL)
-    twice = PrometheusSource(twice_url, scrape_interval=INTERVAL)
+    twice = PrometheusSource(twice_url, scrape_interval=INTERVAL, recording_rules=False)
     try:
         a = once.poll()
         assert not a.errors, a.errors
@@ -115,3 +123,57 @@ def test_the_fleet_is_read_once_a_scrape_and_a_duplicated_job_changes_no_figure(
     finally:
         once.close()
         twice.close()
+
+
+def test_recording_rules_give_the_raw_queries_figures_within_2pct(
+        fleets: tuple[str, str, Any]) -> None:
+    """On the fleet whose Prometheus evaluates the rules, every series twice: the source
+    reading the recorded series and one reading the raw queries agree within 2% on every
+    recorded figure, and the header says which each used. Pools' fill as well."""
+    _, url, fleet = fleets
+    deadline = time.monotonic() + 90
+    while fleet.scrapes() < WINDOW / INTERVAL + 2:  # the rate windows full
+        assert time.monotonic() < deadline, "Prometheus never filled the rules' window"
+        time.sleep(0.5)
+    rules = PrometheusSource(url, scrape_interval=WINDOW / 4)
+    raw = PrometheusSource(url, scrape_interval=WINDOW / 4, recording_rules=False)
+    try:
+        a = rules.poll()
+        b = raw.poll()
+        if rules._read_newest != raw._read_newest:
+            a = rules.poll()  # a scrape landed between the two: read both at the same one
+        assert rules.mode == "recording rules" and raw.mode == "raw queries"
+        assert sorted(a.daemons) == sorted(b.daemons) and len(a.daemons) == OSDS
+        assert sorted(a.disks) == sorted(b.disks) and a.disks
+        compared, worst = 0, 0.0
+        for key, x in a.daemons.items():
+            y = b.daemons[key]
+            for f in ("read_iops", "write_iops", "read_bps", "write_bps", "op_read_latency",
+                      "op_write_latency", "cores_used"):
+                u, v = getattr(x, f), getattr(y, f)
+                assert (u is None) == (v is None), (key, f, u, v)
+                if v:
+                    assert u == pytest.approx(v, rel=0.02), (key, f, u, v)
+                    compared += 1
+                    worst = max(worst, abs(u / v - 1))
+        for key, x in a.disks.items():
+            y = b.disks[key]
+            for f in ("util", "read_iops", "write_iops", "read_bps", "write_bps",
+                      "read_await", "write_await", "queue_depth"):
+                u, v = getattr(x, f), getattr(y, f)
+                assert (u is None) == (v is None), (key, f, u, v)
+                if v:
+                    assert u == pytest.approx(v, rel=0.02), (key, f, u, v)
+                    compared += 1
+                    worst = max(worst, abs(u / v - 1))
+        assert compared > OSDS * 5, compared
+        assert worst < 0.02, worst
+        # Under the duplicated jobs neither path doubles: the planted cores, once.
+        assert a.daemons["osd.3"].cores_used == pytest.approx(
+            fleet_bench.planted(3)["cores"], rel=0.05)
+        # Pools' fill, from the mgr's df series.
+        assert a.cluster is not None and a.cluster.pools
+        assert all(p.used_ratio is not None and p.max_avail_bytes for p in a.cluster.pools)
+    finally:
+        rules.close()
+        raw.close()

@@ -202,7 +202,12 @@ def test_prometheus_agrees_with_librados(release_cluster: LabCluster) -> None:
                 "not clean": (ca.pgs_not_clean, cb.pgs_not_clean),
                 "flags": (ca.osd_flags, cb.osd_flags),
                 "pools": ({(p.name, p.pg_num, p.size) for p in ca.pools},
-                          {(p.name, p.pg_num, p.size) for p in cb.pools})}
+                          {(p.name, p.pg_num, p.size) for p in cb.pools}),
+                # Pools' fill: the mgr exports df's own figures.
+                "fill": ({(p.name, p.max_avail_bytes is not None,
+                           round(p.used_ratio or 0, 2)) for p in ca.pools},
+                         {(p.name, p.max_avail_bytes is not None,
+                           round(p.used_ratio or 0, 2)) for p in cb.pools})}
             differ.clear()
             differ.update({k: v for k, v in pairs.items() if v[0] != v[1]})
             return not differ
@@ -217,6 +222,9 @@ def test_prometheus_agrees_with_librados(release_cluster: LabCluster) -> None:
         loops = [d for d in disks.values() if d.daemons]
         assert {d for disk in loops for d in disk.daemons} == {"osd.0", "osd.1", "osd.2"}
         assert all(disk.util is not None for disk in loops)
+        # The lab's Prometheus evaluates stormdeck's recording rules, and they are read
+        # (op latencies and awaits only where an OSD or disk had ops in the window).
+        assert prom.mode.startswith("recording rules"), prom.mode
     finally:
         ceph.close()
         prom.close()

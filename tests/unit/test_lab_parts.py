@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from stormdeck.collectors.prometheus.queries import RECORDING_RULES
 from stormdeck.lab import procs
 from stormdeck.lab.cluster import Lab
 from stormdeck.lab.state import (
@@ -23,6 +25,7 @@ from stormdeck.lab.state import (
     ceph_conf,
     parse_size,
     prometheus_yml,
+    write_prometheus_config,
 )
 from tests.conftest import DATA
 
@@ -58,6 +61,20 @@ def test_prometheus_yml_scrapes_mgr_node_exporter_and_ours() -> None:
     text = prometheus_yml(Ports(mgr_prometheus=19283, node_exporter=19100, exporter=19567))
     assert '"127.0.0.1:19283"' in text and '"127.0.0.1:19100"' in text
     assert "job_name: stormdeck" in text and '"127.0.0.1:19567"' in text
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
+def test_the_labs_prometheus_loads_stormdecks_recording_rules(tmp_path: Path) -> None:
+    yml = write_prometheus_config(tmp_path, Ports(mgr_prometheus=19283, node_exporter=19100,
+                                                  exporter=19567))
+    # promtool checks the config and every rule file it names.
+    res = subprocess.run(["promtool", "check", "config", str(yml)], capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"SUCCESS: {len(RECORDING_RULES)} rules found" in res.stdout, res.stdout
+    rules = (tmp_path / "stormdeck-recording.yml").read_text()
+    # Rates over four of the lab's 5 s scrapes, as the raw queries take them there.
+    assert "[20s]" in rules and "[2m]" not in rules and "record: stormdeck:disk_util" in rules
 
 
 def test_state_round_trip() -> None:

@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from stormdeck.collectors.prometheus.queries import ALL_QUERIES, STATIC_QUERIES
+from stormdeck.collectors.prometheus.queries import (
+    ALL_QUERIES,
+    RECORDED_PROBE,
+    STATIC_QUERIES,
+)
 from stormdeck.collectors.prometheus.source import PrometheusSource
 from tests.prometheus_wire import DelayProxy, StandIn
 
@@ -32,7 +36,10 @@ def test_a_poll_sends_each_query_once(proxy: DelayProxy, ceph: bool, curve: bool
     assert not part.errors
     names = src.query_names()
     assert len(names) == len(set(names)) and set(names) <= set(ALL_QUERIES)
-    assert sorted(proxy.queries) == sorted(src.queries[n] for n in names)
+    # With Ceph's, one more: which recording rules' series exist (none here).
+    probe = [RECORDED_PROBE] if ceph else []
+    assert sorted(proxy.queries) == sorted([*(src.queries[n] for n in names), *probe])
+    assert src.mode == "raw queries"
 
 
 def test_queries_are_in_flight_together_over_kept_connections(proxy: DelayProxy,
@@ -48,8 +55,9 @@ def test_queries_are_in_flight_together_over_kept_connections(proxy: DelayProxy,
         src.poll()
     finally:
         src.close()
-    # The second poll leaves out what changes only when daemons do (STATIC_QUERIES).
-    assert proxy.requests == 2 * n - len(STATIC_QUERIES)
+    # The second poll leaves out what changes only when daemons do (STATIC_QUERIES); the
+    # first asks which recording rules' series exist.
+    assert proxy.requests == 2 * n - len(STATIC_QUERIES) + 1
     # One after another, the poll would hold at most one query at the proxy at a time
     # and take at least n round trips; at most `concurrency` at once, never more.
     assert 2 <= proxy.max_in_flight <= 6, proxy.max_in_flight
@@ -78,7 +86,7 @@ def test_the_label_matcher_narrows_every_concurrent_query(proxy: DelayProxy) -> 
         src.poll()
     finally:
         src.close()
-    assert len(proxy.queries) == len(src.query_names())
+    assert len(proxy.queries) == len(src.query_names()) + 1  # the recording rules probe too
     assert all('cluster="prod"' in q for q in proxy.queries), proxy.queries
 
 
