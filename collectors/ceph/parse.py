@@ -387,10 +387,17 @@ def count_primaries(raw: bytes, per_pool: bool = True) -> Primaries:
     return Primaries(by_osd, by_pool, len(primaries), pgs_by_pool)
 
 
+def flag_names(flags: Any) -> list[str]:
+    """Flags as Ceph gives them: "noout,noscrub" (older) or a list of names; anything
+    else in the list is not a flag."""
+    items = flags.split(",") if isinstance(flags, str) else flags if isinstance(flags, list) else []
+    return [f for f in items if isinstance(f, str) and f]
+
+
 def parse_osd_dump(d: Mapping[str, Any]) -> dict[str, Any]:
     """`osd dump`: epoch, cluster flags, per-OSD up/in, erasure-code profiles."""
     flags = d.get("flags", "")
-    flag_list = [f for f in (flags.split(",") if isinstance(flags, str) else flags) if f]
+    flag_list = flag_names(flags)
     osds = {int(o["osd"]): (bool(o.get("up")), bool(o.get("in"))) for o in d.get("osds", [])}
     # When each OSD now down was marked down (a stamp stays after it comes back up).
     down_since = {int(x["osd"]): stamp for x in d.get("osd_xinfo", []) or []
@@ -439,7 +446,7 @@ def parse_pools(rows: Iterable[Mapping[str, Any]],
             pg_num=int(r.get("pg_num", 0)), pgp_num=_int(r.get("pg_placement_num")),
             crush_rule=_int(r.get("crush_rule")), ec_profile=profile_name if erasure else None,
             ec_k=k, ec_m=m, stripe_unit=stripe_unit,
-            flags=tuple(f for f in (flags.split(",") if isinstance(flags, str) else flags) if f),
+            flags=tuple(flag_names(flags)),
             applications=tuple(sorted(r.get("application_metadata", {}) or {})),
             read_balance_score=score, pg_num_target=_int(r.get("pg_num_target")),
             autoscale_mode=r.get("pg_autoscale_mode") or None,

@@ -9,6 +9,7 @@ import pytest
 
 from stormdeck.collectors.ceph.parse import (
     count_primaries,
+    flag_names,
     parse_config_dump,
     parse_config_help,
     parse_config_log,
@@ -378,3 +379,12 @@ def test_the_oldest_slow_op_is_read_from_the_summary() -> None:
     _, slow, daemons, oldest = parse_health_slow(d)
     assert slow == 3 and daemons == ("osd.0", "osd.2") and oldest == 35.0
     assert parse_health_slow(load("health_detail.json"))[3] is None
+
+
+def test_flags_are_names_from_either_shape_and_nothing_else() -> None:
+    assert flag_names("noout,noscrub,") == ["noout", "noscrub"]  # Pacific's osd dump
+    assert flag_names(["noout", "noscrub"]) == ["noout", "noscrub"]  # flags_set
+    # Found by the property test: a list holding a list made the source raise TypeError
+    # (unhashable) where a bad answer must become one sentence or nothing.
+    assert flag_names([[None], "noout", 3]) == ["noout"]
+    assert flag_names(None) == [] and flag_names({"noout": 1}) == []
