@@ -123,14 +123,18 @@ def pps(pool: int, ps: int, pgp_num: int, hashpspool: bool = True) -> int:
 
 @dataclass(frozen=True)
 class Tools:
-    """Where osdmaptool and crushtool run: on the host, or chrooted in a release root."""
+    """Where osdmaptool and crushtool run: on the host, chrooted in a release root, or in
+    the cluster's own container image through `cephadm shell` (a cephadm host has no Ceph
+    packages of its own)."""
 
     root: Path | None  # None: the host's own binaries
     version: str  # "16.2.15"
     release: str  # "pacific"
+    cephadm: str | None = None  # the cephadm binary, when the tools run in its shell
 
     def describe(self, cluster_version: str) -> str:
-        where = f"release root {self.root}" if self.root else "host"
+        where = (f"release root {self.root}" if self.root else
+                 "cephadm shell" if self.cephadm else "host")
         same = self.version == cluster_version
         return (f"osdmaptool/crushtool {self.version} {self.release} ({where})"
                 + ("" if same else f", not the cluster's {cluster_version}: a tool older "
@@ -146,16 +150,23 @@ class Tools:
             return path
         return "/" + os.path.relpath(path, self.root)
 
-    def run(self, tool: str, args: Sequence[str], timeout: float = 300.0) -> str:
+    def argv(self, tool: str, args: Sequence[str]) -> list[str]:
         if self.root is not None:
-            argv = [shutil.which("chroot") or "/usr/sbin/chroot", str(self.root),
+            return [shutil.which("chroot") or "/usr/sbin/chroot", str(self.root),
                     f"/usr/bin/{tool}", *args]
-        else:
-            path = shutil.which(tool)
-            if path is None:
-                raise UserError(f"{tool} is not installed on this host (package ceph-base): "
-                                "the prediction needs it")
-            argv = [path, *args]
+        if self.cephadm is not None:
+            # The work directory is under the temporary directory: mounted at the same
+            # path, the tool reads and writes the files where stormdeck put them.
+            tmp = tempfile.gettempdir()
+            return [self.cephadm, "shell", "--mount", f"{tmp}:{tmp}", "--", tool, *args]
+        path = shutil.which(tool)
+        if path is None:
+            raise UserError(f"{tool} is not installed on this host (package ceph-base): "
+                            "the prediction needs it")
+        return [path, *args]
+
+    def run(self, tool: str, args: Sequence[str], timeout: float = 300.0) -> str:
+        argv = self.argv(tool, args)
         try:
             res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -171,11 +182,17 @@ VERSION = re.compile(r"ceph version (\d+\.\d+\.\d+)\S* \(\w+\) (\w+)")
 
 def _host_version() -> tuple[str, str] | None:
     path = shutil.which("osdmaptool")
-    if path is None:
-        return None
+    return _version_of([path, "--version"], 30) if path else None
+
+
+def _cephadm_version(cephadm: str) -> tuple[str, str] | None:
+    """The Ceph version of the image `cephadm shell` runs (it may pull it: minutes)."""
+    return _version_of([cephadm, "shell", "--", "osdmaptool", "--version"], 300)
+
+
+def _version_of(argv: list[str], timeout: float) -> tuple[str, str] | None:
     try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True,
-                             timeout=30).stdout
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
     m = VERSION.search(out)
@@ -195,7 +212,8 @@ def _root_version(root: Path) -> str | None:
 def find_tools(cluster_version: str, cluster_release: str) -> Tools:
     """The cluster's own release's tools where they can be found: the host's when they
     match, else a stormdeck release root (/var/tmp/stormdeck-root-<release>, or
-    $STORMDECK_ROOTS_DIR) when running as root; otherwise the host's, said so."""
+    $STORMDECK_ROOTS_DIR) when running as root, else the cluster's image through
+    `cephadm shell`; otherwise the host's, said so."""
     host = _host_version()
     if host is not None and host[1] == cluster_release:
         return Tools(None, host[0], host[1])
@@ -204,9 +222,13 @@ def find_tools(cluster_version: str, cluster_release: str) -> Tools:
     if os.geteuid() == 0 and (root / "usr/bin/osdmaptool").exists() and \
             shutil.which("chroot") is not None:
         return Tools(root, _root_version(root) or "unknown", cluster_release)
+    cephadm = shutil.which("cephadm") if os.geteuid() == 0 else None
+    image = _cephadm_version(cephadm) if cephadm else None
+    if image is not None and (image[1] == cluster_release or host is None):
+        return Tools(None, image[0], image[1], cephadm=cephadm)
     if host is None:
-        raise UserError("osdmaptool is not installed on this host (package ceph-base): the "
-                        "prediction needs it")
+        raise UserError("osdmaptool is not installed on this host (package ceph-base, or "
+                        "run as root on a cephadm host): the prediction needs it")
     return Tools(None, host[0], host[1])
 
 
@@ -305,9 +327,9 @@ def lowered_up_sets(state: ClusterState, tools: Tools, mapfile: str, tmp: str,
                     lowered: Mapping[int, float]) -> tuple[dict[str, Up], dict[str, Up], str]:
     """Up sets before and after OSDs' weights are lowered (out = 0), mapping only the PGs
     that can change. Raises crushlib.Unsupported when that cannot be done exactly."""
-    if tools.root is not None:
-        raise crushlib.Unsupported("the tools run in a release root, not this host's "
-                                   "library")
+    if tools.root is not None or tools.cephadm is not None:
+        raise crushlib.Unsupported("the tools run in a release root or a container, not "
+                                   "this host's library")
     weights = _weights(state)
     ids = set(lowered)
     if any(lowered[i] > weights.get(i, 0.0) for i in ids):

@@ -300,3 +300,25 @@ def test_a_tampered_prediction_in_a_plan_file_is_one_sentence(tmp_path: Path) ->
     raw["prediction"] = nested
     with pytest.raises(UserError, match="nested too deep"):
         Plan.from_dict(raw)
+
+
+def test_a_cephadm_host_runs_the_tools_in_the_clusters_image(monkeypatch, tmp_path: Path) -> None:
+    """No Ceph packages on the host (cephadm's way): the tools come from `cephadm shell`,
+    the image's release said, the work directory mounted where stormdeck wrote it."""
+    monkeypatch.setattr(blast, "_host_version", lambda: None)
+    monkeypatch.setattr(blast, "_cephadm_version", lambda cephadm: ("19.2.3", "squid"))
+    monkeypatch.setattr(blast.shutil, "which",
+                        lambda name: "/usr/sbin/cephadm" if name == "cephadm" else None)
+    monkeypatch.setattr(blast.os, "geteuid", lambda: 0)
+    monkeypatch.setenv("STORMDECK_ROOTS_DIR", str(tmp_path))  # no release root there
+    tools = blast.find_tools("19.2.3", "squid")
+    assert tools.cephadm == "/usr/sbin/cephadm" and tools.root is None
+    assert "19.2.3 squid (cephadm shell)" in tools.describe("19.2.3")
+    tmp = blast.tempfile.gettempdir()
+    assert tools.argv("osdmaptool", ["/x/osdmap", "--print"]) == [
+        "/usr/sbin/cephadm", "shell", "--mount", f"{tmp}:{tmp}", "--", "osdmaptool",
+        "/x/osdmap", "--print"]
+    # Without root, cephadm is not asked (it needs root): one sentence saying so.
+    monkeypatch.setattr(blast.os, "geteuid", lambda: 1000)
+    with pytest.raises(UserError, match="cephadm host"):
+        blast.find_tools("19.2.3", "squid")
