@@ -456,6 +456,11 @@ class Rule:
     explanation: ClassVar[str]
     # Every change `check` can propose; none: the rule only advises.
     proposes: ClassVar[tuple[Proposes, ...]] = ()
+    # True: the verdict moves with the clock as well as with the data (how long a flag
+    # has been set, a date), so the rule is judged every tick. False: judged only when
+    # a tick brings new data (engine.py: a fleet source hands the same scrape for 15 s);
+    # its findings carry over and their for-durations still run in between.
+    clock: ClassVar[bool] = False
 
     @classmethod
     def may_propose(cls, c: Change) -> bool:
