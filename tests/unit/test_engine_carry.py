@@ -9,6 +9,7 @@ from dataclasses import replace
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.findings import Check, RuleSettings, Severity
 from stormdeck.advisors.rules import Context, Rule
+from stormdeck.advisors.rules.base import Columns
 from stormdeck.advisors.rules.cpu import CoresStarved
 from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.model import Snapshot
@@ -114,3 +115,16 @@ def test_cores_starved_over_scrapes_against_judging_every_tick() -> None:
     assert got.index(None) == 75  # the next scrape
     assert got[:73] == every[:73] and got[75:] == every[75:]
     assert fast.judged == 0 and slow.judged == 1  # the last tick: a held scrape
+
+
+def test_snapshots_of_one_scrape_share_one_row_of_the_columns() -> None:
+    """Each Snapshot wraps its daemons anew; the columns read the mapping underneath,
+    so the snapshots of one scrape cost one row, not one each."""
+    snaps = scrapes([0.95, 0.5])
+    cols = Columns()
+    cols.sync(snaps, 300.0)
+    means = cols.means(list(snaps[-1].daemons), "cores_used", cols.base)
+    m = cols._mats["cores_used"]
+    assert m.rows[0] is m.rows[SCRAPE - 1] and m.rows[SCRAPE] is not m.rows[0]
+    walked = [s.daemons["osd.0"].cores_used for s in snaps]
+    assert means["osd.0"] == sum(walked) / len(walked)  # bit for bit
