@@ -128,3 +128,35 @@ def test_snapshots_of_one_scrape_share_one_row_of_the_columns() -> None:
     assert m.rows[0] is m.rows[SCRAPE - 1] and m.rows[SCRAPE] is not m.rows[0]
     walked = [s.daemons["osd.0"].cores_used for s in snaps]
     assert means["osd.0"] == sum(walked) / len(walked)  # bit for bit
+
+
+def test_osds_and_disks_that_can_change_nothing_are_not_judged() -> None:
+    """cores_starved judges only OSDs with few cores busy enough to fire (or tracked);
+    at_hardware_limit only disks whose queue reached a limit somewhere in the window.
+    The reference walk (no columns) still judges every one."""
+    from stormdeck.advisors.rules.disks import AtHardwareLimit
+
+    settings = load_settings()
+    base = lab_snapshot()
+    osds = [d for d in base.daemons.values() if d.kind == "osd"]
+    daemons = dict(base.daemons)
+    daemons[osds[0].id] = replace(osds[0], cores_allowed=1.0, cores_used=0.95)
+    for d in osds[1:]:
+        daemons[d.id] = replace(d, cores_allowed=8.0, cores_used=0.95)  # not few
+    disks = {k: replace(x, queue_depth=0.5, read_await=0.001, write_await=0.001)
+             for k, x in base.disks.items()}
+    judged_disks = [k for k, x in disks.items() if x.daemons and not (x.virtual and x.backing)]
+    assert judged_disks, "the lab capture has disks with OSDs on them"
+    snap = replace(base, daemons=daemons, disks=disks)
+    snaps = [replace(snap, time=snap.time + i) for i in range(5)]
+    for rule, expect in ((CoresStarved(), [osds[0].id]), (AtHardwareLimit(), [])):
+        s = settings[rule.id]
+        cols = Columns()
+        cols.sync(snaps, 300.0)
+        ctx = Context(snaps[-1], snaps, s.params, cols, cols.base)
+        assert [c.target for c in rule.check(ctx)] == expect
+        walked = [c.target for c in rule.check(Context(snaps[-1], snaps, s.params))]
+        assert len(walked) == (len(osds) if rule.id.startswith("ceph") else len(judged_disks))
+        tracked = Context(snaps[-1], snaps, s.params, cols, cols.base,
+                          frozenset({walked[-1]}))
+        assert walked[-1] in [c.target for c in rule.check(tracked)]  # it may clear
