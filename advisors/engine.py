@@ -64,6 +64,7 @@ class Engine:
         self._judged_on: dict[str, tuple[Any, ...]] = {}
         self._carried: dict[str, tuple[str, ...]] = {}
         self.judged = 0  # rules judged in the last evaluate() (the rest carried over)
+        self._validated: Any = None
 
     def checkpoint(self) -> Any:
         """The judging state (tracks, what resolved, errors), to resume from later."""
@@ -97,6 +98,11 @@ class Engine:
         tracked: dict[str, set[str]] = {}
         for rid, target in self._tracks:
             tracked.setdefault(rid, set()).add(target)
+        # With no evidence file the store makes an empty Validated each call: an equal
+        # one is the same input (else no tick would ever carry over).
+        if validated is not None and validated == self._validated:
+            validated = self._validated
+        self._validated = validated
         inputs = _inputs(latest, validated)
         fresh: set[str] = set()
         self.judged = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from pathlib import Path
 
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.findings import Check, RuleSettings, Severity
@@ -160,3 +161,15 @@ def test_osds_and_disks_that_can_change_nothing_are_not_judged() -> None:
         tracked = Context(snaps[-1], snaps, s.params, cols, cols.base,
                           frozenset({walked[-1]}))
         assert walked[-1] in [c.target for c in rule.check(tracked)]  # it may clear
+
+
+def test_with_no_evidence_file_held_scrapes_still_carry_over(tmp_path: Path) -> None:
+    """The validated store gives a new empty Validated each call when there is no
+    file: equal evidence is the same input."""
+    from stormdeck.advisors.validated import ValidatedStore
+
+    Hot.calls = 0
+    settings = {Hot.id: RuleSettings(for_seconds=0, warmup_samples=1)}
+    engine = Engine(settings, rules=[Hot], validated=ValidatedStore(tmp_path / "none.json"))
+    run(engine, scrapes([0.95, 0.5]), Hot.id)
+    assert Hot.calls == 2
