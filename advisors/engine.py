@@ -103,13 +103,14 @@ class Engine:
         if validated is not None and validated == self._validated:
             validated = self._validated
         self._validated = validated
-        inputs = _inputs(latest, validated)
+        parts = _inputs(latest, validated)
         fresh: set[str] = set()
         self.judged = 0
         for rule in self.rules:
             s = self.settings[rule.id]
             if len(snaps) < s.warmup_samples:
                 continue
+            inputs = tuple(parts[p] for p in rule.reads)
             if self.incremental and not rule.clock and _same(self._judged_on.get(rule.id),
                                                               inputs):
                 # Nothing new since this rule last judged (a fleet source hands the
@@ -246,14 +247,15 @@ class Engine:
         return t.check.badness if t else 0.0
 
 
-def _inputs(snap: Snapshot, validated: Any) -> tuple[Any, ...]:
+def _inputs(snap: Snapshot, validated: Any) -> dict[str, Any]:
     """What a rule's verdict rests on besides the clock: the snapshot's parts as the
     sources made them (a Snapshot wraps its daemons and disks anew each tick; what they
     hold is the merge's own mapping, the same object while no source brought news)."""
     def inner(m: Any) -> Any:
         return m.inner if isinstance(m, Records) else m
-    return (snap.cluster, inner(snap.daemons), inner(snap.disks), snap.hosts, snap.curve,
-            validated)
+    return {"cluster": snap.cluster, "daemons": inner(snap.daemons),
+            "disks": inner(snap.disks), "hosts": snap.hosts, "curve": snap.curve,
+            "validated": validated}
 
 
 def _same(a: tuple[Any, ...] | None, b: tuple[Any, ...]) -> bool:

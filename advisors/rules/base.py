@@ -476,6 +476,11 @@ class Rule:
     # a tick brings new data (engine.py: a fleet source hands the same scrape for 15 s);
     # its findings carry over and their for-durations still run in between.
     clock: ClassVar[bool] = False
+    # The parts of a snapshot the verdict rests on (engine.PARTS): a rule judges again
+    # only when one of them is new. This host's own source brings new disks and host
+    # figures every second; a rule of the daemons alone need not judge again for them.
+    reads: ClassVar[tuple[str, ...]] = ("cluster", "daemons", "disks", "hosts", "curve",
+                                        "validated")
 
     @classmethod
     def may_propose(cls, c: Change) -> bool:

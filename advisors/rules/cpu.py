@@ -49,6 +49,7 @@ def limit_how(d: Daemon, cores: float) -> str:
 
 class CoresBeyondKnee(Rule):
     id = "ceph.osd.cores_beyond_knee"
+    reads = ("daemons",)  # its OSDs' figures, nothing else
     title = "OSD allowed more cores than it can use"
     source = ("osd-cpu-single-osd-scaling, osd-cpu-used-vs-allocated, osd-cpu-cluster-knee, "
               "osd-cpu-recommendation")
@@ -95,6 +96,7 @@ class CoresBeyondKnee(Rule):
 
 class CpuThrottled(Rule):
     id = "ceph.osd.cpu_throttled"
+    reads = ("daemons",)  # its OSDs' figures, nothing else
     title = "OSD held back by its CPU quota"
     source = "osd-cpu-used-vs-allocated, osd-cpu-recommendation"
     explanation = (
@@ -143,6 +145,7 @@ class CpuThrottled(Rule):
 
 class CoresStarved(Rule):
     id = "ceph.osd.cores_starved"
+    reads = ("daemons",)  # its OSDs' figures, nothing else
     title = "OSD short of cores under small IO"
     source = "osd-cpu-single-osd-scaling, osd-cpu-recommendation"
     explanation = (

@@ -173,3 +173,23 @@ def test_with_no_evidence_file_held_scrapes_still_carry_over(tmp_path: Path) -> 
     engine = Engine(settings, rules=[Hot], validated=ValidatedStore(tmp_path / "none.json"))
     run(engine, scrapes([0.95, 0.5]), Hot.id)
     assert Hot.calls == 2
+
+
+class HotDaemons(Hot):
+    id = "test.hot_daemons"
+    reads = ("daemons",)
+
+
+def test_a_rule_of_the_daemons_alone_carries_over_while_this_hosts_figures_move() -> None:
+    """This host's own source brings new host figures every second: a rule that reads
+    only the daemons still judges once a scrape; one that reads everything, each tick."""
+    HotDaemons.calls = Hot.calls = 0
+    snaps = [replace(s, hosts={k: replace(h, cpu_busy=(i % 7) / 10)
+                               for k, h in s.hosts.items()})
+             for i, s in enumerate(scrapes([0.95, 0.5]))]
+    assert snaps[0].hosts, "the lab capture has this host's figures"
+    settings = {r.id: RuleSettings(for_seconds=5, warmup_samples=1) for r in (Hot, HotDaemons)}
+    engine = Engine(settings, rules=[Hot, HotDaemons])
+    states = run(engine, snaps, HotDaemons.id)
+    assert HotDaemons.calls == 2 and Hot.calls == 2 * SCRAPE
+    assert states == ["pending"] * 5 + ["firing"] * 10 + [None] * 15
