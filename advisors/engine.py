@@ -18,7 +18,7 @@ from stormdeck.advisors.rules import ALL, Context, Rule, health
 from stormdeck.advisors.rules.base import Columns
 from stormdeck.advisors.settings import load_settings
 from stormdeck.advisors.validated import ValidatedStore
-from stormdeck.collectors.model import Snapshot
+from stormdeck.collectors.model import Records, Snapshot
 
 # A firing finding whose rule stops judging its target (no data) is kept this long.
 STALE_AFTER = 120.0
@@ -57,8 +57,14 @@ class Engine:
         # The snapshots of the longest window, numbered, with the columns rules read.
         self.columns = Columns()
         # False: every rule walks its whole window each tick (the reference the
-        # columns are tested against).
+        # columns are tested against), and judges every tick, new data or not.
         self.incremental = incremental
+        # Per rule: the data it was last judged on (_inputs) and the targets of that
+        # judgement that kept a track; a tick with the same data carries them over.
+        self._judged_on: dict[str, tuple[Any, ...]] = {}
+        self._carried: dict[str, tuple[str, ...]] = {}
+        self.judged = 0  # rules judged in the last evaluate() (the rest carried over)
+        self._validated: Any = None
 
     def checkpoint(self) -> Any:
         """The judging state (tracks, what resolved, errors), to resume from later."""
@@ -72,6 +78,7 @@ class Engine:
         self.resolved = deque(resolved, maxlen=self.resolved.maxlen)
         self.errors = dict(errors)
         self.columns = Columns()
+        self._judged_on, self._carried = {}, {}
 
     def _span(self, rule_id: str) -> float:
         s = self.settings[rule_id]
@@ -91,10 +98,35 @@ class Engine:
         tracked: dict[str, set[str]] = {}
         for rid, target in self._tracks:
             tracked.setdefault(rid, set()).add(target)
+        # With no evidence file the store makes an empty Validated each call: an equal
+        # one is the same input (else no tick would ever carry over).
+        if validated is not None and validated == self._validated:
+            validated = self._validated
+        self._validated = validated
+        parts = _inputs(latest, validated)
+        fresh: set[str] = set()
+        self.judged = 0
         for rule in self.rules:
             s = self.settings[rule.id]
             if len(snaps) < s.warmup_samples:
                 continue
+            inputs = tuple(parts[p] for p in rule.reads)
+            if self.incremental and not rule.clock and _same(self._judged_on.get(rule.id),
+                                                              inputs):
+                # Nothing new since this rule last judged (a fleet source hands the
+                # same scrape for its whole interval): its checks would be the same, so
+                # its tracks step on with the checks they hold, and a pending one fires
+                # once its for-duration has passed, as if judged again.
+                for target in self._carried.get(rule.id, ()):
+                    key = (rule.id, target)
+                    t = self._tracks.get(key)
+                    if t is not None:
+                        judged.add(key)
+                        self._step(key, t.check, s, now)
+                continue
+            self.judged += 1
+            fresh.add(rule.id)
+            self._judged_on[rule.id] = inputs
             first = cols.first_seq(now, self._spans[rule.id])
             window = cols.snaps[first - cols.base:]
             try:
@@ -114,6 +146,12 @@ class Engine:
         for key, t in list(self._tracks.items()):
             if key not in judged and (t.state == "pending" or now - t.last_seen > STALE_AFTER):
                 del self._tracks[key]
+        if fresh:
+            carried: dict[str, list[str]] = {rid: [] for rid in fresh}
+            for rid, target in judged:
+                if rid in carried and (rid, target) in self._tracks:
+                    carried[rid].append(target)
+            self._carried.update((rid, tuple(ts)) for rid, ts in carried.items())
         findings = [self._finding(by_rule[k[0]], t) for k, t in self._tracks.items()
                     if k[0] in by_rule]
         findings = self._vet_changes(findings, latest)
@@ -207,6 +245,21 @@ class Engine:
     def badness(self, finding: Finding) -> float:
         t = self._tracks.get(finding.key)
         return t.check.badness if t else 0.0
+
+
+def _inputs(snap: Snapshot, validated: Any) -> dict[str, Any]:
+    """What a rule's verdict rests on besides the clock: the snapshot's parts as the
+    sources made them (a Snapshot wraps its daemons and disks anew each tick; what they
+    hold is the merge's own mapping, the same object while no source brought news)."""
+    def inner(m: Any) -> Any:
+        return m.inner if isinstance(m, Records) else m
+    return {"cluster": snap.cluster, "daemons": inner(snap.daemons),
+            "disks": inner(snap.disks), "hosts": snap.hosts, "curve": snap.curve,
+            "validated": validated}
+
+
+def _same(a: tuple[Any, ...] | None, b: tuple[Any, ...]) -> bool:
+    return a is not None and len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 def worst(findings: Iterable[Finding]) -> int:

@@ -9,7 +9,7 @@ from stormdeck.advisors.devices import cache_argv, persist_path
 from stormdeck.advisors.findings import Change, Check, Severity
 from stormdeck.advisors.rules.base import DISK, Context, Proposes, Rule, mean
 from stormdeck.collectors.model import Disk, Host, Records, disk_key
-from stormdeck.collectors.packing import PackedDaemons
+from stormdeck.collectors.packing import PackedDaemons, values_of
 
 VERIFY = ("Verify (K2.5, K6.4): prefill a file on the disk (`dd if=/dev/zero of=FILE bs=1M "
           "count=4096 oflag=direct`), run `fio --name=wc --filename=FILE --rw=randwrite "
@@ -138,10 +138,18 @@ class AtHardwareLimit(Rule):
         # columns, and making a Disk again per disk and snapshot cost 7x the rule's time.
         maps = [s.disks.inner if isinstance(s.disks, Records) else s.disks
                 for s in ctx.window]
+        queued = _ever_queued(maps, min(float(ctx.p("min_queue_depth")),
+                                        float(ctx.p("min_queue_depth_hdd"))))
         for disk in ctx.latest.disks.values():
             if not disk.daemons or (disk.virtual and disk.backing):
                 # A loop device waits on the disk under its backing file: that disk is
                 # judged, once, with every daemon on it; two findings would be one limit.
+                continue
+            if ctx.columns is not None and disk.key not in queued and \
+                    disk.key not in ctx.tracked:
+                # Its mean queue cannot reach a limit that no value of it reached: it can
+                # neither fire nor clear, and its window (10,000 disks in a fleet, 60
+                # snapshots each: half the engine's time) is not walked.
                 continue
             queue, waits, util = _limit_series(maps, disk.key)
             q, w = mean(queue), mean(waits)
@@ -189,6 +197,20 @@ def _not_idle(h: Host) -> float | None:
 
 _LIMIT_FIGURES = ("queue_depth", "util", "read_await", "write_await", "read_iops",
                   "write_iops")
+
+
+def _ever_queued(maps: list[Mapping[str, Disk]], least: float) -> set[str]:
+    """The disks with a queue depth of `least` or more in any of the mappings: each
+    distinct mapping read once (a fleet source's scrape is held by 15 snapshots)."""
+    out: set[str] = set()
+    seen: set[int] = set()
+    for m in maps:
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        out.update(k for k, v in zip(m, values_of(m, "queue_depth"), strict=True)
+                   if v is not None and v >= least)
+    return out
 
 
 def _limit_series(maps: list[Mapping[str, Disk]], key: str

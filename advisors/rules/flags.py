@@ -73,6 +73,7 @@ class FlagsLeftSet(Rule):
     id = "ceph.flags.left_set"
     title = "OSD flags set: what they stop, since when, by whom"
     source = "osd-down-out-and-markdown"
+    clock = True  # how long a flag has been set grows between scrapes
     explanation = (
         "Flags are how an operator holds Ceph still for maintenance (noout for a reboot, "
         "norebalance and nobackfill while adding hosts), stormdeck's own proposals "

@@ -186,6 +186,7 @@ class PgsInactive(Rule):
     id = "ceph.pgs.inactive"
     title = "PGs not active: no IO to their objects"
     source = "ceph-mixin-alerts, peering-blocks-io"
+    clock = True  # stuck once inactive for stuck_seconds, data unchanged or not
     explanation = (
         "A PG that is not active (peering, down, incomplete, stale, unknown...) serves no "
         "reads or writes: every RBD image, file or object with data in it hangs. "

@@ -35,6 +35,7 @@ class ReleaseAdvisory(Rule):
     id = "ceph.release.advisory"
     title = "Ceph release past its end of life, or with a known fast-EC crash"
     source = "fast-ec-tentacle-release, mclock-forces-sleeps-zero, read-balancer-compat"
+    clock = True  # the end of life comes by the date
     explanation = (
         "An archived release gets no backports or security fixes (docs.ceph.com releases "
         "index): Pacific's ended 2024-03-04, Quincy's 2025-01-13, Reef's 2026-03-20. What "

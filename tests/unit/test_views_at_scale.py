@@ -31,6 +31,22 @@ def test_daemon_records_are_kept_while_their_daemon_and_disks_are() -> None:
     assert same_disks[d.id] is first[d.id]
 
 
+def test_daemon_rows_are_not_built_again_while_the_merge_holds_its_mapping() -> None:
+    """Every Snapshot wraps its daemons anew; while the merge hands the same mapping (a
+    fleet source's scrape held for its interval) the view's rows stay the same dict, so
+    the table has nothing to do; new data builds them again."""
+    snap = lab_snapshot()
+    table = DaemonTable()
+    first = table.rows_of(snap)
+    later = replace(snap, time=snap.time + 1)
+    assert later.daemons is not snap.daemons
+    assert table.rows_of(later) is first
+    d = next(iter(snap.daemons.values()))
+    moved = replace(later, daemons={**later.daemons, d.id: replace(d, up=not d.up)})
+    again = table.rows_of(moved)
+    assert again is not first and again[d.id][0].up is not d.up
+
+
 def test_sparklines_read_back_only_what_they_show() -> None:
     """The latency view's and the overview's sparklines over the newest values, read
     from the newest snapshot back, are those drawn from the whole history before;
