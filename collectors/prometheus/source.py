@@ -342,17 +342,26 @@ class PrometheusSource:
 
     def _osds(self, q: Any) -> Mapping[str, Daemon]:
         fields: dict[str, dict[str, Any]] = {}
+        isfinite = math.isfinite
+        # 16 queries x 10,000 OSDs a read: _value and setdefault inlined, the field's
+        # kind looked up once per query, not once per sample.
         for field_name in DAEMON_QUERIES:
+            kind = bool if field_name in BOOL_FIELDS else int if field_name in INT_FIELDS \
+                else None
             for s in q(field_name):
                 daemon = s["metric"].get("ceph_daemon")
-                v = _value(s)
-                if daemon is None or v is None:
+                if daemon is None:
                     continue
-                if field_name in BOOL_FIELDS:
-                    v = v >= 1
-                elif field_name in INT_FIELDS:
-                    v = int(v)
-                fields.setdefault(daemon, {})[field_name] = v
+                try:
+                    v = float(s["value"][1])
+                except (IndexError, TypeError, ValueError):
+                    continue
+                if not isfinite(v):
+                    continue
+                f = fields.get(daemon)
+                if f is None:
+                    f = fields[daemon] = {}
+                f[field_name] = v >= 1 if kind is bool else int(v) if kind is int else v
         for s in q("metadata"):
             m = s["metric"]
             if "ceph_daemon" in m:
@@ -422,16 +431,31 @@ class PrometheusSource:
 
     def _disks(self, q: Any, daemons: Mapping[str, Daemon]) -> Mapping[str, Disk]:
         values: dict[tuple[str, str], dict[str, Any]] = {}
+        isfinite = math.isfinite
+        shorts: dict[str, str] = {}  # 500 hosts named 8 x 10,000 times a read
         for query_name in DISK_QUERIES:
             field_name = query_name.removeprefix("disk_")
+            util = field_name == "util"
             for s in q(query_name):
-                m = s.get("metric", {})
-                v = _value(s)
-                if v is None or not m.get("device") or not m.get("nodename"):
+                m = s["metric"]
+                device, node = m.get("device"), m.get("nodename")
+                if not device or not node:
                     continue
-                if field_name == "util":
+                try:
+                    v = float(s["value"][1])
+                except (IndexError, TypeError, ValueError):
+                    continue
+                if not isfinite(v):
+                    continue
+                if util:
                     v = min(1.0, max(0.0, v))
-                values.setdefault((_short(m["nodename"]), m["device"]), {})[field_name] = v
+                host = shorts.get(node)
+                if host is None:
+                    host = shorts[node] = _short(node)
+                f = values.get((host, device))
+                if f is None:
+                    f = values[(host, device)] = {}
+                f[field_name] = v
         # stormdeck's exporter: caches (the kernel's view, the device's own), what it is.
         for query_name, field_name in (("disk_write_cache", "write_cache"),
                                        ("disk_device_cache", "device_cache")):
