@@ -13,7 +13,7 @@ import dataclasses
 import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
@@ -28,6 +28,7 @@ from stormdeck.collectors.model import (
     Host,
     Partial,
     Pool,
+    disk_key,
 )
 from stormdeck.collectors.prometheus.client import PrometheusClient, PrometheusError
 from stormdeck.collectors.prometheus.promql import inject
@@ -92,6 +93,22 @@ class _Reuse(Generic[_R]):
 
     def __init__(self) -> None:
         self._last: Mapping[str, _R] = {}
+        self._fields: Mapping[str, Mapping[str, Any]] = {}
+
+    def build(self, fields: Mapping[str, Mapping[str, Any]],
+              make: Callable[[str, Mapping[str, Any]], _R]) -> Mapping[str, _R]:
+        """`reuse` of the records `make` builds from `fields`, without building those
+        whose fields equal the last read's: at 10,000 OSDs most of a read's daemons and
+        disks, and a dict compared in C is cheaper than a record made and compared.
+        `make` must depend on nothing but the key and its fields."""
+        last, last_fields = self._last, self._fields
+        new: dict[str, _R] = {}
+        for key, f in fields.items():
+            old = last.get(key)
+            new[key] = old if old is not None and last_fields.get(key) == f else make(key, f)
+        out = self.reuse(new)
+        self._fields = fields
+        return out
 
     def reuse(self, new: Mapping[str, _R]) -> Mapping[str, _R]:
         last = self._last
@@ -99,7 +116,7 @@ class _Reuse(Generic[_R]):
         same = len(new) == len(last)
         for key, rec in new.items():
             old = last.get(key)
-            if old is not None and old == rec:
+            if old is rec or (old is not None and old == rec):
                 out[key] = old
             else:
                 out[key] = rec
@@ -379,8 +396,9 @@ class PrometheusSource:
                 names = [m["device"].removeprefix("/dev/")]
             d["devices"] = tuple(sorted(set(d.get("devices", ())) | set(names)))
             d.setdefault("host", _short(m["instance"]) if m.get("instance") else None)
-        return self._daemons.reuse({name: Daemon(id=name, kind="osd", **f)
-                                    for name, f in fields.items() if name.startswith("osd.")})
+        return self._daemons.build({name: f for name, f in fields.items()
+                                    if name.startswith("osd.")},
+                                   lambda name, f: Daemon(id=name, kind="osd", **f))
 
     def _curve(self, q: Any) -> tuple[dict[str, Daemon], CurveCluster]:
         fields: dict[str, dict[str, Any]] = {}
@@ -484,12 +502,11 @@ class PrometheusSource:
             for dev in d.devices or ():
                 if d.host:
                     holders.setdefault((d.host, dev), []).append(d.id)
-        out = {}
+        fields: dict[str, dict[str, Any]] = {}
         for (host, dev), f in values.items():
-            disk = Disk(host=host, name=dev, daemons=tuple(sorted(holders.get((host, dev), ()))),
-                        **f)
-            out[disk.key] = disk
-        return self._disks_seen.reuse(out)
+            f.update(host=host, name=dev, daemons=tuple(sorted(holders.get((host, dev), ()))))
+            fields[disk_key(host, dev)] = f
+        return self._disks_seen.build(fields, lambda _key, f: Disk(**f))
 
     def _cluster(self, q: Any, daemons: Mapping[str, Daemon]) -> Cluster:
         health = q("health")
