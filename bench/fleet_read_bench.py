@@ -25,11 +25,14 @@ def main() -> int:
     ap.add_argument("--osds", type=int, default=1000)
     ap.add_argument("--reads", type=int, default=3)
     ap.add_argument("--interval", type=float, default=15.0)
+    ap.add_argument("--smoke", action="store_true", help="small and quick, for the tests")
     args = ap.parse_args()
+    if args.smoke:
+        args.osds, args.reads, args.interval = 20, 1, 1.0
     fleet = fb.Fleet(args.osds, args.interval, False, rules=False)
     try:
         while fleet.scrapes() < 3:
-            time.sleep(2)
+            time.sleep(min(2.0, args.interval / 2))
         src = fb.make_source(fleet.url, args.interval)
         src.poll()
         rows: dict[str, list[tuple[float, float, float]]] = {}
