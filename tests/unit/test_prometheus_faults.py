@@ -113,3 +113,34 @@ def test_unknown_series_and_odd_values_are_skipped() -> None:
     assert part.daemons["osd.2"].commit_latency is None, "Inf is unknown"
     # Every query got this body: the health series' first value is NaN, which is unknown.
     assert part.cluster is not None and part.cluster.health is None
+
+
+def test_answers_are_decoded_from_bytes_and_shape_checked() -> None:
+    """The client reads the body itself (orjson on the bytes, not requests' .json()):
+    a sample without a label set names nobody, one with a torn value is dropped, and
+    a 401 still names the credentials."""
+    import orjson
+
+    from stormdeck.collectors.prometheus import client as client_module
+    from stormdeck.collectors.prometheus.client import PrometheusClient
+
+    assert client_module._loads is orjson.loads
+    body = (b'{"status":"success","data":{"resultType":"vector","result":['
+            b'{"metric":{"ceph_daemon":"osd.1","h":"\xc3\xa9"},"value":[1,"2"]},'
+            b'{"metric":"nonsense","value":[1,"3"]},'
+            b'{"metric":{},"value":[1]},'
+            b'7]}}')
+    server, url = serve(body)
+    try:
+        got = PrometheusClient(url, timeout=2).query("up", "up", at=12.5)
+    finally:
+        server.shutdown()
+    assert got == [{"metric": {"ceph_daemon": "osd.1", "h": "\u00e9"}, "value": [1, "2"]},
+                   {"metric": {}, "value": [1, "3"]}]
+    server, url = serve(b"no", 401)
+    try:
+        with pytest.raises(PrometheusError,
+                           match=r"refused our credentials \(HTTP Status Code 401\)"):
+            PrometheusClient(url, timeout=2).query("up", "up")
+    finally:
+        server.shutdown()

@@ -42,7 +42,7 @@ def test_overrides_and_the_tenant_reach_the_source_from_the_config(tmp_path: Pat
     src = prometheus_source(args)
     try:
         assert src.queries["read_iops"] == MINE
-        assert src.client._client.headers["X-Scope-OrgID"] == "tenant-1"
+        assert src.client._headers["X-Scope-OrgID"] == "tenant-1"
         assert "read_iops" not in src._recorded_queries  # a recorded series never replaces it
         assert "write_iops" in src._recorded_queries
     finally:
