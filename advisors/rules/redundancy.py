@@ -88,17 +88,20 @@ class PgsPerOsd(Rule):
         # 1,000 findings of one cause, and 1,000 evaluations a tick).
         # Read as columns: no Daemon made for the one figure of each OSD this needs.
         ids, (pgs,) = ctx.osd_columns("pgs")
-        counted = [(n, k) for n, k in zip(pgs, ids, strict=True) if n is not None]
-        if not counted:
+        known = [n for n in pgs if n is not None]
+        if not known:
             return
-        worst_pgs, worst = max(counted)
-        over = sum(1 for n, _ in counted if n > share * limit)
+        # max() of (count, id) pairs, without making 10,000 pairs: the highest count,
+        # and of the OSDs holding it the greatest id.
+        worst_pgs = max(known)
+        worst = max(k for n, k in zip(pgs, ids, strict=True) if n == worst_pgs)
+        over = len([n for n in known if n > share * limit])
         fire = over > 0
         hard = worst_pgs > HARD_RATIO * limit
         yield Check(
             target="cluster", fire=fire, clear=worst_pgs <= share * limit * 0.95,
             severity=Severity.CRITICAL if hard else Severity.WARNING,
-            summary=(f"{over} of {len(counted)} OSDs past {share:.0%} of mon_max_pg_per_osd "
+            summary=(f"{over} of {len(known)} OSDs past {share:.0%} of mon_max_pg_per_osd "
                      f"{limit:g}; {worst} holds {worst_pgs} PGs, "
                      + (f"past {HARD_RATIO:g} x the limit: it refuses new PGs" if hard else
                         f"{worst_pgs / limit:.0%} of it")),
