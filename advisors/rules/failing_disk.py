@@ -98,7 +98,8 @@ class FailingDisk(Rule):
         "another sign. A RECENT_CRASH of an OSD that also went down and up in the window "
         "counts too: the crash is why it flaps. Two or more signs are critical: mark the "
         "OSD out while its peers still hold the data, not after a second failure.")
-    reads = ("cluster", "daemons", "disks")  # the checks, the OSDs, the disks' names
+    # All parts (the default): a crash counts with a flap within the window, which
+    # slides even while the data stands still.
 
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster

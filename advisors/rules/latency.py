@@ -18,7 +18,8 @@ class SlowestOsd(Rule):
         "Hot data is spread pseudo-randomly over the OSDs, so the cluster is only as fast "
         "as its slowest OSD (K1.7). This OSD's commit latency stands far above the "
         "median; its disk and CPU are shown beside it to tell which one holds it back.")
-    reads = ("daemons", "disks")  # commit latency, CPU; the disks' util in the summary
+    # All parts (the default): its verdict is the window's mean, which moves as the
+    # window slides even while the daemons part stands still.
 
     def check(self, ctx: Context) -> Iterable[Check]:
         ids, _ = ctx.osd_columns()
