@@ -55,8 +55,10 @@ class PeeringStorm(Rule):
             # time, with every OSD up and HEALTH_OK (test_mgr_failover_lab pauses them all).
             # No PG is known to be inactive: not a storm, and nothing to judge until it knows.
             return
-        series = ctx.values(_inactive)
         need = max(float(ctx.p("min_pgs")), float(ctx.p("min_fraction")) * (c.num_pgs or 0))
+        if not ctx.matters("cluster", now >= need):
+            return  # no storm and none tracked: the window and every OSD need no walk
+        series = ctx.values(_inactive)
         critical = now >= float(ctx.p("critical_fraction")) * (c.num_pgs or 1)
         moved = ctx.changed("up")  # only these can have been both up and down
         flapping = [d.id for d in ctx.osds() if (moved is None or d.id in moved)

@@ -27,6 +27,7 @@ class MinSize(Rule):
         "POOL_NO_REDUNDANCY for them) and are not judged. Raising min_size makes PGs that "
         "have fewer copies now inactive, so the procedure checks that first; no change is "
         "proposed.")
+    reads = ("cluster",)  # the pools alone
 
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster
@@ -74,6 +75,7 @@ class PgsPerOsd(Rule):
         "from `osd df` (every PG replica an OSD holds); it warns at 90% of the limit, so "
         "that a failure's PGs still fit. Judged only where a pool's "
         "autoscaler is off or in warn mode: with it on, pg_num is the autoscaler's.")
+    reads = ("cluster", "daemons")  # the pools, mon_max_pg_per_osd, the OSDs' PG counts
 
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster
@@ -84,17 +86,22 @@ class PgsPerOsd(Rule):
         # One finding for the cluster, not one per OSD: pg_num is per pool, so what is too
         # many on one OSD is nearly always too many on hundreds (a 1,000-OSD cluster gave
         # 1,000 findings of one cause, and 1,000 evaluations a tick).
-        counted = [(d.pgs, d.id) for d in ctx.osds() if d.pgs is not None]
-        if not counted:
+        # Read as columns: no Daemon made for the one figure of each OSD this needs.
+        ids, (pgs,) = ctx.osd_columns("pgs")
+        known = [n for n in pgs if n is not None]
+        if not known:
             return
-        worst_pgs, worst = max(counted)
-        over = sum(1 for n, _ in counted if n > share * limit)
+        # max() of (count, id) pairs, without making 10,000 pairs: the highest count,
+        # and of the OSDs holding it the greatest id.
+        worst_pgs = max(known)
+        worst = max(k for n, k in zip(pgs, ids, strict=True) if n == worst_pgs)
+        over = len([n for n in known if n > share * limit])
         fire = over > 0
         hard = worst_pgs > HARD_RATIO * limit
         yield Check(
             target="cluster", fire=fire, clear=worst_pgs <= share * limit * 0.95,
             severity=Severity.CRITICAL if hard else Severity.WARNING,
-            summary=(f"{over} of {len(counted)} OSDs past {share:.0%} of mon_max_pg_per_osd "
+            summary=(f"{over} of {len(known)} OSDs past {share:.0%} of mon_max_pg_per_osd "
                      f"{limit:g}; {worst} holds {worst_pgs} PGs, "
                      + (f"past {HARD_RATIO:g} x the limit: it refuses new PGs" if hard else
                         f"{worst_pgs / limit:.0%} of it")),

@@ -123,9 +123,14 @@ class OsdFlapping(Rule):
         c = ctx.cluster
         counted: dict[str, tuple[int, int]] = {}  # osd -> (downs, clean stops among them)
         reasons: DownReasons | None = None
-        for d in ctx.osds():
-            if moved is not None and d.id not in moved and not ctx.matters(d.id, False):
-                continue  # up (or down) all along: no flap, and nothing to clear
+        osds = ctx.osds() if moved is None else ()
+        if moved is not None:
+            # Up (or down) all along and not tracked: no flap, and nothing to clear. The
+            # few others are picked from the ids, not a walk of every OSD (10,000).
+            few = moved | ctx.tracked
+            daemons = ctx.latest.daemons
+            osds = [d for d in (daemons[k] for k in daemons if k in few) if d.kind == "osd"]
+        for d in osds:
             n = downs(ctx, d.id)
             if n and reasons is None:
                 reasons = down_reasons(ctx)
@@ -146,7 +151,7 @@ class OsdFlapping(Rule):
             else None
         blocked = keeps_pgs_active(ctx, worst) if worst else None
         interval = ctx.effective("mon_osd_down_out_interval", "mon") or "600"
-        daemons = {d.id: d for d in ctx.osds()}
+        daemons = ctx.latest.daemons  # counted holds OSDs of it alone
         for osd, (n, clean) in counted.items():
             flaps = n - clean
             fire = osd in flapping

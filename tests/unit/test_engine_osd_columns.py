@@ -1,0 +1,72 @@
+"""Rules over every OSD read them as columns and look only at those that can change a
+verdict, and judge as walking every OSD and window does."""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from dataclasses import replace
+
+import pytest
+
+from stormdeck.advisors.engine import Engine
+from stormdeck.advisors.rules import ALL
+from stormdeck.advisors.rules.base import Context
+from stormdeck.collectors.model import HealthCheck, Snapshot
+from tests.unit.test_engine_columns import verdicts, wander
+
+# Rules that, with the engine's columns, never walk ctx.osds() (flapping and the
+# peering storm walk only while they fire: test_engine_columns judges them).
+RULES = {"ceph.osd.memory", "ceph.osd.slowest", "ceph.osd.pgs_per_osd",
+         "ceph.osd.failing_disk"}
+GIB = float(1 << 30)
+
+
+def signs(seed: int, n: int) -> list[Snapshot]:
+    """wander's OSDs, with RSS past the target, PG counts past the limit and a disk's
+    repair check coming and going, so that each of RULES fires and clears."""
+    rnd = random.Random(seed)
+    out = []
+    for i, snap in enumerate(wander(seed, n, 1.0)):
+        daemons = {k: replace(d, rss_bytes=(7.0 if k == "osd.3" and 10 <= i < 80 else
+                                            rnd.choice((2.0, 3.0))) * GIB,
+                              pgs=rnd.choice((100, 240, 260, 800)))
+                   for k, d in snap.daemons.items()}
+        c = snap.cluster
+        assert c is not None
+        checks = list(c.checks)
+        if i % 20 < 12:
+            checks.append(HealthCheck("OSD_TOO_MANY_REPAIRS", "HEALTH_WARN",
+                                      "Too many repaired reads on 1 OSDs",
+                                      detail=(f"osd.{1 + i // 20 % 3} had 13 reads repaired",)))
+        pools = tuple(replace(p, autoscale_mode="warn") for p in c.pools)
+        out.append(replace(snap, daemons=daemons,
+                           cluster=replace(c, checks=tuple(checks), pools=pools)))
+    return out
+
+
+def test_rules_over_every_osd_judge_as_the_walk_without_walking(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    snaps = signs(7, 120)
+    rules = [r for r in ALL if r.id in RULES]
+    fast, slow = Engine(rules=rules), Engine(rules=rules, incremental=False)
+    whole, walk = Engine(), Engine(incremental=False)
+    real = Context.osds
+    history: deque[Snapshot] = deque(maxlen=90)
+    fired: set[str] = set()
+    for snap in snaps:
+        history.append(snap)
+        b = slow.evaluate(list(history))
+        assert verdicts(whole.evaluate(history)) == verdicts(walk.evaluate(list(history)))
+
+        def walked(ctx: Context) -> object:
+            raise AssertionError("walked every OSD")
+        monkeypatch.setattr(Context, "osds", walked)
+        try:
+            a = fast.evaluate(history)
+        finally:
+            monkeypatch.setattr(Context, "osds", real)
+        assert not fast.errors, fast.errors
+        assert verdicts(a) == verdicts(b)
+        fired |= {f.rule for f in a}  # pending or firing (memory waits 300 s)
+    assert fired >= RULES
