@@ -51,7 +51,11 @@ class PrometheusClient:
         if ca and insecure:
             raise ValueError("a CA to verify with and no verification contradict each other")
         session = requests.Session()
-        session.verify = ca if ca else not insecure
+        # Given with each request, not only set on the session: requests lets
+        # $REQUESTS_CA_BUNDLE / $CURL_CA_BUNDLE override a session's verify (requests #3829),
+        # and the operator's --prometheus-ca must win over the environment.
+        self._verify: str | bool = ca if ca else not insecure
+        session.verify = self._verify
         if insecure:
             # Asked for by name; a warning per request would only bury the console.
             import urllib3
@@ -97,7 +101,7 @@ class PrometheusClient:
             # then simplejson), where orjson reads the bytes as they came.
             response = self._session.get(f"{self.url}/api/v1/query", params=params,
                                          headers=self._headers, auth=self._auth,
-                                         timeout=self.timeout)
+                                         timeout=self.timeout, verify=self._verify)
             status, body = response.status_code, response.content
         except Exception as exc:  # requests' connection errors and timeouts
             from requests.exceptions import SSLError
