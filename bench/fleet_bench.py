@@ -366,13 +366,15 @@ class Counted:
             # As decoded: on the wire it is gzip'd (requests asks, Prometheus obliges).
             self.bytes += len(resp.content)
         session.hooks["response"].append(hook)
-        real = src.client.query
+        # Samples, or columns (a value per daemon or disk): a series each.
+        for method in ("query", "query_column"):
+            real = getattr(src.client, method)
 
-        def query(*args: Any, **kwargs: Any) -> Any:
-            out = real(*args, **kwargs)
-            self.series += len(out)
-            return out
-        src.client.query = query
+            def counted(*args: Any, real: Any = real, **kwargs: Any) -> Any:
+                out = real(*args, **kwargs)
+                self.series += len(out)
+                return out
+            setattr(src.client, method, counted)
 
 
 def within(part: Any, tolerance: float = 0.02) -> float:
@@ -485,11 +487,14 @@ def console_child(url: str, interval: float, fill: int, fill_seconds: float,
         import psutil
 
         tm = timed.times
-        Path(stats).write_text(json.dumps({
+        # Whole or not at all: the parent reads it while frames keep coming.
+        tmp = Path(stats + ".tmp")
+        tmp.write_text(json.dumps({
             "engine_ms": 1000 * sum(tm) / len(tm) if tm else None,
             "engine_ms_max": 1000 * max(tm) if tm else None,
             "ticks": len(tm), "missed": feed.loop.missed,
             "rss_mib": psutil.Process().memory_info().rss / (1 << 20)}))
+        os.replace(tmp, stats)
     arrive = feed._arrive
 
     def counted(frame: Any) -> None:

@@ -452,6 +452,48 @@ class Partial:
 R = TypeVar("R")
 
 
+def row_maker(cls: type[T], key: tuple[str, ...], fixed: Mapping[str, Any],
+              positional: tuple[str, ...], named: tuple[str, ...]) -> Callable[..., T] | None:
+    """A maker of `cls` records as `make(k, extra, *values)`: `k` the `key` field's value
+    (a tuple of them for several), then a dict holding any of `named` (a missing one
+    keeps its default), then `positional` in order; `fixed` the same for every record.
+    It sets the slots
+    as the dataclass's own __init__ would, minus the keyword parsing and per-field
+    lookups: a fleet read makes 10,000 Daemons and 10,000 Disks from columns (half
+    the time of `cls(**fields)`, tested against it). None where `cls` is not a plain
+    frozen record of defaults (a default factory, a __post_init__): use its __init__."""
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    names = [f.name for f in fields]
+    given = {*key, *fixed, *positional, *named}
+    if len(given) != len(key) + len(fixed) + len(positional) + len(named) or \
+            not given <= set(names) or hasattr(cls, "__post_init__") or \
+            any(f.default_factory is not dataclasses.MISSING for f in fields) or \
+            any(f.default is dataclasses.MISSING for f in fields if f.name not in given):
+        return None
+    env: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    args = [f"v{i}" for i in range(len(positional))]
+    lines = [f"def make(k, ex, {', '.join(args)}):" if args else "def make(k, ex):",
+             "    self = _new(_cls)", "    get = ex.get"]
+    for f in fields:
+        env[f"_set_{f.name}"] = cls.__dict__[f.name].__set__
+        env[f"_d_{f.name}"] = f.default
+        if f.name in key:
+            value = "k" if len(key) == 1 else f"k[{key.index(f.name)}]"
+        elif f.name in fixed:
+            env[f"_x_{f.name}"] = fixed[f.name]
+            value = f"_x_{f.name}"
+        elif f.name in positional:
+            value = args[positional.index(f.name)]
+        elif f.name in named:
+            value = f"get({f.name!r}, _d_{f.name})"
+        else:
+            value = f"_d_{f.name}"
+        lines.append(f"    _set_{f.name}(self, {value})")
+    lines.append("    return self")
+    exec("\n".join(lines), env)  # code made above from the dataclass's field names only
+    return env["make"]  # type: ignore[no-any-return]
+
+
 class Records(Mapping[str, R]):
     """A snapshot's daemons or disks. What they say never changes; how they are stored
     may: the History packs an older snapshot's into columns (collectors/packing.py)

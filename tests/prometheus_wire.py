@@ -74,10 +74,19 @@ class Answers:
         self.close()
 
 
+def row(value: float, **labels: str) -> dict[str, Any]:
+    """One sample of an instant query's answer."""
+    return {"metric": labels, "value": [1700000000.0, str(value)]}
+
+
 class StandIn:
-    """Answers every instant query with an empty vector, as a Prometheus with no series."""
+    """Answers every instant query with `body`: an empty vector, as a Prometheus with no
+    series, unless a test sets other bytes (Prometheus' own, say)."""
 
     def __init__(self) -> None:
+        self.body = EMPTY_VECTOR
+        me = self
+
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             # Headers and body go out in two writes: with Nagle on, a kept-alive
@@ -85,11 +94,12 @@ class StandIn:
             disable_nagle_algorithm = True
 
             def do_GET(self) -> None:
+                body = me.body
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(EMPTY_VECTOR)))
+                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(EMPTY_VECTOR)
+                self.wfile.write(body)
 
             def log_message(self, *args: object) -> None:
                 pass

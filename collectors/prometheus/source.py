@@ -15,6 +15,8 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from itertools import compress, repeat
+from operator import ne
 from typing import Any, Generic, TypeVar
 
 from stormdeck.base.secrets import redact_value
@@ -29,6 +31,7 @@ from stormdeck.collectors.model import (
     Partial,
     Pool,
     disk_key,
+    row_maker,
 )
 from stormdeck.collectors.prometheus.client import PrometheusClient, PrometheusError
 from stormdeck.collectors.prometheus.promql import inject
@@ -37,8 +40,10 @@ from stormdeck.collectors.prometheus.queries import (
     BOOL_FIELDS,
     CONCURRENCY,
     CURVE_QUERIES,
+    DAEMON_FIELDS,
     DAEMON_QUERIES,
     DISK_QUERIES,
+    DIVIDED_BY,
     HEALTH,
     INT_FIELDS,
     OTHER_QUERIES,
@@ -49,6 +54,7 @@ from stormdeck.collectors.prometheus.queries import (
     SCRAPE_INTERVAL,
     STATIC_EVERY,
     STATIC_QUERIES,
+    WHOLE_QUERIES,
     rate_window,
 )
 
@@ -77,6 +83,109 @@ def _short(host: str) -> str:
     return host.split(".")[0]
 
 
+_BY_DAEMON = ("ceph_daemon",)
+_BY_NODE = ("device", "nodename")  # in label-name order, as Prometheus writes them
+_BY_INSTANCE = ("device", "instance")
+_BY_HOSTNAME = ("device", "hostname")
+_CACHES = {"disk_write_cache": "write_cache", "disk_device_cache": "device_cache"}
+# What a per-daemon column holds, as the Daemon's field wants it.
+_CONVERT: dict[str, Callable[[float], Any]] = {
+    **{name: (lambda v: v >= 1) for name in BOOL_FIELDS},
+    **{name: int for name in INT_FIELDS}}
+_DISK_CONVERT: dict[str, Callable[[float], Any]] = {"util": lambda v: min(1.0, max(0.0, v))}
+
+_EMPTY: Mapping[Any, float] = {}
+_NONE: Mapping[str, Any] = {}
+# What the static series give a Daemon or Disk besides its columns (extra's keys).
+_OSD_NAMED = ("host", "device_class", "objectstore", "devices")
+_DISK_NAMED = ("write_cache", "device_cache", "rotational", "virtual", "transport", "model",
+               "daemons")
+_ROW_MAKERS: dict[tuple[type, tuple[str, ...]], Callable[..., Any] | None] = {}
+
+
+def _maker(cls: type, key: tuple[str, ...], fixed: Mapping[str, Any],
+           named: tuple[str, ...]) -> Callable[[tuple[str, ...]], Callable[..., Any] | None]:
+    """`rows` for _Reuse.build: a record maker per set of column names, made once."""
+    def rows(names: tuple[str, ...]) -> Callable[..., Any] | None:
+        memo = (cls, names)
+        if memo not in _ROW_MAKERS:
+            _ROW_MAKERS[memo] = row_maker(cls, key, fixed, names, named)
+        return _ROW_MAKERS[memo]
+    return rows
+
+
+_OSD_ROWS = _maker(Daemon, ("id",), {"kind": "osd"}, _OSD_NAMED)
+_DISK_ROWS = _maker(Disk, ("host", "name"), {}, _DISK_NAMED)
+
+
+def _divide(num: Mapping[Any, float], den: Mapping[Any, float]) -> dict[Any, float]:
+    """Each key's numerator over its denominator, where both are and the denominator is
+    not 0 (PromQL's would be NaN or infinite, which the queries drop)."""
+    return {k: n / d for k, n in num.items() if (d := den.get(k))}
+
+
+def _is_osd(name: str) -> bool:
+    return name.startswith("osd.")
+
+
+def _osd_extra(meta: Any, occ: Any) -> dict[str, dict[str, Any]]:
+    """What the static series say of each OSD: its host, class, store and devices."""
+    out: dict[str, dict[str, Any]] = {}
+    for s in meta:
+        m = s["metric"]
+        if "ceph_daemon" in m:
+            d = out.setdefault(m["ceph_daemon"], {})
+            d["host"] = _short(m["hostname"]) if m.get("hostname") else None
+            d["device_class"] = m.get("device_class") or None
+            d["objectstore"] = m.get("objectstore") or None
+    for s in occ:
+        m = s["metric"]
+        if "ceph_daemon" not in m:
+            continue
+        d = out.setdefault(m["ceph_daemon"], {})
+        names = [x for x in m.get("devices", "").split(",") if x and x != "N/A"]
+        if not names and m.get("device", "").startswith("/dev/"):
+            names = [m["device"].removeprefix("/dev/")]
+        d["devices"] = tuple(sorted(set(d.get("devices", ())) | set(names)))
+        d.setdefault("host", _short(m["instance"]) if m.get("instance") else None)
+    return out
+
+
+def _disk_extra(write_cache: Mapping[tuple[str, str], float],
+                device_cache: Mapping[tuple[str, str], float], info: Any,
+                osds: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """What stormdeck's exporter says of each disk (its caches, what it is) and which
+    OSDs sit on it, by (host, device): static series, made again only when re-read."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for col, field_name in ((write_cache, "write_cache"), (device_cache, "device_cache")):
+        for (device, hostname), v in col.items():
+            if device and hostname:
+                out.setdefault((_short(hostname), device), {})[field_name] = \
+                    "write back" if v >= 1 else "write through"
+    for s in info:
+        m = s.get("metric", {})
+        if not (m.get("device") and m.get("hostname")):
+            continue
+        f = out.setdefault((_short(m["hostname"]), m["device"]), {})
+        if m.get("rotational") in ("0", "1"):
+            f["rotational"] = m["rotational"] == "1"
+        if m.get("virtual") in ("0", "1"):
+            f["virtual"] = m["virtual"] == "1"
+        if m.get("transport"):
+            f["transport"] = m["transport"]
+        if m.get("model"):
+            f["model"] = m["model"]
+    holders: dict[tuple[str, str], list[str]] = {}
+    for name, d in osds.items():
+        if not _is_osd(name) or not d.get("host"):
+            continue
+        for dev in d.get("devices") or ():
+            holders.setdefault((d["host"], dev), []).append(name)
+    for key, names in holders.items():
+        out.setdefault(key, {})["daemons"] = tuple(sorted(names))
+    return out
+
+
 _VERSION = re.compile(r"ceph version (\d+\.\d+\.\d+)\S* \([0-9a-f]+\) (\w+)")
 _R = TypeVar("_R")
 
@@ -92,22 +201,96 @@ class _Reuse(Generic[_R]):
     (the hub's merge then reuses what it made of it)."""
 
     def __init__(self) -> None:
-        self._last: Mapping[str, _R] = {}
-        self._fields: Mapping[str, Mapping[str, Any]] = {}
+        self._last: Mapping[Any, _R] = {}
+        self._cols: Mapping[str, Mapping[Any, float]] | None = None
+        self._extra: Mapping[Any, Mapping[str, Any]] = {}
+        self._conv: dict[str, tuple[Mapping[Any, float], Mapping[Any, Any]]] = {}
 
-    def build(self, fields: Mapping[str, Mapping[str, Any]],
-              make: Callable[[str, Mapping[str, Any]], _R]) -> Mapping[str, _R]:
-        """`reuse` of the records `make` builds from `fields`, without building those
-        whose fields equal the last read's: at 10,000 OSDs most of a read's daemons and
-        disks, and a dict compared in C is cheaper than a record made and compared.
-        `make` must depend on nothing but the key and its fields."""
-        last, last_fields = self._last, self._fields
-        new: dict[str, _R] = {}
-        for key, f in fields.items():
-            old = last.get(key)
-            new[key] = old if old is not None and last_fields.get(key) == f else make(key, f)
-        out = self.reuse(new)
-        self._fields = fields
+    def build(self, cols: Mapping[str, Mapping[Any, float]],
+              extra: Mapping[Any, Mapping[str, Any]],
+              make: Callable[[Any, dict[str, Any]], _R],
+              convert: Mapping[str, Callable[[float], Any]] | None = None,
+              keep: Callable[[Any], bool] | None = None,
+              rows: Callable[[tuple[str, ...]], Callable[..., _R] | None] | None = None
+              ) -> Mapping[Any, _R]:
+        """The records `make` builds from a read's columns (per field, each key's value)
+        and `extra` (per key, fields that are no column), building only those whose
+        inputs differ from the last read's; the rest are the last read's objects, and
+        with nothing changed the mapping is the last one (the hub's merge then reuses
+        what it made of it). Which keys changed is found column by column in C (the
+        items of two dicts differenced), not key by key: at 10,000 OSDs a read brings
+        16 columns of 10,000 values. `convert` turns a field's value into the record's
+        type, `keep` says which keys are records at all; `make` must depend on nothing
+        but the key and its fields. `rows`, given the column names, may give a faster
+        maker of the same records (`model.row_maker`: key, extra, then the values)."""
+        last, last_cols, last_extra = self._last, self._cols, self._extra
+        # Values in the record's types, each column converted once (in C) while it is
+        # the same answer.
+        convert = convert or {}
+        cols = {name: self._converted(name, col, convert[name]) if name in convert else col
+                for name, col in cols.items()}
+        keys: dict[Any, None] = {}
+        for col in cols.values():
+            keys.update(dict.fromkeys(col))
+        keys.update(dict.fromkeys(extra))
+        # The keys whose inputs changed; None: all of them (the first read, or a scrape
+        # that moved every daemon's rates, the common case on a loaded cluster).
+        changed: set[Any] | None = None if last_cols is None else set()
+        for name, col in cols.items():
+            if changed is None or 2 * len(changed) > len(keys):
+                changed = None  # most moved: all are made again (below)
+                break
+            old = last_cols.get(name) if last_cols is not None else None
+            if old is col:
+                continue
+            if old is None:
+                changed.update(col)
+            elif old != col:
+                # The keys whose value differs, each compared in C.
+                changed.update(compress(keys, map(ne, map(old.get, keys), map(col.get, keys))))
+                changed.update(old.keys() - col.keys())
+        if changed is not None and extra is not last_extra and extra != last_extra:
+            changed.update(k for k in keys.keys() | last_extra.keys()
+                           if extra.get(k) != last_extra.get(k))
+        # Each key's row of values, looked up column by column in C (None where a
+        # column lacks the key: every field read from a column defaults to None, so
+        # None and absent make the same record).
+        names = tuple(cols)
+        kept = [k for k in keys if keep(k)] if keep is not None else list(keys)
+        fast = rows(names) if rows is not None else None
+        new: dict[Any, _R]
+        if fast is not None and changed is None:
+            # Most keys' inputs moved (a loaded cluster's every scrape): all made in one
+            # pass, the rows fed to the maker in C, cheaper than telling the rest apart.
+            new = dict(zip(kept, map(fast, kept, map(extra.get, kept, repeat(_NONE)),
+                                     *(map(cols[name].get, kept) for name in names)),
+                           strict=True))
+        else:
+            new = {}
+            for key, *values in zip(kept, *(map(cols[name].get, kept) for name in names),
+                                    strict=True):
+                old_rec = last.get(key)
+                if old_rec is not None and changed is not None and key not in changed:
+                    new[key] = old_rec
+                elif fast is not None:
+                    new[key] = fast(key, extra.get(key, _NONE), *values)
+                else:
+                    f = dict(extra.get(key, ()))
+                    f.update(zip(names, values, strict=True))
+                    new[key] = make(key, f)
+        self._cols, self._extra = cols, extra
+        if changed is not None and not changed and list(new) == list(last):
+            return last
+        self._last = new
+        return new
+
+    def _converted(self, name: str, col: Mapping[Any, float],
+                   conv: Callable[[float], Any]) -> Mapping[Any, Any]:
+        memo = self._conv.get(name)
+        if memo is not None and memo[0] is col:
+            return memo[1]
+        out = dict(zip(col, map(conv, col.values()), strict=True))
+        self._conv[name] = (col, out)
         return out
 
     def reuse(self, new: Mapping[str, _R]) -> Mapping[str, _R]:
@@ -162,6 +345,8 @@ class PrometheusSource:
         if unknown:
             raise ValueError(f"no Prometheus query named {', '.join(sorted(unknown))}")
         self.queries.update(queries or {})
+        self._whole = {k: v.replace(f"[{RATE}]", f"[{self.window}]")
+                       for k, v in WHOLE_QUERIES.items()}
         self.match = match
         self._overridden = frozenset(queries or {})
         # A query overridden by name is the site's: a recorded series never replaces it.
@@ -173,6 +358,7 @@ class PrometheusSource:
             self._recorded_queries = {k: inject(v, match)
                                       for k, v in self._recorded_queries.items()}
             self._probe = inject(self._probe, match)
+            self._whole = {k: inject(v, match) for k, v in self._whole.items()}
         # The queries whose recording rule's series Prometheus holds: asked with the
         # static series (every STATIC_EVERY s), and at once when a recorded one goes empty.
         self._recorded: frozenset[str] = frozenset()
@@ -193,13 +379,24 @@ class PrometheusSource:
         self._last: Partial | None = None
         self._read_newest: float | None = None  # the mgr scrape the last read saw
         self._read_mono: float | None = None
-        self._static: dict[str, list[dict[str, Any]]] = {}
+        self._static: dict[str, Any] = {}
         self._static_mono: float | None = None
         self._daemons: _Reuse[Daemon] = _Reuse()
         self._disks_seen: _Reuse[Disk] = _Reuse()
+        # What the static series made, kept while they are the same answers.
+        self._osd_extra: tuple[Any, Any, dict[str, dict[str, Any]]] = (None, None, {})
+        self._disk_static: tuple[Any, ...] = (None, None, None, None, {})
+        self._hosts_of: tuple[Any, dict[str, str]] = (None, {})
+        self._rekeys: tuple[Any, Any, dict[tuple[str, str], tuple[str, str]], bool] | None = \
+            None
+        self._known: tuple[Any, set[Any], set[Any]] = (None, set(), set())
+        self._unknown_asked: frozenset[str] = frozenset()
+        self._numerators: set[str] = set()  # what the last ask of each name must divide
+        self._disk_map: tuple[Any, Mapping[str, Disk]] = (None, {})
         self._hosts: _Reuse[Host] = _Reuse()
         self._pools: _Reuse[Pool] = _Reuse()
         self._cluster_last: Cluster | None = None
+        self._versions: tuple[Any, set[tuple[tuple[int, ...], str]]] = (None, set())
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -215,9 +412,42 @@ class PrometheusSource:
             names += [n for n in CURVE_QUERIES if n != "curve_cs_leaders_mds"]
         return list(dict.fromkeys(names))
 
-    def query(self, name: str) -> list[dict[str, Any]]:
-        expr = self._recorded_queries[name] if name in self._recorded else self.queries[name]
-        return self.client.query(expr, name, self._at)
+    def _given(self, name: str) -> bool:
+        """Whether a read takes `name`'s figure whole from a recorded series or a site's
+        query (and so never divides it, nor divides by it)."""
+        return name in self._recorded or name in self._overridden
+
+    def _expr(self, name: str) -> tuple[str, bool]:
+        """What a read sends for `name`, and whether the answer is a numerator that the
+        source divides by its DIVIDED_BY column."""
+        if name in self._recorded:
+            return self._recorded_queries[name], False
+        den = DIVIDED_BY.get(name)
+        if den is None or name in self._overridden:
+            return self.queries[name], False
+        if self._given(den):
+            return self._whole[name], False
+        return self.queries[name], True
+
+    def keyed_by(self, name: str) -> tuple[str, ...] | None:
+        """The labels a query's answer is read as a column by (each daemon's or disk's
+        value), or None: its samples, whole."""
+        if name in DAEMON_QUERIES:
+            return _BY_DAEMON
+        if name in DISK_QUERIES:
+            # The raw queries are per scrape target; a recorded series or a site's own
+            # query carries the host's name itself (as the docs ask of an override).
+            return _BY_NODE if self._given(name) else _BY_INSTANCE
+        if name in _CACHES:  # read every scrape, and nearly never changed: a column
+            return _BY_HOSTNAME
+        return None
+
+    def query(self, name: str) -> Any:
+        """One query's answer: a column (`keyed_by`) or the samples."""
+        expr, labels = self._expr(name)[0], self.keyed_by(name)
+        if labels is None:
+            return self.client.query(expr, name, self._at)
+        return self.client.query_column(expr, name, self._at, labels)
 
     @property
     def mode(self) -> str:
@@ -291,17 +521,23 @@ class PrometheusSource:
             self._static = {n: results[n] for n in STATIC_QUERIES if n in results}
             self._static_mono = mono
         else:
-            unnamed = {s["metric"].get("ceph_daemon") for s in results.get("up", ())} - \
-                {s["metric"].get("ceph_daemon") for s in self._static.get("metadata", ())}
-            if unnamed:  # a daemon added or replaced since: what it is, read now
+            unknown = self._unknown(results)
+            if unknown - self._unknown_asked:
+                # A daemon or host added or replaced since: what it is, read now (once:
+                # a daemon the static series never name does not make every read re-read).
                 more, more_errors = self._ask([n for n in names if n in STATIC_QUERIES])
                 self._static = more
                 self._static_mono = mono
+                self._unknown_asked = unknown
                 errors += more_errors
             results.update(self._static)
 
-        def q(name: str) -> list[dict[str, Any]]:
-            return results.get(name, [])
+        for name in self._numerators & set(results):
+            results[name] = _divide(results[name] or _EMPTY,
+                                    results.get(DIVIDED_BY[name]) or _EMPTY)
+
+        def q(name: str) -> Any:
+            return results.get(name) or ()
 
         daemons: Mapping[str, Daemon] = {}
         disks: Mapping[str, Disk] = {}
@@ -329,11 +565,27 @@ class PrometheusSource:
         self._last, self._read_newest, self._read_mono = part, newest, mono
         return part
 
-    def _ask(self, names: list[str]) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
+    def _unknown(self, results: Mapping[str, Any]) -> frozenset[str]:
+        """Daemons that answer but the static series do not name, and scrape targets
+        whose disks answer but whose host node_uname_info does not name."""
+        static = self._static
+        if self._known[0] is not static:
+            self._known = (static,
+                           {s["metric"].get("ceph_daemon") for s in static.get("metadata", ())},
+                           {s["metric"].get("instance") for s in static.get("nodes", ())})
+        daemons = set(results.get("up") or ()) - self._known[1]
+        util = results.get("disk_util")
+        targets = set() if not util or self._given("disk_util") \
+            else {x for _dev, x in util} - self._known[2]
+        return frozenset(daemons | targets)
+
+    def _ask(self, names: list[str]) -> tuple[dict[str, Any], list[str]]:
         """`names` asked `concurrency` at a time; a query that fails is an error and
         an empty answer, the rest stand."""
-        results: dict[str, list[dict[str, Any]]] = {}
+        results: dict[str, Any] = {}
         errors: list[str] = []
+        self._numerators.update(n for n in names if self._expr(n)[1])
+        self._numerators.difference_update(n for n in names if not self._expr(n)[1])
         futures = {name: self._pool.submit(self.query, name) for name in names}
         for name, fut in futures.items():  # in query order, so errors read the same each poll
             try:
@@ -343,7 +595,7 @@ class PrometheusSource:
                 errors.append(str(exc) + (" (the query is overridden: --prometheus-query "
                                           "or the config's prometheus_query)"
                                           if name in self._overridden else ""))
-                results[name] = []
+                results[name] = [] if self.keyed_by(name) is None else {}
         return results, errors
 
     def _duplicates(self, q: Any) -> list[str]:
@@ -357,48 +609,32 @@ class PrometheusSource:
                 "job twice, or replicas not deduplicated): each figure is taken once; "
                 "narrow with --prometheus-match"]
 
+    def _rekey(self, raw: Mapping[tuple[str, str], float], hosts: Mapping[str, str] | None
+               ) -> tuple[dict[tuple[str, str], tuple[str, str]], bool]:
+        """Each (device, target-or-node) key of a disk answer as its (host, device), and
+        whether two keys name one disk; kept while the answers' keys and hosts stay (10,000
+        disks re-keyed once, not eight times a read)."""
+        memo = self._rekeys
+        if memo is not None and memo[0] is hosts and memo[1] == raw.keys():
+            return memo[2], memo[3]
+        if hosts is None:
+            rekey = {(dev, node): (_short(node), dev) for dev, node in raw}
+        else:
+            rekey = {(dev, x): (hosts[x], dev) for dev, x in raw if x in hosts}
+        merge = len(set(rekey.values())) < len(rekey)
+        self._rekeys = (hosts, raw.keys(), rekey, merge)
+        return rekey, merge
+
     def _osds(self, q: Any) -> Mapping[str, Daemon]:
-        fields: dict[str, dict[str, Any]] = {}
-        isfinite = math.isfinite
-        # 16 queries x 10,000 OSDs a read: _value and setdefault inlined, the field's
-        # kind looked up once per query, not once per sample.
-        for field_name in DAEMON_QUERIES:
-            kind = bool if field_name in BOOL_FIELDS else int if field_name in INT_FIELDS \
-                else None
-            for s in q(field_name):
-                daemon = s["metric"].get("ceph_daemon")
-                if daemon is None:
-                    continue
-                try:
-                    v = float(s["value"][1])
-                except (IndexError, TypeError, ValueError):
-                    continue
-                if not isfinite(v):
-                    continue
-                f = fields.get(daemon)
-                if f is None:
-                    f = fields[daemon] = {}
-                f[field_name] = v >= 1 if kind is bool else int(v) if kind is int else v
-        for s in q("metadata"):
-            m = s["metric"]
-            if "ceph_daemon" in m:
-                d = fields.setdefault(m["ceph_daemon"], {})
-                d["host"] = _short(m["hostname"]) if m.get("hostname") else None
-                d["device_class"] = m.get("device_class") or None
-                d["objectstore"] = m.get("objectstore") or None
-        for s in q("occupation"):
-            m = s["metric"]
-            if "ceph_daemon" not in m:
-                continue
-            d = fields.setdefault(m["ceph_daemon"], {})
-            names = [x for x in m.get("devices", "").split(",") if x and x != "N/A"]
-            if not names and m.get("device", "").startswith("/dev/"):
-                names = [m["device"].removeprefix("/dev/")]
-            d["devices"] = tuple(sorted(set(d.get("devices", ())) | set(names)))
-            d.setdefault("host", _short(m["instance"]) if m.get("instance") else None)
-        return self._daemons.build({name: f for name, f in fields.items()
-                                    if name.startswith("osd.")},
-                                   lambda name, f: Daemon(id=name, kind="osd", **f))
+        cols = {name: q(name) or _EMPTY for name in DAEMON_FIELDS}
+        meta, occ = q("metadata"), q("occupation")
+        if self._osd_extra[0] is not meta or self._osd_extra[1] is not occ:
+            # The static series change every few minutes: what they say of each OSD is
+            # made again only then, and compared key by key only then.
+            self._osd_extra = (meta, occ, _osd_extra(meta, occ))
+        return self._daemons.build(cols, self._osd_extra[2],
+                                   lambda name, f: Daemon(id=name, kind="osd", **f),
+                                   convert=_CONVERT, keep=_is_osd, rows=_OSD_ROWS)
 
     def _curve(self, q: Any) -> tuple[dict[str, Daemon], CurveCluster]:
         fields: dict[str, dict[str, Any]] = {}
@@ -448,65 +684,42 @@ class PrometheusSource:
         return daemons, cluster
 
     def _disks(self, q: Any, daemons: Mapping[str, Daemon]) -> Mapping[str, Disk]:
-        values: dict[tuple[str, str], dict[str, Any]] = {}
-        isfinite = math.isfinite
-        shorts: dict[str, str] = {}  # 500 hosts named 8 x 10,000 times a read
+        nodes = q("nodes")
+        if self._hosts_of[0] is not nodes:
+            self._hosts_of = (nodes, {s["metric"]["instance"]: _short(s["metric"]["nodename"])
+                                      for s in nodes
+                                      if s["metric"].get("instance")
+                                      and s["metric"].get("nodename")})
+        hosts = self._hosts_of[1]
+        cols: dict[str, dict[tuple[str, str], float]] = {}
         for query_name in DISK_QUERIES:
-            field_name = query_name.removeprefix("disk_")
-            util = field_name == "util"
-            for s in q(query_name):
-                m = s["metric"]
-                device, node = m.get("device"), m.get("nodename")
-                if not device or not node:
-                    continue
-                try:
-                    v = float(s["value"][1])
-                except (IndexError, TypeError, ValueError):
-                    continue
-                if not isfinite(v):
-                    continue
-                if util:
-                    v = min(1.0, max(0.0, v))
-                host = shorts.get(node)
-                if host is None:
-                    host = shorts[node] = _short(node)
-                f = values.get((host, device))
-                if f is None:
-                    f = values[(host, device)] = {}
-                f[field_name] = v
-        # stormdeck's exporter: caches (the kernel's view, the device's own), what it is.
-        for query_name, field_name in (("disk_write_cache", "write_cache"),
-                                       ("disk_device_cache", "device_cache")):
-            for s in q(query_name):
-                m = s.get("metric", {})
-                v = _value(s)
-                if v is not None and m.get("device") and m.get("hostname"):
-                    key = (_short(m["hostname"]), m["device"])
-                    values.setdefault(key, {})[field_name] = \
-                        "write back" if v >= 1 else "write through"
-        for s in q("disk_info"):
-            m = s.get("metric", {})
-            if not (m.get("device") and m.get("hostname")):
-                continue
-            f = values.setdefault((_short(m["hostname"]), m["device"]), {})
-            if m.get("rotational") in ("0", "1"):
-                f["rotational"] = m["rotational"] == "1"
-            if m.get("virtual") in ("0", "1"):
-                f["virtual"] = m["virtual"] == "1"
-            if m.get("transport"):
-                f["transport"] = m["transport"]
-            if m.get("model"):
-                f["model"] = m["model"]
-        holders: dict[tuple[str, str], list[str]] = {}
-        for d in daemons.values():
-            for dev in d.devices or ():
-                if d.host:
-                    holders.setdefault((d.host, dev), []).append(d.id)
-        fields: dict[str, dict[str, Any]] = {}
-        for (host, dev), f in values.items():
-            f.update(host=host, name=dev, daemons=tuple(sorted(holders.get((host, dev), ()))))
-            fields[disk_key(host, dev)] = f
-        return self._disks_seen.build(fields, lambda _key, f: Disk(**f))
+            raw = q(query_name) or _EMPTY
+            # Keyed by scrape target, its host from node_uname_info as a join would;
+            # a recorded series or a site's query names the host itself.
+            rekey, merge = self._rekey(raw, None if self._given(query_name) else hosts)
+            if not merge:
+                col = dict(zip(map(rekey.get, raw), raw.values(), strict=True))
+                col.pop(None, None)  # type: ignore[call-overload]  # hosts not named
+            else:  # two targets (or names) of one host: the larger, as `max by` takes
+                col = {}
+                for k, v in raw.items():
+                    key = rekey.get(k)
+                    if key is not None and v > col.get(key, -math.inf):
+                        col[key] = v
+            cols[query_name.removeprefix("disk_")] = col
+        static = (q("disk_write_cache") or _EMPTY, q("disk_device_cache") or _EMPTY,
+                  q("disk_info"),
+                  self._osd_extra[2])
+        # The caches are read every scrape (a change may have turned one off), as
+        # columns: an unchanged answer is the same object, and nothing is made again.
+        if any(a is not b for a, b in zip(static, self._disk_static[:4], strict=True)):
+            self._disk_static = (*static, _disk_extra(*static))
+        built = self._disks_seen.build(cols, self._disk_static[4],
+                                       lambda k, f: Disk(host=k[0], name=k[1], **f),
+                                       convert=_DISK_CONVERT, rows=_DISK_ROWS)
+        if built is not self._disk_map[0]:
+            self._disk_map = (built, {disk_key(h, dev): d for (h, dev), d in built.items()})
+        return self._disk_map[1]
 
     def _cluster(self, q: Any, daemons: Mapping[str, Daemon]) -> Cluster:
         health = q("health")
@@ -568,11 +781,15 @@ class PrometheusSource:
                     else "raised (Prometheus has no message)",
                     count=slow_ops if code == "SLOW_OPS" else None))
         osds = [d for d in daemons.values() if d.kind == "osd"]
-        found = set()
-        for s in q("metadata"):
-            v = _VERSION.search(s.get("metric", {}).get("ceph_version", ""))
-            if v:
-                found.add((tuple(int(x) for x in v.group(1).split(".")), v.group(2)))
+        meta = q("metadata")
+        if self._versions[0] is not meta:  # static: the versions found once per read of it
+            found = set()
+            for text in {s.get("metric", {}).get("ceph_version", "") for s in meta}:
+                v = _VERSION.search(text)
+                if v:
+                    found.add((tuple(int(x) for x in v.group(1).split(".")), v.group(2)))
+            self._versions = (meta, found)
+        found = self._versions[1]
         oldest = min(found) if found else None
 
         def one(name: str) -> float | None:

@@ -48,10 +48,9 @@ OURS = {
                   '{cluster="prod"}[2m])) or sum by (ceph_daemon) (max by (ceph_daemon, mode) '
                   '(rate(ceph_exporter_cpu_total{cluster="prod", mode=~"user|kernel|system"}'
                   '[2m])))',
-    "disk_read_await": 'max by (nodename, device) ((rate(node_disk_read_time_seconds_total'
-                       '{cluster="prod"}[2m]) / rate(node_disk_reads_completed_total'
-                       '{cluster="prod"}[2m]) > -1) * on(instance) group_left(nodename) '
-                       'max by (instance, nodename) (node_uname_info{cluster="prod"}))',
+    "disk_read_await": 'max by (instance, device) (rate(node_disk_read_time_seconds_total'
+                       '{cluster="prod"}[2m]))',
+    "nodes": 'max by (instance, nodename) (node_uname_info{cluster="prod"})',
     "pg_flags": 'sum by (__name__) (max by (__name__, pool_id) ({cluster="prod", '
                 '__name__=~"ceph_pg_[a-z_]+", __name__!="ceph_pg_total"}))',
     "flags": 'max by (__name__) ({cluster="prod", __name__=~"ceph_osd_flag_.+"}) == 1',

@@ -19,7 +19,7 @@ from stormdeck.base.errors import UserError
 from stormdeck.collectors.ceph.connection import CommandError
 from stormdeck.collectors.curve import metrics as curve_metrics
 from stormdeck.collectors.curve import parse as curve
-from stormdeck.collectors.prometheus.client import PrometheusError
+from stormdeck.collectors.prometheus.client import PrometheusError, column, column_of
 from stormdeck.collectors.prometheus.source import PrometheusSource
 from stormdeck.collectors.recording import MAGIC, Recording
 from stormdeck.config import load_clusters
@@ -130,8 +130,13 @@ class CannedPrometheus(PrometheusSource):
         # draws only in the test's own.
         self.answers = {name: data.draw(samples) for name in self.query_names()}
 
-    def query(self, name: str) -> list[dict[str, Any]]:
-        return self.answers[name]
+    def query(self, name: str) -> Any:
+        # As the client reads them: a column where the source keys the answer, from
+        # whatever samples were drawn (the fast reader's equality to this is tested
+        # below and in test_prometheus_columns.py).
+        labels = self.keyed_by(name)
+        got = self.answers[name]
+        return got if labels is None else column_of(got, labels)
 
 
 # Each example is a whole poll (its worker threads, ~40 queries): 60 of them, not 150.
@@ -148,6 +153,23 @@ def test_the_prometheus_source_survives_any_answer(data: st.DataObject,
     finally:
         source.close()
     assert part.source == "prometheus"
+
+
+@FAST
+@given(st.lists(st.tuples(st.text(max_size=8), st.text(max_size=8), st.one_of(
+    st.floats().map(str), st.sampled_from(["NaN", "+Inf", "-Inf", "1e3", "x"]))),
+    max_size=6), st.booleans())
+def test_the_column_reader_agrees_with_a_full_decode(rows: list[tuple[str, str, str]],
+                                                     two: bool) -> None:
+    labels = ("device", "instance") if two else ("ceph_daemon",)
+    result = [{"metric": dict(zip(labels, (a, b), strict=False)), "value": [1.5, v]}
+              for a, b, v in rows]
+    text = json.dumps({"status": "success", "data": {"resultType": "vector",
+                                                     "result": result}},
+                      separators=(",", ":"))
+    fast = column(text, labels)
+    if fast is not None:  # else the client decodes it whole: column_of
+        assert fast == column_of(result, labels)
 
 
 def frame(kind: bytes, payload: bytes) -> bytes:

@@ -17,14 +17,16 @@ import yaml
 
 from stormdeck.collectors.prometheus.queries import (
     ALL_QUERIES,
+    DIVIDED_BY,
     RECORDED,
     RECORDED_PROBE,
     RECORDED_QUERIES,
     RECORDING_RULES,
+    WHOLE_QUERIES,
     recording_rules_yaml,
 )
 from stormdeck.collectors.prometheus.source import PrometheusSource
-from tests.prometheus_wire import Answers
+from tests.prometheus_wire import Answers, row
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SHIPPED = ROOT / "assets" / "stormdeck-recording.yml"
@@ -121,12 +123,15 @@ EXPECTED: dict[str, list[tuple[str, float]]] = {
 }
 
 
-def samples(name: str) -> list[dict[str, Any]]:
+def samples(name: str, raw: bool = False, times: float = 1.0) -> list[dict[str, Any]]:
+    """The expected answer: recorded disk series name their host, the raw disk queries
+    their scrape target (the source maps it to the host); `times` for a numerator."""
+    disk = '{device="sda", instance="h1:9100"}' if raw else \
+        '{device="sda", nodename="h1.example"}'
     out = []
-    for row in EXPECTED[name]:
-        labels, value = (row if len(row) == 2 else
-                         ('{device="sda", nodename="h1.example"}', row[0]))
-        out.append({"labels": labels, "value": value})
+    for want in EXPECTED[name]:
+        labels, value = want if len(want) == 2 else (disk, want[0])
+        out.append({"labels": labels, "value": value * times})
     return out
 
 
@@ -136,8 +141,19 @@ def test_recorded_and_raw_give_the_same_figures_on_prometheus_engine(tmp_path: P
     (tmp_path / "rules.yml").write_text(SHIPPED.read_text())
     cases = []
     for name in RECORDING_RULES:
-        for expr in (RECORDED_QUERIES[name], ALL_QUERIES[name]):
-            cases.append({"expr": expr, "eval_time": "10m", "exp_samples": samples(name)})
+        cases.append({"expr": RECORDED_QUERIES[name], "eval_time": "10m",
+                      "exp_samples": samples(name)})
+        if name in DIVIDED_BY:
+            # The raw query is the numerator, which the source divides by its divisor's
+            # figure; the whole figure is sent where the divisor is recorded.
+            divisor = EXPECTED[DIVIDED_BY[name]][0][-1]
+            cases.append({"expr": ALL_QUERIES[name], "eval_time": "10m",
+                          "exp_samples": samples(name, raw=True, times=divisor)})
+            cases.append({"expr": WHOLE_QUERIES[name], "eval_time": "10m",
+                          "exp_samples": samples(name, raw=True)})
+        else:
+            cases.append({"expr": ALL_QUERIES[name], "eval_time": "10m",
+                          "exp_samples": samples(name, raw=True)})
     doc = {"rule_files": ["rules.yml"], "evaluation_interval": "1m",
            "tests": [{"interval": "1m",
                       "input_series": [{"series": s, "values": v} for s, v in SERIES],
@@ -149,10 +165,6 @@ def test_recorded_and_raw_give_the_same_figures_on_prometheus_engine(tmp_path: P
     doc["tests"][0]["promql_expr_test"][0]["exp_samples"][0]["value"] = 11
     (tmp_path / "cases.yml").write_text(json.dumps(doc))
     assert promtool("test", "rules", "cases.yml", cwd=tmp_path).returncode != 0
-
-
-def row(value: float, **labels: str) -> dict[str, Any]:
-    return {"metric": labels, "value": [1700000000.0, str(value)]}
 
 
 @pytest.fixture
