@@ -16,6 +16,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import add, sub
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from stormdeck.advisors.actuators.table import change
@@ -87,6 +88,143 @@ class _Matrix:
 
 _NO_MISSING: frozenset[str] = frozenset()
 
+# Running sums are added to and taken from this many times before they are summed
+# again from the window's rows: their error bound (Means.delta) grows with the count.
+RESUM_AFTER = 1200
+_U = 2.0 ** -53  # the unit roundoff of a double
+
+
+class _Sums:
+    """One figure of every daemon: the window's rows (shared as _Matrix's are) and, per
+    daemon, a running sum of them (the new rows added, the rows leaving the window taken
+    away), with what bounds its distance from sum() over the daemon's own series.
+
+    The running sums are not sum()'s: they are only used to find the few daemons whose
+    exact mean is needed (the median's neighbours, those past a threshold).
+    """
+
+    __slots__ = ("filled", "index", "last_map", "missing", "nmax", "ops", "order", "rows",
+                 "start", "sums", "tick", "tops", "vmax")
+
+    def __init__(self, order: list[str], start: int) -> None:
+        self.order = order
+        self.index = {k: i for i, k in enumerate(order)}
+        self.start = start  # sequence number of rows[0]
+        self.filled = start
+        self.rows: list[list[float]] = []
+        self.missing: list[frozenset[str]] = []
+        self.tops: list[float] = []  # per row: its largest magnitude
+        self.sums = [0.0] * len(order)
+        self.ops = 0  # rows added or taken away since the sums were last exact (plus those)
+        self.vmax = 0.0  # the largest magnitude in any row since then
+        self.nmax = 0  # the most rows held at once since then
+        self.last_map: Any = None
+        self.tick = -1
+
+    def add(self, row: list[float], top: float) -> None:
+        # Added in order from 0.0, the sums are sum()'s exactly, until a row goes.
+        self.sums = list(map(add, self.sums, row))
+        self.ops += 1
+        if top > self.vmax or top != top:
+            self.vmax = top
+        self.nmax = max(self.nmax, len(self.rows))
+
+    def take(self, row: list[float]) -> None:
+        self.sums = list(map(sub, self.sums, row))
+        self.ops += 1
+
+    def resum(self) -> None:
+        """The sums again from the rows, in sum()'s order: exact, their bound reset."""
+        sums = [0.0] * len(self.order)
+        for row in self.rows:
+            sums = list(map(add, sums, row))
+        self.sums = sums
+        self.ops = len(self.rows)
+        self.vmax = max(self.tops, default=0.0)
+        self.nmax = len(self.rows)
+
+    def delta(self) -> float:
+        """A bound on |running sum / n - sum(series) / n| for every daemon with no value
+        missing in the window: each of `ops` additions (and each of sum()'s n) rounds
+        by at most a unit roundoff of a partial sum, |partial| <= (nmax + 1) * vmax;
+        the two divisions by n add one each. Twice that, for slack."""
+        n = len(self.rows)
+        if n == 0:
+            return 0.0
+        bound = 2.0 * (self.ops + n + 2) * _U * (self.nmax + 1) * self.vmax / n
+        return bound if bound == bound else math.inf
+
+
+class Means:
+    """Daemons' window means of one figure, each exactly what sum(series) / len(series)
+    gives over its own series, but made exact only where asked: `approx` is within
+    `delta` of each, so a median or the daemons past a threshold are found among a few.
+    """
+
+    __slots__ = ("_at", "_exact", "_known", "approx", "delta", "ids")
+
+    def __init__(self, ids: list[str], approx: list[float], delta: float,
+                 exact: Callable[[int], float] | None = None) -> None:
+        self.ids = ids
+        self.approx = approx
+        self.delta = delta
+        self._exact = exact
+        self._known: dict[int, float] = {}
+        self._at: dict[str, int] | None = None
+
+    @classmethod
+    def of(cls, means: Mapping[str, float]) -> Means:
+        """Means already exact."""
+        return cls(list(means), list(means.values()), 0.0)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def values(self) -> list[float]:
+        """Every mean, exact, in order (makes them all: for the reference path)."""
+        return [self.mean(i) for i in range(len(self.ids))]
+
+    def mean(self, i: int) -> float:
+        """The exact mean of the `i`th daemon."""
+        if self.delta == 0.0 or self._exact is None:
+            return self.approx[i]
+        v = self._known.get(i)
+        if v is None:
+            v = self._known[i] = self._exact(i)
+        return v
+
+    def where(self, daemon_id: str) -> int | None:
+        """The place of a daemon with values in the window; None if it has none."""
+        if self._at is None:
+            self._at = {k: i for i, k in enumerate(self.ids)}
+        return self._at.get(daemon_id)
+
+    def median(self) -> float:
+        """statistics.median of the exact means. The kth smallest exact mean is within
+        delta of the kth smallest approximation, so it is among the daemons whose
+        approximation is near that one; those further below are only counted."""
+        n = len(self.approx)
+        if n == 0:
+            raise ValueError("no means")
+        s = sorted(self.approx)
+        k = n // 2
+        if self.delta == 0.0:
+            return s[k] if n % 2 else (s[k - 1] + s[k]) / 2
+        low, high = (s[k] if n % 2 else s[k - 1]), s[k]
+        lo, hi = low - 4.0 * self.delta, high + 4.0 * self.delta
+        below = bisect_left(s, lo)
+        near = sorted(self.mean(i) for i, a in enumerate(self.approx) if lo <= a <= hi)
+        if n % 2:
+            return near[k - below]
+        return (near[k - 1 - below] + near[k - below]) / 2
+
+    def above(self, x: float) -> list[int]:
+        """The places, in order, of the daemons whose exact mean is above `x`."""
+        if self.delta == 0.0:
+            return [i for i, a in enumerate(self.approx) if a > x]
+        lo = x - 4.0 * self.delta
+        return [i for i, a in enumerate(self.approx) if a > lo and self.mean(i) > x]
+
 
 def _inner(m: Mapping[str, Any]) -> Mapping[str, Any]:
     return m.inner if isinstance(m, Records) else m
@@ -116,6 +254,7 @@ class Columns:
         self._cols: dict[tuple[str, str], _Column] = {}
         self._changes: dict[str, _Changes] = {}
         self._mats: dict[str, _Matrix] = {}
+        self._sums: dict[str, _Sums] = {}
         self._kinds: tuple[Any, dict[str, tuple[Daemon, ...]]] = (None, {})
         self._osds: tuple[Any, tuple[list[str], list[int] | None]] = (None, ([], None))
 
@@ -324,6 +463,95 @@ class Columns:
                 out[daemon_id] = everyone[daemon_id]
         return out
 
+    def _running(self, attr: str, first: int) -> _Sums | None:
+        """The running sums of `attr` over the window from `first` on; None when this tick
+        already cut them to another window (a second rule with another span)."""
+        end, base = self.end, self.base
+        latest = _inner(self.snaps[-1].daemons)
+        s = self._sums.get(attr)
+        if s is not None and (first < s.start or s.filled < base or len(latest) != len(
+                s.order) or (latest is not s.last_map and list(latest) != s.order)):
+            s = None  # daemons came or went, a wider window, or rows lost: read again
+        if s is None:
+            s = self._sums[attr] = _Sums(list(latest), max(first, base))
+        elif s.tick == end and first != s.start:
+            return None
+        prev_map = s.last_map
+        for seq in range(max(s.filled, base), end):
+            daemons = _inner(self.snaps[seq - base].daemons)
+            if daemons is prev_map:
+                row, missing, top = s.rows[-1], s.missing[-1], s.tops[-1]
+            else:
+                row, missing = self._row(daemons, s.order, attr)
+                top = max(max(row), -min(row)) if row else 0.0
+            s.rows.append(row)
+            s.missing.append(missing)
+            s.tops.append(top)
+            s.add(row, top)
+            prev_map = daemons
+        s.filled = end
+        s.last_map = prev_map
+        cut = first - s.start
+        if cut > 0:
+            for row in s.rows[:cut]:
+                s.take(row)
+            del s.rows[:cut]
+            del s.missing[:cut]
+            del s.tops[:cut]
+            s.start = first
+        if s.ops > RESUM_AFTER + len(s.rows):
+            s.resum()
+        s.tick = end
+        return s
+
+    def window_means(self, ids: Iterable[str], attr: str, first: int) -> Means:
+        """Each daemon's mean of `attr` from sequence number `first` on, where it has
+        values, as `Means`: exact where asked, for what `means` costs only for a few."""
+        wanted = ids if isinstance(ids, list) else list(ids)
+        s = None
+        if len(wanted) * 8 >= len(self.snaps[-1].daemons):
+            s = self._running(attr, first)
+        if s is None or not s.rows:
+            return Means.of(self.means(wanted, attr, first))
+        n = len(s.rows)
+        delta = s.delta()
+        apart: set[str] = set()
+        for missing in set(s.missing):
+            apart |= missing
+        rows, sums, index = s.rows, s.sums, s.index
+        if math.isinf(delta):
+            # An infinite figure: running sums would lose it. Every mean is summed whole.
+            cols = [sum(c) for c in zip(*rows, strict=True)]
+            sums, delta = cols, 0.0
+        if not apart and wanted == s.order:
+            out_ids, approx = wanted, [x / n for x in sums]
+            at = list(range(len(wanted)))
+        else:
+            out_ids, approx, at = [], [], []
+            own: dict[int, float] = {}
+            for daemon_id in wanted:
+                j = index.get(daemon_id)
+                if daemon_id in apart or j is None:
+                    vals = self.series(daemon_id, attr, first)
+                    if vals:
+                        own[len(out_ids)] = sum(vals) / len(vals)
+                        out_ids.append(daemon_id)
+                        approx.append(own[len(out_ids) - 1])
+                        at.append(-1)
+                    continue
+                out_ids.append(daemon_id)
+                approx.append(sums[j] / n)
+                at.append(j)
+        if delta == 0.0:
+            return Means(out_ids, approx, 0.0)
+
+        def exact(i: int) -> float:
+            j = at[i]
+            if j < 0:
+                return approx[i]  # summed whole above
+            return sum([row[j] for row in rows]) / n
+        return Means(out_ids, approx, delta, exact)
+
     def changed(self, attr: str, first: int) -> set[str]:
         """Daemons whose `attr` may have differed between snapshots from `first` on: a
         superset (a change to and from None counts), never missing one that did."""
@@ -398,6 +626,12 @@ class Context:
             if vals:
                 out[daemon_id] = sum(vals) / len(vals)
         return out
+
+    def window_means(self, ids: Iterable[str], attr: str) -> Means:
+        """daemon_means as `Means`: with the engine's columns, exact only where asked."""
+        if self.columns is not None:
+            return self.columns.window_means(ids, attr, self.first_seq)
+        return Means.of(self.daemon_means(ids, attr))
 
     def changed(self, attr: str) -> set[str] | None:
         """Daemons whose `attr` may have changed within the window (a superset); None
