@@ -27,6 +27,13 @@ def signs(seed: int, n: int) -> list[Snapshot]:
     repair check coming and going, so that each of RULES fires and clears."""
     rnd = random.Random(seed)
     out = []
+    # osd_memory_target moved for a while, for every OSD and then for one (each one
+    # object shared by the snapshots that hold it, as a poll's unchanged options are):
+    # targets worked out once must be worked out again.
+    config = wander(seed, 1, 1.0)[0].cluster.config  # type: ignore[union-attr]
+    opt = config["osd_memory_target"]
+    lower = {**config, opt.name: replace(opt, values={**opt.values, "osd": "1500M"})}
+    own = {**config, opt.name: replace(opt, values={**opt.values, "osd.4": "1G"})}
     for i, snap in enumerate(wander(seed, n, 1.0)):
         daemons = {k: replace(d, rss_bytes=(7.0 if k == "osd.3" and 10 <= i < 80 else
                                             rnd.choice((2.0, 3.0))) * GIB,
@@ -40,8 +47,9 @@ def signs(seed: int, n: int) -> list[Snapshot]:
                                       "Too many repaired reads on 1 OSDs",
                                       detail=(f"osd.{1 + i // 20 % 3} had 13 reads repaired",)))
         pools = tuple(replace(p, autoscale_mode="warn") for p in c.pools)
+        moved = {"config": lower} if 30 <= i < 45 else {"config": own} if 60 <= i < 75 else {}
         out.append(replace(snap, daemons=daemons,
-                           cluster=replace(c, checks=tuple(checks), pools=pools)))
+                           cluster=replace(c, checks=tuple(checks), pools=pools, **moved)))
     return out
 
 
