@@ -50,13 +50,17 @@ class _Column:
 class _Changes:
     """For one figure: each daemon's last value and the sequence number where it last changed."""
 
-    __slots__ = ("changed_at", "filled", "last", "start")
+    __slots__ = ("changed_at", "filled", "keys", "last", "start", "values")
 
     def __init__(self, start: int) -> None:
         self.start = start
         self.filled = start
         self.last: dict[str, Any] = {}
         self.changed_at: dict[str, int] = {}
+        # The last mapping's ids and values in its order: a new mapping with the same
+        # ids is compared as two lists (in C), and only the places that differ are read.
+        self.keys: list[str] | None = None
+        self.values: list[Any] | None = None
 
 
 class _Matrix:
@@ -573,10 +577,20 @@ class Columns:
                 continue
             prev_map = daemons
             last, at = ch.last, ch.changed_at
-            for k, v in zip(daemons, values_of(daemons, attr), strict=True):
-                if k in last and last[k] != v:
-                    at[k] = seq
-                last[k] = v
+            keys, values = list(daemons), values_of(daemons, attr)
+            if keys == ch.keys and ch.values is not None:
+                if values != ch.values:
+                    for i in [i for i, (a, b) in enumerate(zip(ch.values, values, strict=True))
+                              if a != b]:
+                        k = keys[i]
+                        at[k] = seq
+                        last[k] = values[i]
+            else:
+                for k, v in zip(keys, values, strict=True):
+                    if k in last and last[k] != v:
+                        at[k] = seq
+                    last[k] = v
+            ch.keys, ch.values = keys, values
         ch.filled = end
         return {k for k, seq in ch.changed_at.items() if seq > first}
 

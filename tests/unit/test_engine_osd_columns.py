@@ -18,7 +18,7 @@ from tests.unit.test_engine_columns import verdicts, wander
 # Rules that, with the engine's columns, never walk ctx.osds() (flapping and the
 # peering storm walk only while they fire: test_engine_columns judges them).
 RULES = {"ceph.osd.memory", "ceph.osd.slowest", "ceph.osd.pgs_per_osd",
-         "ceph.osd.failing_disk"}
+         "ceph.osd.failing_disk", "ceph.osd.fullness"}
 GIB = float(1 << 30)
 
 
@@ -27,6 +27,7 @@ def signs(seed: int, n: int) -> list[Snapshot]:
     repair check coming and going, so that each of RULES fires and clears."""
     rnd = random.Random(seed)
     out = []
+    counts: dict[str, int] = {}
     # osd_memory_target moved for a while, for every OSD and then for one (each one
     # object shared by the snapshots that hold it, as a poll's unchanged options are):
     # targets worked out once must be worked out again.
@@ -35,9 +36,13 @@ def signs(seed: int, n: int) -> list[Snapshot]:
     lower = {**config, opt.name: replace(opt, values={**opt.values, "osd": "1500M"})}
     own = {**config, opt.name: replace(opt, values={**opt.values, "osd.4": "1G"})}
     for i, snap in enumerate(wander(seed, n, 1.0)):
+        if i % 10 == 0:  # PG counts move with the osdmap, not every tick
+            counts = {k: rnd.choice((100, 240, 260, 800)) for k in snap.daemons}
         daemons = {k: replace(d, rss_bytes=(7.0 if k == "osd.3" and 10 <= i < 80 else
                                             rnd.choice((2.0, 3.0))) * GIB,
-                              pgs=rnd.choice((100, 240, 260, 800)))
+                              pgs=counts.get(k, 100),
+                              utilization=(0.9 if k == "osd.2" and 20 <= i < 60 else None
+                                           if rnd.random() < 0.1 else rnd.uniform(0.3, 0.5)))
                    for k, d in snap.daemons.items()}
         c = snap.cluster
         assert c is not None
