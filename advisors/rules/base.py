@@ -261,17 +261,47 @@ class Columns:
         self._sums: dict[str, _Sums] = {}
         self._kinds: tuple[Any, dict[str, tuple[Daemon, ...]]] = (None, {})
         self._osds: tuple[Any, tuple[list[str], list[int] | None]] = (None, ([], None))
+        self._columns: tuple[Any, dict[str, list[Any]]] = (None, {})
+        self._positions: tuple[Any, dict[str, int]] = (None, {})
 
     def of_kind(self, daemons: Mapping[str, Daemon], kind: str) -> tuple[Daemon, ...]:
         """The daemons of one kind, in the mapping's order: made once per mapping (a
         snapshot's, or one shared by snapshots), not once per rule per tick."""
+        # Keyed by the mapping under the snapshot's Records, which wraps it anew each tick.
+        inner = _inner(daemons)
         mapping, kinds = self._kinds
-        if mapping is not daemons:
+        if mapping is not inner:
             kinds = {}
-            self._kinds = (daemons, kinds)
+            self._kinds = (inner, kinds)
         out = kinds.get(kind)
         if out is None:
             out = kinds[kind] = tuple(d for d in daemons.values() if d.kind == kind)
+        return out
+
+    def osd_column(self, daemons: Mapping[str, Daemon], attr: str) -> list[Any]:
+        """The OSDs' `attr`, in the order of osd_index's ids: read once per daemons mapping
+        (a stats period's), whichever rules ask, and the same list while it lasts (so a
+        rule may tell an unchanged column by identity). Not to be changed by the caller."""
+        inner = _inner(daemons)
+        mapping, made = self._columns
+        if mapping is not inner:
+            made = {}
+            self._columns = (inner, made)
+        out = made.get(attr)
+        if out is None:
+            _, keep = self.osd_index(daemons)
+            out = values_of(inner, attr)
+            if keep is not None:
+                out = [out[i] for i in keep]
+            made[attr] = out
+        return out
+
+    def position(self, ids: list[str]) -> dict[str, int]:
+        """Each id's place in `ids` (osd_index's list), made once per list."""
+        held, out = self._positions
+        if held is not ids:
+            out = {k: i for i, k in enumerate(ids)}
+            self._positions = (ids, out)
         return out
 
     def osd_index(self, daemons: Mapping[str, Daemon]) -> tuple[list[str], list[int] | None]:
@@ -711,8 +741,10 @@ class Context:
         read from a packed snapshot's columns: no Daemon is made (at 10,000 OSDs making
         them is the cost of a rule that reads two figures of each)."""
         daemons = self.latest.daemons
-        ids, keep = (self.columns.osd_index(daemons) if self.columns is not None
-                     else _osd_index(daemons))
+        if self.columns is not None:
+            ids, _ = self.columns.osd_index(daemons)
+            return ids, [self.columns.osd_column(daemons, a) for a in attrs]
+        ids, keep = _osd_index(daemons)
         cols = [values_of(daemons, a) for a in attrs]
         if keep is None:
             return ids, cols

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule
@@ -84,6 +85,10 @@ class OsdFullness(Rule):
         "judged by `osd df`'s %use, as the monitors judge it. Raising the ratios buys "
         "hours, not space: only as a short emergency step, and back after.")
 
+    def __init__(self) -> None:
+        # The OSDs past nearfull, by the utilization column and ratio they were found at.
+        self._hot: tuple[list[Any], float, list[int]] | None = None
+
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster
         if c is None:
@@ -92,9 +97,22 @@ class OsdFullness(Rule):
         # Read as a column, and only the OSDs past nearfull or tracked looked at: a check
         # per OSD (10,000 a tick) changes nothing for the others.
         ids, (used,) = ctx.osd_columns("utilization")
-        tracked = ctx.tracked
-        for osd_id, u in zip(ids, used, strict=True):
-            if u is None or (u < near and osd_id not in tracked and ctx.columns is not None):
+        if ctx.columns is not None:
+            # The column is the same list for a stats period: those past nearfull are
+            # found again only when it (or the ratio) is new; the tracked by their place.
+            hot = self._hot
+            if hot is None or hot[0] is not used or hot[1] != near:
+                hot = self._hot = (used, near, [i for i, u in enumerate(used)
+                                                if u is not None and u >= near])
+            walk: Iterable[int] = hot[2]
+            if ctx.tracked:
+                at = ctx.columns.position(ids)
+                walk = sorted({*walk, *(at[k] for k in ctx.tracked if k in at)})
+        else:
+            walk = range(len(ids))
+        for i in walk:
+            osd_id, u = ids[i], used[i]
+            if u is None:
                 continue
             fire = u >= near
             if not ctx.matters(osd_id, fire):

@@ -70,6 +70,8 @@ class OsdMemory(Rule):
         # does, so only the RSS is read again each tick.
         self._made: tuple[Any, list[str], list[Any], list[float],
                           dict[str, list[float]]] | None = None
+        # The OSDs past their limit, by the RSS column and targets they were found in.
+        self._hot: tuple[list[Any], list[float], float, list[int]] | None = None
 
     def _targets(self, ctx: Context, ids: list[str], host_of: list[Any]
                  ) -> tuple[list[float], dict[str, list[float]]]:
@@ -106,13 +108,20 @@ class OsdMemory(Rule):
         ids, (host_of, rss_of) = ctx.osd_columns("host", "rss_bytes")
         targets, by_host = self._targets(ctx, ids, host_of)
         if ctx.columns is not None:
-            # Only an OSD past its limit or tracked can change a verdict: picked in one
-            # pass, not a check per OSD.
-            tracked = ctx.tracked
-            walk: Iterable[int] = [
-                i for i, (osd_id, rss, target) in enumerate(zip(ids, rss_of, targets,
-                                                                strict=True))
-                if rss is not None and (rss > overshoot * target or osd_id in tracked)]
+            # Only an OSD past its limit or tracked can change a verdict: those past it
+            # picked in one pass while the RSS column or the targets are new (the same
+            # lists stand for a stats period), the tracked ones by their place.
+            hot = self._hot
+            if hot is None or hot[0] is not rss_of or hot[1] is not targets or \
+                    hot[2] != overshoot:
+                past = [] if rss_of.count(None) == len(rss_of) else [
+                    i for i, (rss, target) in enumerate(zip(rss_of, targets, strict=True))
+                    if rss is not None and rss > overshoot * target]
+                hot = self._hot = (rss_of, targets, overshoot, past)
+            walk: Iterable[int] = hot[3]
+            if ctx.tracked:
+                at = ctx.columns.position(ids)
+                walk = sorted({*walk, *(at[k] for k in ctx.tracked if k in at)})
         else:
             walk = range(len(ids))
         for i in walk:
