@@ -168,7 +168,7 @@ class Means:
     __slots__ = ("_at", "_exact", "_known", "approx", "delta", "ids")
 
     def __init__(self, ids: list[str], approx: list[float], delta: float,
-                 exact: Callable[[int], float] | None = None) -> None:
+                 exact: Callable[[list[int]], list[float]] | None = None) -> None:
         self.ids = ids
         self.approx = approx
         self.delta = delta
@@ -194,8 +194,18 @@ class Means:
             return self.approx[i]
         v = self._known.get(i)
         if v is None:
-            v = self._known[i] = self._exact(i)
+            v = self._known[i] = self._exact([i])[0]
         return v
+
+    def _means(self, places: list[int]) -> list[float]:
+        """The exact means of many, made together."""
+        if self.delta == 0.0 or self._exact is None:
+            return [self.approx[i] for i in places]
+        known = self._known
+        new = [i for i in places if i not in known]
+        if new:
+            known.update(zip(new, self._exact(new), strict=True))
+        return [known[i] for i in places]
 
     def where(self, daemon_id: str) -> int | None:
         """The place of a daemon with values in the window; None if it has none."""
@@ -217,7 +227,7 @@ class Means:
         low, high = (s[k] if n % 2 else s[k - 1]), s[k]
         lo, hi = low - 4.0 * self.delta, high + 4.0 * self.delta
         below = bisect_left(s, lo)
-        near = sorted(self.mean(i) for i, a in enumerate(self.approx) if lo <= a <= hi)
+        near = sorted(self._means([i for i, a in enumerate(self.approx) if lo <= a <= hi]))
         if n % 2:
             return near[k - below]
         return (near[k - 1 - below] + near[k - below]) / 2
@@ -227,7 +237,8 @@ class Means:
         if self.delta == 0.0:
             return [i for i, a in enumerate(self.approx) if a > x]
         lo = x - 4.0 * self.delta
-        return [i for i, a in enumerate(self.approx) if a > lo and self.mean(i) > x]
+        maybe = [i for i, a in enumerate(self.approx) if a > lo]
+        return [i for i, m in zip(maybe, self._means(maybe), strict=True) if m > x]
 
 
 def _inner(m: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -579,11 +590,16 @@ class Columns:
         if delta == 0.0:
             return Means(out_ids, approx, 0.0)
 
-        def exact(i: int) -> float:
-            j = at[i]
-            if j < 0:
-                return approx[i]  # summed whole above
-            return sum([row[j] for row in rows]) / n
+        def exact(places: list[int]) -> list[float]:
+            # Each sum is sum()'s over the daemon's series, in its order, from 0.0: the
+            # rows added one at a time, for all asked at once (a place at a time in C).
+            cols = [at[i] for i in places]
+            got = [0.0] * len(cols)
+            for row in rows:
+                got = list(map(add, got, map(row.__getitem__, cols)))
+            # A daemon summed whole above (a value missing in the window) keeps its own.
+            return [approx[i] if j < 0 else x / n for i, j, x in zip(places, cols, got,
+                                                                      strict=True)]
         return Means(out_ids, approx, delta, exact)
 
     def changed(self, attr: str, first: int) -> set[str]:
