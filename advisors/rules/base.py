@@ -752,6 +752,19 @@ class Context:
             return self.columns.of_kind(self.latest.daemons, "osd")
         return (d for d in self.latest.daemons.values() if d.kind == "osd")
 
+    def osds_among(self, few: set[str]) -> list[Daemon]:
+        """The OSDs of the latest snapshot whose ids are in `few`, in the mapping's order,
+        found by position when few: not a walk of every id (10,000) for a handful."""
+        daemons = self.latest.daemons
+        if not few:
+            return []
+        if len(few) <= 32:
+            ids = list(daemons)
+            picked = sorted((k for k in few if k in daemons), key=ids.index)
+        else:
+            picked = [k for k in daemons if k in few]
+        return [d for d in map(daemons.__getitem__, picked) if d.kind == "osd"]
+
     def osd_columns(self, *attrs: str) -> tuple[list[str], list[list[Any]]]:
         """The OSDs' ids and, per attr, their values in the same (the mapping's) order,
         read from a packed snapshot's columns: no Daemon is made (at 10,000 OSDs making

@@ -127,17 +127,7 @@ class OsdFlapping(Rule):
         if moved is not None:
             # Up (or down) all along and not tracked: no flap, and nothing to clear. The
             # few others are picked from the ids, not a walk of every OSD (10,000).
-            few = moved | ctx.tracked
-            daemons = ctx.latest.daemons
-            if not few:
-                picked: list[str] = []
-            elif len(few) <= 32:
-                # In the mapping's order, found by position: no walk of 10,000 ids.
-                ids = list(daemons)
-                picked = sorted((k for k in few if k in daemons), key=ids.index)
-            else:
-                picked = [k for k in daemons if k in few]
-            osds = [d for d in map(daemons.__getitem__, picked) if d.kind == "osd"]
+            osds = ctx.osds_among(moved | ctx.tracked)
         for d in osds:
             n = downs(ctx, d.id)
             if n and reasons is None:
