@@ -273,6 +273,7 @@ class Columns:
         self._kinds: tuple[Any, dict[str, tuple[Daemon, ...]]] = (None, {})
         self._osds: tuple[Any, tuple[list[str], list[int] | None]] = (None, ([], None))
         self._columns: tuple[Any, dict[str, list[Any]]] = (None, {})
+        self._kept: dict[str, tuple[int, list[float | None]]] = {}
         self._positions: tuple[Any, dict[str, int]] = (None, {})
 
     def of_kind(self, daemons: Mapping[str, Daemon], kind: str) -> tuple[Daemon, ...]:
@@ -378,6 +379,22 @@ class Columns:
         while lo < len(times) and not now - times[lo] <= span:
             lo += 1
         return self.base + min(lo, len(times) - 1)
+
+    def kept(self, key: str, fn: Callable[[Snapshot], Any], first: int) -> list[float]:
+        """Context.values(fn) from sequence number `first` on, each snapshot's value made
+        once and kept under `key` (one figure per key: rules that read the same one share
+        it), not again each tick for every snapshot of a ten-minute window."""
+        start, vals = self._kept.get(key, (first, []))
+        base, end = self.base, self.end
+        if first < start or start + len(vals) < base:
+            start, vals = max(first, base), []
+        if base > start:
+            del vals[:base - start]
+            start = base
+        for seq in range(start + len(vals), end):
+            vals.append(_value(fn, self.snaps[seq - base]))
+        self._kept[key] = (start, vals)
+        return [v for v in vals[first - start:] if v is not None]
 
     def series(self, daemon_id: str, attr: str, first: int) -> list[float]:
         """The daemon's known, finite-or-inf values of `attr` from sequence number `first` on."""
@@ -669,13 +686,17 @@ class Context:
     def values(self, fn: Callable[[Snapshot], float | None]) -> list[float]:
         out = []
         for snap in self.window:
-            try:
-                v = fn(snap)
-            except (KeyError, AttributeError, TypeError, ZeroDivisionError):
-                v = None
-            if v is not None and not (isinstance(v, float) and math.isnan(v)):
-                out.append(float(v))
+            v = _value(fn, snap)
+            if v is not None:
+                out.append(v)
         return out
+
+    def kept(self, key: str, fn: Callable[[Snapshot], float | None]) -> list[float]:
+        """values(fn), with each snapshot's value kept by the engine under `key` (one
+        figure per key, whichever rule asks): for windows of hundreds of snapshots."""
+        if self.columns is not None:
+            return self.columns.kept(key, fn, self.first_seq)
+        return self.values(fn)
 
     def daemon_values(self, daemon_id: str, attr: str) -> list[float]:
         if self.columns is not None:
@@ -789,6 +810,17 @@ class Context:
         if self.columns is not None:
             return self.columns.of_kind(self.latest.daemons, "chunkserver")
         return (d for d in self.latest.daemons.values() if d.kind == "chunkserver")
+
+
+def _value(fn: Callable[[Snapshot], Any], snap: Snapshot) -> float | None:
+    """What Context.values takes of one snapshot: a finite-or-infinite float, or None."""
+    try:
+        v = fn(snap)
+    except (KeyError, AttributeError, TypeError, ZeroDivisionError):
+        return None
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return float(v)
 
 
 def mean(values: Sequence[float]) -> float | None:

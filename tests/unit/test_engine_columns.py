@@ -128,3 +128,25 @@ def test_first_seq_by_bisection_is_the_walk_back() -> None:
         span = rnd.choice((0.0, 0.1, 1.0, 30.0, 600.0, now - times[rnd.randrange(n)]))
         cols.times, cols.base = times, 7
         assert cols.first_seq(now, span) == 7 + walked(times, now, span)
+
+
+def test_kept_values_are_the_window_walks() -> None:
+    """Figures of each snapshot kept by the engine (Context.kept) give, tick by tick and
+    for windows shorter and longer than the history, what walking the window gives."""
+    from stormdeck.advisors.rules.base import Context
+
+    snaps = wander(9, 150, 1.0)
+
+    def inactive(s: Snapshot) -> float | None:
+        return s.cluster.pgs_inactive if s.cluster else None
+
+    cols = Columns()
+    history: deque[Snapshot] = deque(maxlen=50)
+    for snap in snaps:
+        history.append(snap)
+        cols.sync(list(history), 300.0)
+        for span in (5.0, 30.0, 120.0):
+            first = cols.first_seq(snap.time, span)
+            window = cols.snaps[first - cols.base:]
+            walk = Context(snap, window, {}).values(inactive)
+            assert cols.kept("inactive", inactive, first) == walk
