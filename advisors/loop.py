@@ -105,6 +105,7 @@ class Loop:
                 late = int((now - due) / self.interval)
                 self.missed += late
                 due += late * self.interval
+            self.hub.tick_due(due)  # the sources time their polls to end before it
             wait = max(0.0, due - now)
             if isinstance(stop, threading.Event):
                 if stop.wait(wait):

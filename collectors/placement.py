@@ -18,12 +18,12 @@ import operator
 import re
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, NamedTuple, Protocol
 
+from stormdeck.base.gcpause import gc_paused
 from stormdeck.collectors.ceph.connection import CommandError
 
 NONE_OSD = 2147483647  # CRUSH_ITEM_NONE: an EC shard with no OSD
@@ -327,20 +327,6 @@ def _float(text: bytes) -> float | None:
             return float(text.decode().strip())
         except ValueError:
             return None
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector held off while a million PG objects are made or walked:
-    they hold no cycles, and each collection run meanwhile walks all of them again
-    (measured at 10,000 OSDs: most of the parse time, and a second of a prediction)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def parse_pgs_of(raw: bytes) -> dict[str, PgInfo]:

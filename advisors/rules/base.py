@@ -16,6 +16,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import add, sub
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from stormdeck.advisors.actuators.table import change
@@ -49,13 +50,17 @@ class _Column:
 class _Changes:
     """For one figure: each daemon's last value and the sequence number where it last changed."""
 
-    __slots__ = ("changed_at", "filled", "last", "start")
+    __slots__ = ("changed_at", "filled", "keys", "last", "start", "values")
 
     def __init__(self, start: int) -> None:
         self.start = start
         self.filled = start
         self.last: dict[str, Any] = {}
         self.changed_at: dict[str, int] = {}
+        # The last mapping's ids and values in its order: a new mapping with the same
+        # ids is compared as two lists (in C), and only the places that differ are read.
+        self.keys: list[str] | None = None
+        self.values: list[Any] | None = None
 
 
 class _Matrix:
@@ -87,6 +92,154 @@ class _Matrix:
 
 _NO_MISSING: frozenset[str] = frozenset()
 
+# Running sums are added to and taken from this many times before they are summed
+# again from the window's rows: their error bound (Means.delta) grows with the count.
+RESUM_AFTER = 1200
+_U = 2.0 ** -53  # the unit roundoff of a double
+
+
+class _Sums:
+    """One figure of every daemon: the window's rows (shared as _Matrix's are) and, per
+    daemon, a running sum of them (the new rows added, the rows leaving the window taken
+    away), with what bounds its distance from sum() over the daemon's own series.
+
+    The running sums are not sum()'s: they are only used to find the few daemons whose
+    exact mean is needed (the median's neighbours, those past a threshold).
+    """
+
+    __slots__ = ("filled", "index", "last_map", "missing", "nmax", "ops", "order", "rows",
+                 "start", "sums", "tick", "tops", "vmax")
+
+    def __init__(self, order: list[str], start: int) -> None:
+        self.order = order
+        self.index = {k: i for i, k in enumerate(order)}
+        self.start = start  # sequence number of rows[0]
+        self.filled = start
+        self.rows: list[list[float]] = []
+        self.missing: list[frozenset[str]] = []
+        self.tops: list[float] = []  # per row: its largest magnitude
+        self.sums = [0.0] * len(order)
+        self.ops = 0  # rows added or taken away since the sums were last exact (plus those)
+        self.vmax = 0.0  # the largest magnitude in any row since then
+        self.nmax = 0  # the most rows held at once since then
+        self.last_map: Any = None
+        self.tick = -1
+
+    def add(self, row: list[float], top: float) -> None:
+        # Added in order from 0.0, the sums are sum()'s exactly, until a row goes.
+        self.sums = list(map(add, self.sums, row))
+        self.ops += 1
+        if top > self.vmax or top != top:
+            self.vmax = top
+        self.nmax = max(self.nmax, len(self.rows))
+
+    def take(self, row: list[float]) -> None:
+        self.sums = list(map(sub, self.sums, row))
+        self.ops += 1
+
+    def resum(self) -> None:
+        """The sums again from the rows, in sum()'s order: exact, their bound reset."""
+        sums = [0.0] * len(self.order)
+        for row in self.rows:
+            sums = list(map(add, sums, row))
+        self.sums = sums
+        self.ops = len(self.rows)
+        self.vmax = max(self.tops, default=0.0)
+        self.nmax = len(self.rows)
+
+    def delta(self) -> float:
+        """A bound on |running sum / n - sum(series) / n| for every daemon with no value
+        missing in the window: each of `ops` additions (and each of sum()'s n) rounds
+        by at most a unit roundoff of a partial sum, |partial| <= (nmax + 1) * vmax;
+        the two divisions by n add one each. Twice that, for slack."""
+        n = len(self.rows)
+        if n == 0:
+            return 0.0
+        bound = 2.0 * (self.ops + n + 2) * _U * (self.nmax + 1) * self.vmax / n
+        return bound if bound == bound else math.inf
+
+
+class Means:
+    """Daemons' window means of one figure, each exactly what sum(series) / len(series)
+    gives over its own series, but made exact only where asked: `approx` is within
+    `delta` of each, so a median or the daemons past a threshold are found among a few.
+    """
+
+    __slots__ = ("_at", "_exact", "_known", "approx", "delta", "ids")
+
+    def __init__(self, ids: list[str], approx: list[float], delta: float,
+                 exact: Callable[[list[int]], list[float]] | None = None) -> None:
+        self.ids = ids
+        self.approx = approx
+        self.delta = delta
+        self._exact = exact
+        self._known: dict[int, float] = {}
+        self._at: dict[str, int] | None = None
+
+    @classmethod
+    def of(cls, means: Mapping[str, float]) -> Means:
+        """Means already exact."""
+        return cls(list(means), list(means.values()), 0.0)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def values(self) -> list[float]:
+        """Every mean, exact, in order (makes them all: for the reference path)."""
+        return [self.mean(i) for i in range(len(self.ids))]
+
+    def mean(self, i: int) -> float:
+        """The exact mean of the `i`th daemon."""
+        if self.delta == 0.0 or self._exact is None:
+            return self.approx[i]
+        v = self._known.get(i)
+        if v is None:
+            v = self._known[i] = self._exact([i])[0]
+        return v
+
+    def _means(self, places: list[int]) -> list[float]:
+        """The exact means of many, made together."""
+        if self.delta == 0.0 or self._exact is None:
+            return [self.approx[i] for i in places]
+        known = self._known
+        new = [i for i in places if i not in known]
+        if new:
+            known.update(zip(new, self._exact(new), strict=True))
+        return [known[i] for i in places]
+
+    def where(self, daemon_id: str) -> int | None:
+        """The place of a daemon with values in the window; None if it has none."""
+        if self._at is None:
+            self._at = {k: i for i, k in enumerate(self.ids)}
+        return self._at.get(daemon_id)
+
+    def median(self) -> float:
+        """statistics.median of the exact means. The kth smallest exact mean is within
+        delta of the kth smallest approximation, so it is among the daemons whose
+        approximation is near that one; those further below are only counted."""
+        n = len(self.approx)
+        if n == 0:
+            raise ValueError("no means")
+        s = sorted(self.approx)
+        k = n // 2
+        if self.delta == 0.0:
+            return s[k] if n % 2 else (s[k - 1] + s[k]) / 2
+        low, high = (s[k] if n % 2 else s[k - 1]), s[k]
+        lo, hi = low - 4.0 * self.delta, high + 4.0 * self.delta
+        below = bisect_left(s, lo)
+        near = sorted(self._means([i for i, a in enumerate(self.approx) if lo <= a <= hi]))
+        if n % 2:
+            return near[k - below]
+        return (near[k - 1 - below] + near[k - below]) / 2
+
+    def above(self, x: float) -> list[int]:
+        """The places, in order, of the daemons whose exact mean is above `x`."""
+        if self.delta == 0.0:
+            return [i for i, a in enumerate(self.approx) if a > x]
+        lo = x - 4.0 * self.delta
+        maybe = [i for i, a in enumerate(self.approx) if a > lo]
+        return [i for i, m in zip(maybe, self._means(maybe), strict=True) if m > x]
+
 
 def _inner(m: Mapping[str, Any]) -> Mapping[str, Any]:
     return m.inner if isinstance(m, Records) else m
@@ -116,19 +269,51 @@ class Columns:
         self._cols: dict[tuple[str, str], _Column] = {}
         self._changes: dict[str, _Changes] = {}
         self._mats: dict[str, _Matrix] = {}
+        self._sums: dict[str, _Sums] = {}
         self._kinds: tuple[Any, dict[str, tuple[Daemon, ...]]] = (None, {})
         self._osds: tuple[Any, tuple[list[str], list[int] | None]] = (None, ([], None))
+        self._columns: tuple[Any, dict[str, list[Any]]] = (None, {})
+        self._kept: dict[str, tuple[int, list[float | None]]] = {}
+        self._positions: tuple[Any, dict[str, int]] = (None, {})
 
     def of_kind(self, daemons: Mapping[str, Daemon], kind: str) -> tuple[Daemon, ...]:
         """The daemons of one kind, in the mapping's order: made once per mapping (a
         snapshot's, or one shared by snapshots), not once per rule per tick."""
+        # Keyed by the mapping under the snapshot's Records, which wraps it anew each tick.
+        inner = _inner(daemons)
         mapping, kinds = self._kinds
-        if mapping is not daemons:
+        if mapping is not inner:
             kinds = {}
-            self._kinds = (daemons, kinds)
+            self._kinds = (inner, kinds)
         out = kinds.get(kind)
         if out is None:
             out = kinds[kind] = tuple(d for d in daemons.values() if d.kind == kind)
+        return out
+
+    def osd_column(self, daemons: Mapping[str, Daemon], attr: str) -> list[Any]:
+        """The OSDs' `attr`, in the order of osd_index's ids: read once per daemons mapping
+        (a stats period's), whichever rules ask, and the same list while it lasts (so a
+        rule may tell an unchanged column by identity). Not to be changed by the caller."""
+        inner = _inner(daemons)
+        mapping, made = self._columns
+        if mapping is not inner:
+            made = {}
+            self._columns = (inner, made)
+        out = made.get(attr)
+        if out is None:
+            _, keep = self.osd_index(daemons)
+            out = values_of(inner, attr)
+            if keep is not None:
+                out = [out[i] for i in keep]
+            made[attr] = out
+        return out
+
+    def position(self, ids: list[str]) -> dict[str, int]:
+        """Each id's place in `ids` (osd_index's list), made once per list."""
+        held, out = self._positions
+        if held is not ids:
+            out = {k: i for i, k in enumerate(ids)}
+            self._positions = (ids, out)
         return out
 
     def osd_index(self, daemons: Mapping[str, Daemon]) -> tuple[list[str], list[int] | None]:
@@ -184,10 +369,32 @@ class Columns:
 
     def first_seq(self, now: float, span: float) -> int:
         """The sequence number of the oldest snapshot within `span` seconds of `now`."""
-        lo = len(self.times)
-        while lo > 0 and now - self.times[lo - 1] <= span:
+        # Found by bisection, then stepped to where `now - t <= span` starts to hold (the
+        # test as written, which a subtraction moved to the other side may round apart):
+        # walking back from the end cost 600 steps for each of a dozen long windows.
+        times = self.times
+        lo = bisect_left(times, now - span)
+        while lo > 0 and now - times[lo - 1] <= span:
             lo -= 1
-        return self.base + min(lo, len(self.times) - 1)
+        while lo < len(times) and not now - times[lo] <= span:
+            lo += 1
+        return self.base + min(lo, len(times) - 1)
+
+    def kept(self, key: str, fn: Callable[[Snapshot], Any], first: int) -> list[float]:
+        """Context.values(fn) from sequence number `first` on, each snapshot's value made
+        once and kept under `key` (one figure per key: rules that read the same one share
+        it), not again each tick for every snapshot of a ten-minute window."""
+        start, vals = self._kept.get(key, (first, []))
+        base, end = self.base, self.end
+        if first < start or start + len(vals) < base:
+            start, vals = max(first, base), []
+        if base > start:
+            del vals[:base - start]
+            start = base
+        for seq in range(start + len(vals), end):
+            vals.append(_value(fn, self.snaps[seq - base]))
+        self._kept[key] = (start, vals)
+        return [v for v in vals[first - start:] if v is not None]
 
     def series(self, daemon_id: str, attr: str, first: int) -> list[float]:
         """The daemon's known, finite-or-inf values of `attr` from sequence number `first` on."""
@@ -324,6 +531,100 @@ class Columns:
                 out[daemon_id] = everyone[daemon_id]
         return out
 
+    def _running(self, attr: str, first: int) -> _Sums | None:
+        """The running sums of `attr` over the window from `first` on; None when this tick
+        already cut them to another window (a second rule with another span)."""
+        end, base = self.end, self.base
+        latest = _inner(self.snaps[-1].daemons)
+        s = self._sums.get(attr)
+        if s is not None and (first < s.start or s.filled < base or len(latest) != len(
+                s.order) or (latest is not s.last_map and list(latest) != s.order)):
+            s = None  # daemons came or went, a wider window, or rows lost: read again
+        if s is None:
+            s = self._sums[attr] = _Sums(list(latest), max(first, base))
+        elif s.tick == end and first != s.start:
+            return None
+        prev_map = s.last_map
+        for seq in range(max(s.filled, base), end):
+            daemons = _inner(self.snaps[seq - base].daemons)
+            if daemons is prev_map:
+                row, missing, top = s.rows[-1], s.missing[-1], s.tops[-1]
+            else:
+                row, missing = self._row(daemons, s.order, attr)
+                top = max(max(row), -min(row)) if row else 0.0
+            s.rows.append(row)
+            s.missing.append(missing)
+            s.tops.append(top)
+            s.add(row, top)
+            prev_map = daemons
+        s.filled = end
+        s.last_map = prev_map
+        cut = first - s.start
+        if cut > 0:
+            for row in s.rows[:cut]:
+                s.take(row)
+            del s.rows[:cut]
+            del s.missing[:cut]
+            del s.tops[:cut]
+            s.start = first
+        if s.ops > RESUM_AFTER + len(s.rows):
+            s.resum()
+        s.tick = end
+        return s
+
+    def window_means(self, ids: Iterable[str], attr: str, first: int) -> Means:
+        """Each daemon's mean of `attr` from sequence number `first` on, where it has
+        values, as `Means`: exact where asked, for what `means` costs only for a few."""
+        wanted = ids if isinstance(ids, list) else list(ids)
+        s = None
+        if len(wanted) * 8 >= len(self.snaps[-1].daemons):
+            s = self._running(attr, first)
+        if s is None or not s.rows:
+            return Means.of(self.means(wanted, attr, first))
+        n = len(s.rows)
+        delta = s.delta()
+        apart: set[str] = set()
+        for missing in set(s.missing):
+            apart |= missing
+        rows, sums, index = s.rows, s.sums, s.index
+        if math.isinf(delta):
+            # An infinite figure: running sums would lose it. Every mean is summed whole.
+            cols = [sum(c) for c in zip(*rows, strict=True)]
+            sums, delta = cols, 0.0
+        if not apart and wanted == s.order:
+            out_ids, approx = wanted, [x / n for x in sums]
+            at = list(range(len(wanted)))
+        else:
+            out_ids, approx, at = [], [], []
+            own: dict[int, float] = {}
+            for daemon_id in wanted:
+                j = index.get(daemon_id)
+                if daemon_id in apart or j is None:
+                    vals = self.series(daemon_id, attr, first)
+                    if vals:
+                        own[len(out_ids)] = sum(vals) / len(vals)
+                        out_ids.append(daemon_id)
+                        approx.append(own[len(out_ids) - 1])
+                        at.append(-1)
+                    continue
+                out_ids.append(daemon_id)
+                approx.append(sums[j] / n)
+                at.append(j)
+        if delta == 0.0:
+            return Means(out_ids, approx, 0.0)
+
+        def exact(places: list[int]) -> list[float]:
+            # Each sum is sum()'s over the daemon's series, in its order, from 0.0: the
+            # rows added one at a time, for all asked at once (a place at a time in C).
+            cols = [at[i] for i in places]
+            got = [0.0] * len(cols)
+            for row in rows:
+                got = list(map(add, got, map(row.__getitem__, cols)))
+            # A daemon summed whole above (a value missing in the window) keeps its own.
+            return [approx[i] if j < 0 else x / n for i, j, x in zip(places, cols, got,
+                                                                      strict=True)]
+        return Means(out_ids, approx, delta, exact)
+
     def changed(self, attr: str, first: int) -> set[str]:
         """Daemons whose `attr` may have differed between snapshots from `first` on: a
         superset (a change to and from None counts), never missing one that did."""
@@ -345,10 +646,20 @@ class Columns:
                 continue
             prev_map = daemons
             last, at = ch.last, ch.changed_at
-            for k, v in zip(daemons, values_of(daemons, attr), strict=True):
-                if k in last and last[k] != v:
-                    at[k] = seq
-                last[k] = v
+            keys, values = list(daemons), values_of(daemons, attr)
+            if keys == ch.keys and ch.values is not None:
+                if values != ch.values:
+                    for i in [i for i, (a, b) in enumerate(zip(ch.values, values, strict=True))
+                              if a != b]:
+                        k = keys[i]
+                        at[k] = seq
+                        last[k] = values[i]
+            else:
+                for k, v in zip(keys, values, strict=True):
+                    if k in last and last[k] != v:
+                        at[k] = seq
+                    last[k] = v
+            ch.keys, ch.values = keys, values
         ch.filled = end
         return {k for k, seq in ch.changed_at.items() if seq > first}
 
@@ -375,13 +686,17 @@ class Context:
     def values(self, fn: Callable[[Snapshot], float | None]) -> list[float]:
         out = []
         for snap in self.window:
-            try:
-                v = fn(snap)
-            except (KeyError, AttributeError, TypeError, ZeroDivisionError):
-                v = None
-            if v is not None and not (isinstance(v, float) and math.isnan(v)):
-                out.append(float(v))
+            v = _value(fn, snap)
+            if v is not None:
+                out.append(v)
         return out
+
+    def kept(self, key: str, fn: Callable[[Snapshot], float | None]) -> list[float]:
+        """values(fn), with each snapshot's value kept by the engine under `key` (one
+        figure per key, whichever rule asks): for windows of hundreds of snapshots."""
+        if self.columns is not None:
+            return self.columns.kept(key, fn, self.first_seq)
+        return self.values(fn)
 
     def daemon_values(self, daemon_id: str, attr: str) -> list[float]:
         if self.columns is not None:
@@ -398,6 +713,12 @@ class Context:
             if vals:
                 out[daemon_id] = sum(vals) / len(vals)
         return out
+
+    def window_means(self, ids: Iterable[str], attr: str) -> Means:
+        """daemon_means as `Means`: with the engine's columns, exact only where asked."""
+        if self.columns is not None:
+            return self.columns.window_means(ids, attr, self.first_seq)
+        return Means.of(self.daemon_means(ids, attr))
 
     def changed(self, attr: str) -> set[str] | None:
         """Daemons whose `attr` may have changed within the window (a superset); None
@@ -458,13 +779,28 @@ class Context:
             return self.columns.of_kind(self.latest.daemons, "osd")
         return (d for d in self.latest.daemons.values() if d.kind == "osd")
 
+    def osds_among(self, few: set[str]) -> list[Daemon]:
+        """The OSDs of the latest snapshot whose ids are in `few`, in the mapping's order,
+        found by position when few: not a walk of every id (10,000) for a handful."""
+        daemons = self.latest.daemons
+        if not few:
+            return []
+        if len(few) <= 32:
+            ids = list(daemons)
+            picked = sorted((k for k in few if k in daemons), key=ids.index)
+        else:
+            picked = [k for k in daemons if k in few]
+        return [d for d in map(daemons.__getitem__, picked) if d.kind == "osd"]
+
     def osd_columns(self, *attrs: str) -> tuple[list[str], list[list[Any]]]:
         """The OSDs' ids and, per attr, their values in the same (the mapping's) order,
         read from a packed snapshot's columns: no Daemon is made (at 10,000 OSDs making
         them is the cost of a rule that reads two figures of each)."""
         daemons = self.latest.daemons
-        ids, keep = (self.columns.osd_index(daemons) if self.columns is not None
-                     else _osd_index(daemons))
+        if self.columns is not None:
+            ids, _ = self.columns.osd_index(daemons)
+            return ids, [self.columns.osd_column(daemons, a) for a in attrs]
+        ids, keep = _osd_index(daemons)
         cols = [values_of(daemons, a) for a in attrs]
         if keep is None:
             return ids, cols
@@ -474,6 +810,17 @@ class Context:
         if self.columns is not None:
             return self.columns.of_kind(self.latest.daemons, "chunkserver")
         return (d for d in self.latest.daemons.values() if d.kind == "chunkserver")
+
+
+def _value(fn: Callable[[Snapshot], Any], snap: Snapshot) -> float | None:
+    """What Context.values takes of one snapshot: a finite-or-infinite float, or None."""
+    try:
+        v = fn(snap)
+    except (KeyError, AttributeError, TypeError, ZeroDivisionError):
+        return None
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return float(v)
 
 
 def mean(values: Sequence[float]) -> float | None:

@@ -113,9 +113,7 @@ class FailingDisk(Rule):
         if ctx.columns is not None:
             # An OSD no check names, not flapping, in no damaged PG and not tracked
             # cannot fire nor change anything: look at the few others only, in order.
-            few = set(named) | flappers | set(damaged) | ctx.tracked
-            daemons = ctx.latest.daemons
-            osds = [d for d in (daemons[k] for k in daemons if k in few) if d.kind == "osd"]
+            osds = ctx.osds_among(set(named) | flappers | set(damaged) | ctx.tracked)
         for d in osds:
             found = list(named.get(d.id, ()))
             if d.id in flappers:

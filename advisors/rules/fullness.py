@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule
@@ -84,17 +85,37 @@ class OsdFullness(Rule):
         "judged by `osd df`'s %use, as the monitors judge it. Raising the ratios buys "
         "hours, not space: only as a short emergency step, and back after.")
 
+    def __init__(self) -> None:
+        # The OSDs past nearfull, by the utilization column and ratio they were found at.
+        self._hot: tuple[list[Any], float, list[int]] | None = None
+
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster
         if c is None:
             return
         near, backfill, full = ratios(c)
-        for d in ctx.osds():
-            u = d.utilization
+        # Read as a column, and only the OSDs past nearfull or tracked looked at: a check
+        # per OSD (10,000 a tick) changes nothing for the others.
+        ids, (used,) = ctx.osd_columns("utilization")
+        if ctx.columns is not None:
+            # The column is the same list for a stats period: those past nearfull are
+            # found again only when it (or the ratio) is new; the tracked by their place.
+            hot = self._hot
+            if hot is None or hot[0] is not used or hot[1] != near:
+                hot = self._hot = (used, near, [i for i, u in enumerate(used)
+                                                if u is not None and u >= near])
+            walk: Iterable[int] = hot[2]
+            if ctx.tracked:
+                at = ctx.columns.position(ids)
+                walk = sorted({*walk, *(at[k] for k in ctx.tracked if k in at)})
+        else:
+            walk = range(len(ids))
+        for i in walk:
+            osd_id, u = ids[i], used[i]
             if u is None:
                 continue
             fire = u >= near
-            if not ctx.matters(d.id, fire):
+            if not ctx.matters(osd_id, fire):
                 continue
             if u >= full:
                 sev, past = Severity.CRITICAL, f"full ratio {full:.0%}: writes stop"
@@ -104,12 +125,12 @@ class OsdFullness(Rule):
             else:
                 sev, past = Severity.WARNING, f"nearfull ratio {near:.0%}"
             yield Check(
-                target=d.id, fire=fire, clear=u < near - float(ctx.p("hysteresis")),
+                target=osd_id, fire=fire, clear=u < near - float(ctx.p("hysteresis")),
                 severity=sev,
-                summary=f"{d.id} {u:.1%} used, past the {past}"
+                summary=f"{osd_id} {u:.1%} used, past the {past}"
                         + (f" (next: backfillfull {backfill:.0%})" if u < backfill else
                            f" (next: full {full:.0%})" if u < full else ""),
-                evidence=(ctx.evidence("used", ctx.daemon_values(d.id, "utilization"),
+                evidence=(ctx.evidence("used", ctx.daemon_values(osd_id, "utilization"),
                                        "ratio"),
                           ctx.evidence("ratios near/backfill/full", [],
                                        now=f"{near:.2f}/{backfill:.2f}/{full:.2f}")),

@@ -225,7 +225,8 @@ class PgsInactive(Rule):
                              "`ceph osd lost`, `ceph pg force-create-pg` or "
                              "`ceph-objectstore-tool --op mark-complete` without that OSD "
                              "being gone for good: they discard writes.")
-        series = ctx.values(lambda s: s.cluster.pgs_inactive if s.cluster else None)
+        series = ctx.kept("pgs_inactive",
+                          lambda s: s.cluster.pgs_inactive if s.cluster else None)
         yield Check(
             target="cluster", fire=n > 0, clear=n == 0, severity=Severity.CRITICAL,
             summary=f"{n} of {c.num_pgs} PGs not active ({shown or 'by state unknown'})"

@@ -21,9 +21,14 @@ class TunedProfile(Rule):
         "profiles latency-performance and network-latency avoid them (K1.9).")
 
     def check(self, ctx: Context) -> Iterable[Check]:
-        storage_hosts = {d.host for d in ctx.latest.daemons.values() if d.host}
-        for name, host in ctx.latest.hosts.items():
-            if name not in storage_hosts or host.tuned_profile is None:
+        profiled = [(name, host) for name, host in ctx.latest.hosts.items()
+                    if host.tuned_profile is not None]
+        # Which hosts hold daemons is a walk of every daemon (10,000 at scale): only
+        # when some host reports a profile at all.
+        storage_hosts = {d.host for d in ctx.latest.daemons.values() if d.host} \
+            if profiled else set()
+        for name, host in profiled:
+            if name not in storage_hosts:
                 continue
             profile = host.tuned_profile
             good = profile in LATENCY_PROFILES

@@ -23,22 +23,22 @@ class SlowestOsd(Rule):
 
     def check(self, ctx: Context) -> Iterable[Check]:
         ids, _ = ctx.osd_columns()
-        averages = ctx.daemon_means(ids, "commit_latency")
-        if len(averages) < 3:
+        means = ctx.window_means(ids, "commit_latency")
+        if len(means) < 3:
             return
-        median = statistics.median(averages.values())
         factor, floor = float(ctx.p("factor")), float(ctx.p("min_latency"))
         if ctx.columns is not None:
-            # Only those that fire or are tracked can change anything: picked by one
-            # comparison each, in C, not a check per OSD (10,000 a tick).
-            above = factor * median
-            tracked = ctx.tracked
-            walk = [k for k, avg in averages.items()
-                    if (avg > above and avg > floor) or k in tracked]
+            # 10,000 OSDs' means are known within a bound from running sums; only the
+            # median's neighbours and those that fire or are tracked are summed exactly.
+            median = means.median()
+            walk = set(means.above(max(factor * median, floor)))
+            walk.update(i for i in map(means.where, ctx.tracked) if i is not None)
+            order = sorted(walk)
         else:
-            walk = list(averages)
-        for osd_id in walk:
-            avg = averages[osd_id]
+            median = statistics.median(means.values())
+            order = list(range(len(means)))
+        for i in order:
+            osd_id, avg = means.ids[i], means.mean(i)
             fire = avg > factor * median and avg > floor
             if not ctx.matters(osd_id, fire):
                 continue  # neither firing nor tracked: the check would change nothing

@@ -109,7 +109,7 @@ class PrimarySpread(Rule):
             return
         limit = float(ctx.p("max_deviation"))
         score_limit = float(ctx.p("max_read_balance_score"))
-        in_osds = sum(1 for d in ctx.osds() if d.up and d.in_)
+        in_osds: int | None = None  # counted when a score needs it (10,000 OSDs walked)
         for pool in c.pools:
             if pool.type != "replicated" or (pool.size or 0) < 2:
                 continue  # one copy: its only OSD leads every PG, there is nothing to move
@@ -149,7 +149,11 @@ class PrimarySpread(Rule):
                     procedure=steps, badness=min(dev, 1e6))
                 continue
             score = pool.read_balance_score
-            if score is None or score != score or pool.pg_num < max(in_osds, 1):
+            if score is None or score != score:
+                continue
+            if in_osds is None:
+                in_osds = sum(1 for d in ctx.osds() if d.up and d.in_)
+            if pool.pg_num < max(in_osds, 1):
                 continue  # no counts, no score, or too few PGs for either to mean anything
             yield Check(
                 target=f"pool {pool.name}", fire=score > score_limit,

@@ -44,6 +44,11 @@ def profile_blocked(ctx: Context, profile: str) -> str | None:
     return None
 
 
+def client_iops(s: Snapshot) -> float:
+    """The clients' read and write ops a second, together (a missing one counts 0)."""
+    return (s.cluster.client_read_iops or 0) + (s.cluster.client_write_iops or 0)  # type: ignore[union-attr]
+
+
 def client_latency(s: Snapshot, attr: str) -> float | None:
     """The OSDs' mean latency of `attr` in this snapshot (the ones that report it)."""
     vals = [v for d in s.daemons.values() if d.kind == "osd"
@@ -88,8 +93,7 @@ class MclockBackgroundVsClients(Rule):
             (busy if n > 0 else quiet).append(lat)
             if n > 0:
                 work.append(n)
-        iops = ctx.values(lambda s: (s.cluster.client_read_iops or 0)
-                          + (s.cluster.client_write_iops or 0))
+        iops = ctx.kept("client_iops", client_iops)
         now = background(ctx.latest) or 0.0
         during, before = mean(busy), mean(quiet)
         factor, floor = float(ctx.p("factor")), float(ctx.p("min_latency"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule
@@ -63,20 +64,28 @@ class OsdMemory(Rule):
     # Config (the targets), the OSDs and the hosts' RAM: not the disks, Curve or evidence.
     reads = ("cluster", "daemons", "hosts")
 
-    def check(self, ctx: Context) -> Iterable[Check]:
-        hosts = ctx.latest.hosts
-        by_host: dict[str, list[float]] = {}
-        overshoot = float(ctx.p("rss_overshoot"))
-        share = float(ctx.p("ram_share"))
+    def __init__(self) -> None:
+        # The targets as last worked out: (option, ids, hosts) -> (each OSD's target,
+        # each host's targets). The config and the OSDs' hosts rarely move; their RSS
+        # does, so only the RSS is read again each tick.
+        self._made: tuple[Any, list[str], list[Any], list[float],
+                          dict[str, list[float]]] | None = None
+        # The OSDs past their limit, by the RSS column and targets they were found in.
+        self._hot: tuple[list[Any], list[float], float, list[int]] | None = None
+
+    def _targets(self, ctx: Context, ids: list[str], host_of: list[Any]
+                 ) -> tuple[list[float], dict[str, list[float]]]:
         opt = ctx.option("osd_memory_target")
+        made = self._made
+        if made is not None and made[0] is opt and made[1] == ids and made[2] == host_of:
+            return made[3], made[4]
         own = opt.values if opt is not None else {}
         # What an OSD without its own value runs with depends only on its host:
         # target_of once per host, not per OSD (10,000 a tick on the librados path).
         per_host: dict[str | None, float] = {}
-        # Ids, hosts and RSS read as columns: making 10,000 Daemons to read three
-        # fields of each was most of this rule's cost.
-        ids, (host_of, rss_of) = ctx.osd_columns("host", "rss_bytes")
-        for osd_id, host, rss in zip(ids, host_of, rss_of, strict=True):
+        by_host: dict[str, list[float]] = {}
+        targets = []
+        for osd_id, host in zip(ids, host_of, strict=True):
             if osd_id in own:
                 target = target_for(ctx, osd_id, host)
             else:
@@ -85,6 +94,38 @@ class OsdMemory(Rule):
                     ctx, osd_id, host)
             if host:
                 by_host.setdefault(host, []).append(target)
+            targets.append(target)
+        if ctx.columns is not None:  # the walk (the reference) keeps nothing
+            self._made = (opt, ids, host_of, targets, by_host)
+        return targets, by_host
+
+    def check(self, ctx: Context) -> Iterable[Check]:
+        hosts = ctx.latest.hosts
+        overshoot = float(ctx.p("rss_overshoot"))
+        share = float(ctx.p("ram_share"))
+        # Ids, hosts and RSS read as columns: making 10,000 Daemons to read three
+        # fields of each was most of this rule's cost.
+        ids, (host_of, rss_of) = ctx.osd_columns("host", "rss_bytes")
+        targets, by_host = self._targets(ctx, ids, host_of)
+        if ctx.columns is not None:
+            # Only an OSD past its limit or tracked can change a verdict: those past it
+            # picked in one pass while the RSS column or the targets are new (the same
+            # lists stand for a stats period), the tracked ones by their place.
+            hot = self._hot
+            if hot is None or hot[0] is not rss_of or hot[1] is not targets or \
+                    hot[2] != overshoot:
+                past = [] if rss_of.count(None) == len(rss_of) else [
+                    i for i, (rss, target) in enumerate(zip(rss_of, targets, strict=True))
+                    if rss is not None and rss > overshoot * target]
+                hot = self._hot = (rss_of, targets, overshoot, past)
+            walk: Iterable[int] = hot[3]
+            if ctx.tracked:
+                at = ctx.columns.position(ids)
+                walk = sorted({*walk, *(at[k] for k in ctx.tracked if k in at)})
+        else:
+            walk = range(len(ids))
+        for i in walk:
+            osd_id, rss, target = ids[i], rss_of[i], targets[i]
             if rss is None:
                 continue
             fire = rss > overshoot * target

@@ -8,7 +8,7 @@ from stormdeck.advisors import overrides
 from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.findings import Change, Check, Severity
 from stormdeck.advisors.rules.base import NUMBER, Context, Proposes, Rule, config_change, mean
-from stormdeck.advisors.rules.mclock import client_latency, profile_blocked
+from stormdeck.advisors.rules.mclock import client_iops, client_latency, profile_blocked
 
 
 def _inactive(s) -> float | None:  # Snapshot -> PGs not active
@@ -157,8 +157,7 @@ class ScrubDuringLoad(Rule):
         c = ctx.cluster
         if c is None:
             return
-        iops = ctx.values(lambda s: (s.cluster.client_read_iops or 0)
-                          + (s.cluster.client_write_iops or 0))
+        iops = ctx.kept("client_iops", client_iops)
         loaded = (mean(iops) or 0) >= float(ctx.p("min_client_iops"))
         scheduler = overrides.scheduler(c)
         if overrides.is_mclock(scheduler):
@@ -169,7 +168,7 @@ class ScrubDuringLoad(Rule):
         if scheduler == overrides.WPQ and sleep is not None and _num(sleep) == 0:
             changes.append(config_change(ctx, "osd_scrub_sleep", str(ctx.p("scrub_sleep"))))
         # A sleep between chunks matters only while a scrub runs: no scrub, nothing to say.
-        scrubbing = ctx.values(lambda s: s.cluster.pgs_in("scrubbing"))
+        scrubbing = ctx.kept("pgs_scrubbing", lambda s: s.cluster.pgs_in("scrubbing"))
         busy = max(scrubbing, default=0.0)
         yield Check(
             target="osd", fire=loaded and busy > 0 and bool(changes),
@@ -187,7 +186,7 @@ class ScrubDuringLoad(Rule):
     def _mclock(ctx: Context, iops: list[float], loaded: bool, scheduler: str | None) -> Check:
         """Under mClock the sleeps do nothing (K8.1): while scrubs run under client load,
         point to the profile and the scrub hours instead."""
-        scrubbing = ctx.values(lambda s: s.cluster.pgs_in("scrubbing"))
+        scrubbing = ctx.kept("pgs_scrubbing", lambda s: s.cluster.pgs_in("scrubbing"))
         profile = (ctx.effective("osd_mclock_profile") or "").strip().lower()
         during, before = ScrubDuringLoad._latency(ctx)
         factor, floor = float(ctx.p("factor")), float(ctx.p("min_latency"))

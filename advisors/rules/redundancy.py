@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule
@@ -77,6 +78,9 @@ class PgsPerOsd(Rule):
         "autoscaler is off or in warn mode: with it on, pg_num is the autoscaler's.")
     reads = ("cluster", "daemons")  # the pools, mon_max_pg_per_osd, the OSDs' PG counts
 
+    def __init__(self) -> None:
+        self._made: tuple[Any, list[str], list[Any], tuple[Any, str, int, int]] | None = None
+
     def check(self, ctx: Context) -> Iterable[Check]:
         c = ctx.cluster
         if c is None or not c.pools or all(p.autoscale_mode == "on" for p in c.pools):
@@ -88,20 +92,29 @@ class PgsPerOsd(Rule):
         # 1,000 findings of one cause, and 1,000 evaluations a tick).
         # Read as columns: no Daemon made for the one figure of each OSD this needs.
         ids, (pgs,) = ctx.osd_columns("pgs")
-        known = [n for n in pgs if n is not None]
-        if not known:
-            return
-        # max() of (count, id) pairs, without making 10,000 pairs: the highest count,
-        # and of the OSDs holding it the greatest id.
-        worst_pgs = max(known)
-        worst = max(k for n, k in zip(pgs, ids, strict=True) if n == worst_pgs)
-        over = len([n for n in known if n > share * limit])
+        # The counts move with the osdmap (once a minute or less), the status every
+        # second: what they give is worked out again only when they or the limit moved.
+        made = self._made
+        if made is not None and made[0] == (share, limit) and made[1] == ids and \
+                made[2] == pgs:
+            worst_pgs, worst, over, n_known = made[3]
+        else:
+            known = [n for n in pgs if n is not None]
+            if not known:
+                return
+            # max() of (count, id) pairs, without making 10,000 pairs: the highest
+            # count, and of the OSDs holding it the greatest id.
+            worst_pgs = max(known)
+            worst = max(k for n, k in zip(pgs, ids, strict=True) if n == worst_pgs)
+            over, n_known = len([n for n in known if n > share * limit]), len(known)
+            if ctx.columns is not None:  # the walk (the reference) keeps nothing
+                self._made = ((share, limit), ids, pgs, (worst_pgs, worst, over, n_known))
         fire = over > 0
         hard = worst_pgs > HARD_RATIO * limit
         yield Check(
             target="cluster", fire=fire, clear=worst_pgs <= share * limit * 0.95,
             severity=Severity.CRITICAL if hard else Severity.WARNING,
-            summary=(f"{over} of {len(known)} OSDs past {share:.0%} of mon_max_pg_per_osd "
+            summary=(f"{over} of {n_known} OSDs past {share:.0%} of mon_max_pg_per_osd "
                      f"{limit:g}; {worst} holds {worst_pgs} PGs, "
                      + (f"past {HARD_RATIO:g} x the limit: it refuses new PGs" if hard else
                         f"{worst_pgs / limit:.0%} of it")),

@@ -127,9 +127,7 @@ class OsdFlapping(Rule):
         if moved is not None:
             # Up (or down) all along and not tracked: no flap, and nothing to clear. The
             # few others are picked from the ids, not a walk of every OSD (10,000).
-            few = moved | ctx.tracked
-            daemons = ctx.latest.daemons
-            osds = [d for d in (daemons[k] for k in daemons if k in few) if d.kind == "osd"]
+            osds = ctx.osds_among(moved | ctx.tracked)
         for d in osds:
             n = downs(ctx, d.id)
             if n and reasons is None:

@@ -106,3 +106,47 @@ def test_columns_over_a_packing_history_judge_as_whole_windows() -> None:
         packed.append(snap)
         plain.append(replace(snap))
         assert verdicts(fast.evaluate(list(packed))) == verdicts(slow.evaluate(list(plain)))
+
+
+def test_first_seq_by_bisection_is_the_walk_back() -> None:
+    """The window's first snapshot: the oldest whose `now - t <= span`, as walking back
+    from the newest finds it, for spans that land on, between and beyond the times."""
+    def walked(times: list[float], now: float, span: float) -> int:
+        lo = len(times)
+        while lo > 0 and now - times[lo - 1] <= span:
+            lo -= 1
+        return min(lo, len(times) - 1)
+
+    rnd = random.Random(8)
+    cols = Columns()
+    for _ in range(5000):
+        n = rnd.randint(1, 40)
+        t0 = rnd.uniform(0, 2e9)
+        times = sorted(t0 + rnd.choice((i * 0.1, float(i), rnd.uniform(0, 100)))
+                       for i in range(n))
+        now = times[-1] + rnd.choice((0.0, 0.3, 1.0))
+        span = rnd.choice((0.0, 0.1, 1.0, 30.0, 600.0, now - times[rnd.randrange(n)]))
+        cols.times, cols.base = times, 7
+        assert cols.first_seq(now, span) == 7 + walked(times, now, span)
+
+
+def test_kept_values_are_the_window_walks() -> None:
+    """Figures of each snapshot kept by the engine (Context.kept) give, tick by tick and
+    for windows shorter and longer than the history, what walking the window gives."""
+    from stormdeck.advisors.rules.base import Context
+
+    snaps = wander(9, 150, 1.0)
+
+    def inactive(s: Snapshot) -> float | None:
+        return s.cluster.pgs_inactive if s.cluster else None
+
+    cols = Columns()
+    history: deque[Snapshot] = deque(maxlen=50)
+    for snap in snaps:
+        history.append(snap)
+        cols.sync(list(history), 300.0)
+        for span in (5.0, 30.0, 120.0):
+            first = cols.first_seq(snap.time, span)
+            window = cols.snaps[first - cols.base:]
+            walk = Context(snap, window, {}).values(inactive)
+            assert cols.kept("inactive", inactive, first) == walk

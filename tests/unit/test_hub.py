@@ -153,3 +153,53 @@ def test_a_scrubbing_pg_is_clean() -> None:
     c = Cluster(num_pgs=10, pg_states={"active+clean": 6, "active+clean+scrubbing": 2,
                                        "active+clean+scrubbing+deep": 1, "peering": 1})
     assert c.pgs_not_clean == 1
+
+
+def test_polls_are_timed_to_end_before_the_loops_ticks() -> None:
+    from stormdeck.collectors.hub import next_poll
+
+    # No loop: every interval from the last start, as before.
+    assert next_poll(10.0, 10.2, None, 1.0, 0.2) == 11.0
+    assert next_poll(10.0, 10.2, 5.0, 1.0, 0.2) == 11.0  # a loop that stopped ticking
+    # Ticks at 10.6, 11.6, ...: a poll that ended at 10.2 served the tick at 10.6; the
+    # next starts 0.35 s (1.5 x 0.2 + 0.05) before the one at 11.6.
+    assert next_poll(10.0, 10.2, 10.6, 1.0, 0.2) == pytest.approx(11.25)
+    # A poll that ended after the tick it aimed at serves the next one.
+    assert next_poll(10.5, 10.7, 10.6, 1.0, 0.2) == pytest.approx(12.25)
+    # A slow source starts at most half an interval early; never before its last end.
+    assert next_poll(10.0, 10.9, 11.0, 1.0, 0.9) == pytest.approx(11.5)
+    assert next_poll(10.0, 11.9, 11.0, 1.0, 3.0) == pytest.approx(12.5)
+
+
+def test_a_ticking_loop_gets_polls_that_ended_before_its_ticks() -> None:
+    """A source that answers its first poll at once and takes 0.2 s after, under a loop
+    ticking every 0.5 s from that first answer: polls every interval from their start
+    would run across every tick; timed by the loop, none does once aligned."""
+    from stormdeck.advisors.engine import Engine
+    from stormdeck.advisors.loop import Loop
+
+    class Slow:
+        name = "slow"
+
+        def __init__(self) -> None:
+            self.spans: list[tuple[float, float]] = []
+
+        def poll(self) -> Partial:
+            t = time.monotonic()
+            time.sleep(0.2 if self.spans else 0.01)
+            self.spans.append((t, time.monotonic()))
+            return Partial(source="slow", time=time.time())
+
+        def close(self) -> None:
+            pass
+
+    src = Slow()
+    loop = Loop([src], Engine(rules=()), interval=0.5)
+    ticks: list[float] = []
+    loop.start()
+    try:
+        loop.run(lambda step: ticks.append(time.monotonic()), duration=4.0)
+    finally:
+        loop.stop()
+    crossed = [t for t in ticks[3:] if any(a < t < b for a, b in src.spans)]
+    assert len(ticks) >= 6 and not crossed, (ticks, src.spans)
