@@ -727,6 +727,14 @@ class Context:
             return None
         return self.columns.changed(attr, self.first_seq)
 
+    def and_tracked(self, ids: list[str], positions: Iterable[int]) -> Iterable[int]:
+        """`positions` in `ids` (OSDs past a rule's limit) and those of the targets the
+        rule tracks (pending or firing: their checks must run to clear), in order."""
+        if not self.tracked or self.columns is None:
+            return positions
+        at = self.columns.position(ids)
+        return sorted({*positions, *(at[k] for k in self.tracked if k in at)})
+
     def matters(self, target: str, fire: bool) -> bool:
         """Whether a check on `target` can change anything: it fires, or the rule is
         pending or firing there. Rules over thousands of daemons skip the rest."""

@@ -104,10 +104,7 @@ class OsdFullness(Rule):
             if hot is None or hot[0] is not used or hot[1] != near:
                 hot = self._hot = (used, near, [i for i, u in enumerate(used)
                                                 if u is not None and u >= near])
-            walk: Iterable[int] = hot[2]
-            if ctx.tracked:
-                at = ctx.columns.position(ids)
-                walk = sorted({*walk, *(at[k] for k in ctx.tracked if k in at)})
+            walk: Iterable[int] = ctx.and_tracked(ids, hot[2])
         else:
             walk = range(len(ids))
         for i in walk:

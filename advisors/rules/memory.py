@@ -118,10 +118,7 @@ class OsdMemory(Rule):
                     i for i, (rss, target) in enumerate(zip(rss_of, targets, strict=True))
                     if rss is not None and rss > overshoot * target]
                 hot = self._hot = (rss_of, targets, overshoot, past)
-            walk: Iterable[int] = hot[3]
-            if ctx.tracked:
-                at = ctx.columns.position(ids)
-                walk = sorted({*walk, *(at[k] for k in ctx.tracked if k in at)})
+            walk: Iterable[int] = ctx.and_tracked(ids, hot[3])
         else:
             walk = range(len(ids))
         for i in walk:
