@@ -155,8 +155,8 @@ def test_state_rules_fire_on_their_bad_case_and_are_quiet_on_the_healthy_lab(
         full = fired.get("ceph.osd.fullness", {})
         assert set(full) == set(osds), fired
         assert all(f["severity"] == "warning" and f"nearfull ratio {near:.0%}" in f["summary"]
-                   for f in full.values()), {t: (f["severity"], f["summary"])
-                                             for t, f in full.items()}
+                   for f in full.values()), "; ".join(  # a str: pytest cuts a dict's repr
+            f"{t}: {f['severity']} {f['summary']}" for t, f in full.items())
         memory = fired.get("ceph.osd.memory", {})
         assert set(memory) == {f"host {h}" for h in hosts}, fired
         assert all(f["severity"] == "warning" for f in memory.values()), memory
