@@ -27,6 +27,7 @@ from stormdeck.advisors.findings import Change
 from stormdeck.advisors.journal import Entry, Journal, JournalError
 from stormdeck.advisors.lock import Busy, writer
 from stormdeck.advisors.plan import Plan, validate_change
+from stormdeck.base import pgstate
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 
@@ -255,8 +256,10 @@ class Executor:
                        if word in str(s.get("state_name", "")).split("+"))
 
         num_pgs = int(pgmap.get("num_pgs") or 0)
+        # Clean as base/pgstate.py judges it: a split's new PGs are often scrubbed at
+        # once, and a scrub is no movement left to wait for.
         clean = sum(int(s.get("count", 0)) for s in states
-                    if str(s.get("state_name", "")) == "active+clean")
+                    if pgstate.is_healthy(str(s.get("state_name", ""))))
         misplaced = int(pgmap.get("misplaced_objects") or 0)
         objects = int(pgmap.get("num_objects") or 0)
         # `ceph status` counts misplaced objects, not bytes: at the pool's mean object size

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ import pytest
 from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.plan import Plan
-from tests.conftest import LabCluster, ceph_json, eventually, run_cli
+from tests.conftest import CLEAN, LabCluster, ceph_json, eventually, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +51,9 @@ def sizes(cluster) -> dict[str, int]:
 def clean(cluster) -> bool:
     pgmap = ceph_json(cluster, "status")["pgmap"]
     states = pgmap.get("pgs_by_state", [])
-    return bool(states) and all(s["state_name"] == "active+clean" for s in states) and \
+    # Scrubbing is clean (a split's children are often scrubbed at once, as stormdeck's
+    # journal --refresh counts them): exact active+clean alone failed once right after.
+    return bool(states) and all(s["state_name"] in CLEAN for s in states) and \
         sum(s["count"] for s in states) == pgmap["num_pgs"]
 
 
@@ -87,6 +91,27 @@ def make_pool(cluster, name: str, objects: int) -> int:
     return pool_id
 
 
+@contextmanager
+def balancer_off(cluster) -> Iterator[None]:
+    """The mgr's balancer held off while a split is measured: left on (Pacific's default,
+    upmap mode) it may add pg-upmap-items to the new PGs once the split lands, and the up
+    sets then show the balancer's moves beside the split's (23 predicted, 27 seen in one
+    CI run). The prediction is of the split alone."""
+    was = bool(ceph_json(cluster, "balancer status", "mgr").get("active"))
+    ceph_json(cluster, "balancer off", "mgr")
+    try:
+        yield
+    finally:
+        if was:
+            ceph_json(cluster, "balancer on", "mgr")
+
+
+def upmaps(cluster, pool_id: int) -> list:
+    """The pool's pg-upmap-items, shown beside a failed count: the balancer's trace."""
+    return [u for u in ceph_json(cluster, "osd dump").get("pg_upmap_items", [])
+            if u["pgid"].startswith(f"{pool_id}.")]
+
+
 def drop_pool(cluster, name: str) -> None:
     ceph_json(cluster, "osd pool rm", pool=name, pool2=name, yes_i_really_really_mean_it=True)
 
@@ -111,19 +136,23 @@ def down_and_split(lab: LabCluster, cluster, pool: str, pool_id: int, tmp_path: 
     assert "noup" not in states[0] and "noup" not in states[1]
     ceph_json(cluster, "osd pool set", pool=pool, var="min_size", val="1")
 
-    predicted = whatif(lab, "pg_num", pool, "2x")
-    parents = up_sets(cluster, pg_ids(cluster, pool))
-    parent_size = {pg: v for pg, v in sizes(cluster).items() if pg.startswith(f"{pool_id}.")}
-    ceph_json(cluster, "config set", who="mgr", name="target_max_misplaced_ratio", value="1")
-    ceph_json(cluster, "osd pool set", pool=pool, var="pg_num", val="64")
-    eventually(lambda: ceph_json(cluster, "osd pool get", pool=pool,
-                                 var="pgp_num")["pgp_num"] == 64, 240, interval=1)
-    children = up_sets(cluster, pg_ids(cluster, pool))
+    with balancer_off(cluster):
+        predicted = whatif(lab, "pg_num", pool, "2x")
+        parents = up_sets(cluster, pg_ids(cluster, pool))
+        parent_size = {pg: v for pg, v in sizes(cluster).items()
+                       if pg.startswith(f"{pool_id}.")}
+        ceph_json(cluster, "config set", who="mgr", name="target_max_misplaced_ratio",
+                  value="1")
+        ceph_json(cluster, "osd pool set", pool=pool, var="pg_num", val="64")
+        eventually(lambda: ceph_json(cluster, "osd pool get", pool=pool,
+                                     var="pgp_num")["pgp_num"] == 64, 240, interval=1)
+        children = up_sets(cluster, pg_ids(cluster, pool))
     copies = 0
     for ps in range(64):
         copies += len(set(children[f"{pool_id}.{ps:x}"]) - set(parents[f"{pool_id}.{ps % 32:x}"]))
     assert copies > 0
-    assert abs(predicted["copies_to_create"] - copies) <= 0.1 * copies, (predicted, copies)
+    assert abs(predicted["copies_to_create"] - copies) <= 0.1 * copies, \
+        (predicted, copies, upmaps(cluster, pool_id))
     assert parent_size  # the bytes are checked on Pacific's lab, through apply
 
 
@@ -203,8 +232,10 @@ def test_pg_num_and_down_predictions_and_the_guard_refuses_inactive_pgs(
     cluster = lab.rados()
     ratio = [r["value"] for r in ceph_json(cluster, "config dump")
              if r["name"] == "target_max_misplaced_ratio" and r["section"] == "mgr"]
+    held = ExitStack()
     try:
         pool_id = make_pool(cluster, POOL, OBJECTS)
+        held.enter_context(balancer_off(cluster))
 
         # -- act 2: pg_num 32 -> 64 (2x) through stormdeck apply, misplaced limit lifted so
         # the mgr takes pgp_num to 64 at once.
@@ -243,7 +274,8 @@ def test_pg_num_and_down_predictions_and_the_guard_refuses_inactive_pgs(
             copies += len(new)
             moved += len(new) * parent_size.get(parent, 0) // 2
         assert copies > 0
-        assert abs(predicted["copies_to_create"] - copies) <= 0.1 * copies, (predicted, copies)
+        assert abs(predicted["copies_to_create"] - copies) <= 0.1 * copies, \
+            (predicted, copies, upmaps(cluster, pool_id))
         assert abs(predicted["bytes_to_move"] - moved) <= 0.1 * moved + MIB
         (entry,) = Journal(path).entries()
         assert entry.prediction is not None and entry.prediction["copies_to_create"] == \
@@ -303,6 +335,7 @@ def test_pg_num_and_down_predictions_and_the_guard_refuses_inactive_pgs(
         states = {o["osd"]: o["state"] for o in ceph_json(cluster, "osd dump")["osds"]}
         assert "noup" not in states[0] and "noup" not in states[1]
     finally:
+        held.close()
         if ratio:
             ceph_json(cluster, "config set", who="mgr", name="target_max_misplaced_ratio",
                       value=ratio[0])

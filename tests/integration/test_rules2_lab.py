@@ -48,8 +48,19 @@ def test_slow_heartbeats_are_tied_to_an_osd_that_went_down(lab_cluster: LabClust
         ceph_json(cluster, "config set", who="global", name=OPTION, value="0.001")
         found = eventually(pairs, 90, interval=1.0)
         assert {p.source for p in found} <= {"osd.0", "osd.1", "osd.2"}
-        # Alone, the check is Ceph's to say (the health floor): no symptom beside it.
-        assert not mine()
+        # Alone, the check is Ceph's to say (the health floor): no symptom beside it. A
+        # loaded machine can give an OSD slow ops of its own meanwhile (seen once in CI);
+        # then the rule is right to fire, and must say which OSD has them.
+        fired = mine()
+        named = {o for p in found for o in (p.source, p.to)}
+        slow = sorted({d for snap in history if snap.cluster
+                       for d in snap.cluster.slow_ops_daemons} & named)
+        flaps = sorted(k for k in named if len({s.daemons[k].up for s in history
+                                                 if k in s.daemons}) > 1)
+        if slow or flaps:
+            assert fired and all(o in fired[0].summary for o in slow + flaps), (fired, slow)
+        else:
+            assert not fired, fired
         ceph_json(cluster, "osd down", ids=["2"])  # osd.2 is alive: it comes back up
         (f,) = eventually(mine, 60, interval=0.25)
         ups = [s.daemons["osd.2"].up for s in history if "osd.2" in s.daemons]

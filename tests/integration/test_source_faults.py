@@ -46,13 +46,29 @@ def test_mon_stopped_then_back(lab_cluster: LabCluster) -> None:
         hub.stop()
     # Leave the cluster as we found it for the tests after this one.
     src = CephSource(conffile=str(lab_cluster.conf))
+    seen: list[str] = []
     try:
         def healthy() -> bool:
             c = src.poll().cluster
-            return c is not None and c.num_up_osds == 3 and c.pgs_not_clean == 0
-        eventually(healthy, 120)
+            if c is None:
+                seen.append("no cluster read")
+                return False
+            seen.append(f"{c.num_up_osds} OSDs up, PG states {dict(c.pg_states or {})}, "
+                        f"slow ops on {list(c.slow_ops_daemons)}")
+            return c.num_up_osds == 3 and c.pgs_not_clean == 0
+        # A CI run once timed out here with no word of why: the last state read says it.
+        assert wait_for(healthy, 120), seen[-1:]
     finally:
         src.close()
+
+
+def wait_for(check, timeout: float) -> bool:
+    """`eventually` that returns False instead of failing, so the caller's message shows."""
+    try:
+        eventually(check, timeout)
+    except AssertionError:
+        return False
+    return True
 
 
 def test_prometheus_stopped_then_back(lab_cluster: LabCluster) -> None:
