@@ -52,6 +52,8 @@ from stormdeck.collectors.prometheus.queries import (
     RECORDED_PROBE,
     RECORDED_QUERIES,
     SCRAPE_INTERVAL,
+    SLOW_EVERY,
+    SLOW_QUERIES,
     STATIC_EVERY,
     STATIC_QUERIES,
     WHOLE_QUERIES,
@@ -382,6 +384,8 @@ class PrometheusSource:
         self._read_mono: float | None = None
         self._static: dict[str, Any] = {}
         self._static_mono: float | None = None
+        self._slow: dict[str, Any] = {}  # SLOW_QUERIES' answers, read once a minute
+        self._slow_mono: float | None = None
         self._daemons: _Reuse[Daemon] = _Reuse()
         self._disks_seen: _Reuse[Disk] = _Reuse()
         # What the static series made, kept while they are the same answers.
@@ -501,13 +505,16 @@ class PrometheusSource:
         self._at = newest
         names = [n for n in self.query_names() if n != "newest"]
         static_due = self._static_mono is None or mono - self._static_mono >= STATIC_EVERY
-        moving = [n for n in names if n not in STATIC_QUERIES]
+        slow_due = static_due or self._slow_mono is None or \
+            mono - self._slow_mono >= SLOW_EVERY
+        asked = [n for n in names if (static_due or n not in STATIC_QUERIES)
+                 and (slow_due or n not in SLOW_QUERIES)]
         errors: list[str] = []
         if self.ceph and self.recording_rules and \
                 (self._probe_mono is None or mono - self._probe_mono >= STATIC_EVERY):
             errors += self._detect_recorded()
             self._probe_mono = mono
-        results, asked_errors = self._ask(moving if not static_due else names)
+        results, asked_errors = self._ask(asked)
         errors += asked_errors
         # A recorded series that went empty while OSDs answer (the rules unloaded, their
         # group failing): those fields read raw at once, and the probe asks again next read.
@@ -525,17 +532,29 @@ class PrometheusSource:
             unknown = self._unknown(results)
             if unknown - self._unknown_asked:
                 # A daemon or host added or replaced since: what it is, read now (once:
-                # a daemon the static series never name does not make every read re-read).
-                more, more_errors = self._ask([n for n in names if n in STATIC_QUERIES])
-                self._static = more
+                # a daemon the static series never name does not make every read re-read),
+                # and its slow figures with it.
+                more, more_errors = self._ask(
+                    [n for n in names if n in STATIC_QUERIES
+                     or (not slow_due and n in SLOW_QUERIES)])
+                slow_due = True
+                results.update({n: v for n, v in more.items() if n in SLOW_QUERIES})
+                self._static = {n: v for n, v in more.items() if n in STATIC_QUERIES}
                 self._static_mono = mono
                 self._unknown_asked = unknown
                 errors += more_errors
             results.update(self._static)
 
+        # Only what this read asked is divided: the slow figures kept are merged after,
+        # divided when they were read.
         for name in self._numerators & set(results):
             results[name] = _divide(results[name] or _EMPTY,
                                     results.get(DIVIDED_BY[name]) or _EMPTY)
+        if slow_due:
+            self._slow = {n: results[n] for n in SLOW_QUERIES if n in results}
+            self._slow_mono = mono
+        else:
+            results.update(self._slow)
 
         def q(name: str) -> Any:
             return results.get(name) or ()
