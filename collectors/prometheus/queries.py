@@ -178,15 +178,13 @@ STATIC_QUERIES = frozenset({"metadata", "occupation", "pools", "disk_info", "tun
                             "cores_allowed", "nodes", "duplicates", "osd_bytes"})
 STATIC_EVERY = 300.0
 
-# What moves, but slowly or without urgency, read once a minute instead of every scrape:
-# an OSD's PG count (it moves when PGs split, merge or remap, over minutes), its fill
-# (bytes used: a disk fills over hours; Ceph's NEARFULL/FULL checks come with the health
-# detail every scrape), its exporter's thread count and RSS (the memory rule judges
-# minutes), and the disks' write caches (a setting). At 10,000 OSDs these six were a
-# third of what a read cost Prometheus (bench/fleet_bench.py, per query): 1.5-2.4 s of
-# its CPU every 15 s for figures no rule reads faster than minutes.
-SLOW_QUERIES = frozenset({"pgs", "utilization", "threads", "rss_bytes",
-                          "disk_write_cache", "disk_device_cache"})
+# What moves without urgency, read once a minute instead of every scrape: each
+# exporter's thread count and RSS (the memory rule judges minutes) and the disks' write
+# caches (a setting). At 10,000 OSDs these were a quarter of what a read cost Prometheus
+# (bench/fleet_bench.py, per query: 1.4 s of its CPU every 15 s). Not the PG counts and
+# fill: librados reads them (`osd df`) every 10 s, and a console that compares the two,
+# or follows a split, must not see a minute-old count beside fresh states.
+SLOW_QUERIES = frozenset({"threads", "rss_bytes", "disk_write_cache", "disk_device_cache"})
 SLOW_EVERY = 60.0
 
 # Recording rules (assets/stormdeck-recording.yml, made by recording_rules_yaml): what

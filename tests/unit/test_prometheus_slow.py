@@ -1,5 +1,5 @@
-"""The slow fleet figures (PGs, fill, threads, RSS, write caches) are read once a minute,
-kept whole in between, and read at once for a daemon that appears."""
+"""The slow fleet figures (threads, RSS, write caches) are read once a minute, kept whole
+in between, and read at once for a daemon that appears; PG counts and fill every scrape."""
 
 from __future__ import annotations
 
@@ -34,52 +34,49 @@ def serve(prom: Answers, src: PrometheusSource, newest: float, osds: dict[str, d
     prom.rows[src.queries["newest"]] = [row(newest)]
     prom.rows[src.queries["metadata"]] = [row(1, ceph_daemon="osd.0", hostname="stor1")]
     prom.rows[src.queries["osd_bytes"]] = [row(100, ceph_daemon=k) for k in osds]
-    for name, query in (("up", "up"), ("read_iops", "read_iops"), ("pgs", "pgs"),
-                        ("used", "utilization"), ("threads", "threads")):
+    for name, query in (("up", "up"), ("iops", "read_iops"), ("pgs", "pgs"),
+                        ("used", "utilization"), ("threads", "threads"), ("rss", "rss_bytes")):
         prom.rows[src.queries[query]] = [row(f[name], ceph_daemon=k) for k, f in osds.items()]
+
+
+def osd(iops: float, pgs: int, used: float, threads: int, rss: int) -> dict:
+    return dict(up=1, iops=iops, pgs=pgs, used=used, threads=threads, rss=rss)
+
+
+def figures(d) -> tuple:
+    return d.read_iops, d.pgs, d.utilization, d.threads, d.rss_bytes
 
 
 def test_slow_figures_once_a_minute_and_at_once_for_a_new_daemon(clock: Clock) -> None:
     with Answers() as prom:
         src = PrometheusSource(prom.url, timeout=5)
         try:
-            serve(prom, src, 1.0, {"osd.0": dict(up=1, read_iops=3, pgs=10, used=50,
-                                                 threads=7)})
-            first = src.poll().daemons["osd.0"]
-            assert (first.read_iops, first.pgs, first.utilization, first.threads) == \
-                (3, 10, 0.5, 7)
-            # A new scrape 15 s on: the rates are read, the slow figures are the last.
-            serve(prom, src, 16.0, {"osd.0": dict(up=1, read_iops=5, pgs=20, used=60,
-                                                  threads=9)})
+            serve(prom, src, 1.0, {"osd.0": osd(3, 10, 50, 7, 700)})
+            assert figures(src.poll().daemons["osd.0"]) == (3, 10, 0.5, 7, 700)
+            # A new scrape 15 s on: rates, PG counts and fill are read; threads and RSS
+            # are the last read's.
+            serve(prom, src, 16.0, {"osd.0": osd(5, 20, 60, 9, 900)})
             clock.now += 15
             del prom.asked[:]
-            second = src.poll().daemons["osd.0"]
-            assert (second.read_iops, second.pgs, second.utilization, second.threads) == \
-                (5, 10, 0.5, 7)
+            assert figures(src.poll().daemons["osd.0"]) == (5, 20, 0.6, 7, 700)
             slow = {src.queries[n] for n in SLOW_QUERIES}
-            assert not slow & set(prom.asked) and src.queries["read_iops"] in prom.asked
-            # A minute after they were read: read again, and the fill divided as before.
-            serve(prom, src, 76.0, {"osd.0": dict(up=1, read_iops=5, pgs=20, used=60,
-                                                  threads=9)})
+            assert not slow & set(prom.asked) and src.queries["pgs"] in prom.asked
+            # A minute after they were read: read again.
             clock.now += SLOW_EVERY - 15
-            third = src.poll().daemons["osd.0"]
-            assert (third.pgs, third.utilization, third.threads) == (20, 0.6, 9)
+            serve(prom, src, 76.0, {"osd.0": osd(5, 20, 60, 9, 900)})
+            assert figures(src.poll().daemons["osd.0"]) == (5, 20, 0.6, 9, 900)
             # osd.1 appears, named by no static series yet: its slow figures come with
-            # the static re-read, not a minute later.
-            serve(prom, src, 91.0, {
-                "osd.0": dict(up=1, read_iops=5, pgs=20, used=60, threads=9),
-                "osd.1": dict(up=1, read_iops=1, pgs=30, used=25, threads=4)})
+            # the static re-read, not a minute later...
+            serve(prom, src, 91.0, {"osd.0": osd(5, 20, 60, 9, 900),
+                                    "osd.1": osd(1, 30, 25, 4, 400)})
             clock.now += 15
-            new = src.poll().daemons["osd.1"]
-            assert (new.pgs, new.utilization, new.threads) == (30, 0.25, 4)
-            # ... and those are kept whole until the next minute.
-            serve(prom, src, 106.0, {
-                "osd.0": dict(up=1, read_iops=5, pgs=21, used=70, threads=9),
-                "osd.1": dict(up=1, read_iops=2, pgs=31, used=30, threads=4)})
+            assert figures(src.poll().daemons["osd.1"]) == (1, 30, 0.25, 4, 400)
+            # ... and are kept whole until the next minute.
+            serve(prom, src, 106.0, {"osd.0": osd(5, 21, 70, 10, 1000),
+                                     "osd.1": osd(2, 31, 30, 5, 500)})
             clock.now += 15
             kept = src.poll().daemons
-            assert kept["osd.1"].read_iops == 2
-            assert (kept["osd.1"].pgs, kept["osd.1"].utilization) == (30, 0.25)
-            assert (kept["osd.0"].pgs, kept["osd.0"].utilization) == (20, 0.6)
+            assert figures(kept["osd.1"]) == (2, 31, 0.3, 4, 400)
+            assert figures(kept["osd.0"]) == (5, 21, 0.7, 9, 900)
         finally:
             src.close()
