@@ -180,11 +180,14 @@ STATIC_EVERY = 300.0
 
 # What moves without urgency, read once a minute instead of every scrape: each
 # exporter's thread count and RSS (the memory rule judges minutes) and the disks' write
-# caches (a setting). At 10,000 OSDs these were a quarter of what a read cost Prometheus
-# (bench/fleet_bench.py, per query: 1.4 s of its CPU every 15 s). Not the PG counts and
-# fill: librados reads them (`osd df`) every 10 s, and a console that compares the two,
-# or follows a split, must not see a minute-old count beside fresh states.
+# caches (a setting). Each query timed alone on bench/fleet_bench.py's 10,000-OSD fleet,
+# these were a quarter of what a read cost Prometheus (1.4 s of its CPU every 15 s).
+# Not the PG counts and fill: librados reads them (`osd df`) every 10 s, and a console
+# that compares the two, or follows a split, must not see a minute-old count beside
+# fresh states.
 SLOW_QUERIES = frozenset({"threads", "rss_bytes", "disk_write_cache", "disk_device_cache"})
+if SLOW_QUERIES & (set(DIVIDED_BY) | set(DIVIDED_BY.values())):
+    raise RuntimeError("a slow query that divides or is divided: kept, it would be divided again")
 SLOW_EVERY = 60.0
 
 # Recording rules (assets/stormdeck-recording.yml, made by recording_rules_yaml): what

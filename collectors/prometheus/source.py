@@ -545,8 +545,8 @@ class PrometheusSource:
                 errors += more_errors
             results.update(self._static)
 
-        # Only what this read asked is divided: the slow figures kept are merged after,
-        # divided when they were read.
+        # The slow figures kept are merged after the divisions: none divides, nor is
+        # divided by (a slow numerator would be divided again every read).
         for name in self._numerators & set(results):
             results[name] = _divide(results[name] or _EMPTY,
                                     results.get(DIVIDED_BY[name]) or _EMPTY)
