@@ -216,13 +216,12 @@ class CurveWire:
         self.mds = [Mds(self._listen(), True), Mds(self._listen(), False)]
         # The leader's main port serves TopologyService over brpc's HTTP+JSON when asked
         # for; otherwise nothing listens there, as where a firewall keeps it from us.
-        if topology_service:
-            self.mds[0].main_port = self._listen()
-        else:
-            with socket.socket() as probe:  # a port nothing listens on once it is closed
-                probe.bind(("127.0.0.1", 0))
-                self.mds[0].main_port = probe.getsockname()[1]
-        self.mds[1].main_port = self.mds[0].main_port + 1
+        # A port bound but never listened on refuses connections, and stays ours until
+        # close(): a probe closed at once let a chunkserver's listener get the same port
+        # later, and its /vars were then answered as the topology service (404).
+        self._held: list[socket.socket] = []
+        self.mds[0].main_port = self._listen() if topology_service else self._hold()
+        self.mds[1].main_port = self._hold()
         self.topology_calls: list[str] = []
         self.control_port = self._listen()
         specs = list(pools) if pools else [(POOL, chunkservers, copysets, leaders)]
@@ -739,7 +738,16 @@ class CurveWire:
         self._servers[port] = server
         return port
 
+    def _hold(self) -> int:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self._held.append(sock)
+        return sock.getsockname()[1]
+
     def close(self) -> None:
+        for sock in self._held:
+            sock.close()
+
         async def shutdown() -> None:
             for server in self._servers.values():
                 server.close()
