@@ -23,7 +23,7 @@ from tests.conftest import LabCluster, eventually, free_ports, lab_home, lab_por
 pytestmark = pytest.mark.integration
 ROOT_VENV = "/opt/stormdeck-venv"
 # What stormdeck needs inside a root for snapshot and check (Prometheus' client is lazy).
-ROOT_DEPS = ("textual", "rich", "psutil", "prometheus-client", "pyudev")
+ROOT_DEPS = ("textual", "rich", "psutil", "prometheus-client", "pyudev", "numpy")
 
 
 def lab_state(directory: Path) -> dict:
