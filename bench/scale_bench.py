@@ -6,7 +6,8 @@ cluster's do: `osd perf`, `osd status` and `status` change every second, the
 osdmap epoch every minute. The real data loop (Hub, History, Session, Engine with
 every rule) feeds the real console on a pty at 200x50, on the daemons view. The
 History is filled first by fast-forward (ten minutes of polls on a simulated
-clock), then 60 s at 1 Hz are measured. The same for the record loop (what
+clock), then 60 s at 1 Hz are measured; then the engine alone in a process of its
+own, History full, and each rule's CPU a tick. The same for the record loop (what
 `stormdeck record` runs), then a 10-minute seek back in a replay of a 1,000-OSD
 recording, `check --json` over N OSDs, and htop on the same pty.
 
@@ -517,6 +518,58 @@ def check_child(canned: Path) -> None:
                       "first_poll_s": polled[0] - started, "bytes": len(text)}))
 
 
+def rules_child(canned: Path, fill: int, ticks: int) -> None:
+    """Each rule's CPU a tick, in a process of its own with the History full: which rule
+    a tick's engine time goes to (the console's figure is the engine's whole)."""
+    import gc
+
+    from stormdeck.advisors.session import Session
+    from stormdeck.collectors.hub import History
+
+    src = MovingCeph(canned)
+    engine = engine_all_rules()
+    history = History(fill)
+    session = Session(engine)
+    fast_forward(src, history, session, fill)
+    spent: dict[str, float] = {}
+    for rule in engine.rules:
+        def timed(ctx: Any, real: Any = rule.check, rid: str = rule.id) -> list[Any]:
+            began = time.thread_time()
+            try:
+                return list(real(ctx))
+            finally:
+                spent[rid] = spent.get(rid, 0.0) + time.thread_time() - began
+        rule.check = timed  # type: ignore[method-assign]
+    steps: list[float] = []
+    # The ticks on from where the fill's clock ended, a second apart (a stats period's
+    # mapping shared by its snapshots, the osdmap moving once a minute, as in the console).
+    from stormdeck.collectors.hub import MergeMemo, merge
+
+    memo = MergeMemo()
+    wall0, mono0 = src.wall(), src.clock()
+    for i in range(ticks):
+        src.wall = lambda i=i: wall0 + i
+        src.clock = lambda i=i: mono0 + i
+        t = wall0 + i
+        snap = merge([src.poll()], {"ceph": SourceHealth("ceph", True, t)}, now=t, memo=memo)
+        history.append(snap)
+        gc.freeze()  # as the data loop does each tick
+        began = time.thread_time()
+        session.step(snap, history)
+        steps.append(time.thread_time() - began)
+    top = sorted(spent.items(), key=lambda kv: -kv[1])[:6]
+    print(json.dumps({"engine_ms": 1000 * sum(steps) / len(steps),
+                      "engine_ms_median": 1000 * sorted(steps)[len(steps) // 2],
+                      "rules_ms": {k: 1000 * v / len(steps) for k, v in top}}))
+
+
+def rules(canned: Path, fill: int, ticks: int) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, __file__, "--child", "rules", "--dir", str(canned),
+                          "--fill", str(fill), "--seconds", str(ticks)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def check(canned: Path) -> dict[str, Any]:
     out = subprocess.run([sys.executable, __file__, "--child", "check", "--dir", str(canned)],
                          capture_output=True, text=True, check=True)
@@ -560,7 +613,7 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="the figures as one JSON object")
     ap.add_argument("--smoke", action="store_true",
                     help="a few seconds on a small cluster, to see that it runs (CI)")
-    ap.add_argument("--only", choices=("console", "record", "seek", "check", "htop",
+    ap.add_argument("--only", choices=("console", "rules", "record", "seek", "check", "htop",
                                        "history", "blast"),
                     action="append", help="run only these parts")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -578,6 +631,9 @@ def main() -> int:
     if args.child == "check":
         check_child(args.dir)
         return 0
+    if args.child == "rules":
+        rules_child(args.dir, args.fill, int(args.seconds))
+        return 0
     if args.child == "history":
         history_child(args.dir, args.fill, args.idea)
         return 0
@@ -585,7 +641,8 @@ def main() -> int:
     if args.smoke:
         args.osds, args.seconds, args.fill, args.seek_osds = 60, 3.0, 30, 60
         minutes, back = 4.0, 60.0
-    parts = args.only or ["history", "console", "record", "seek", "check", "htop", "blast"]
+    parts = args.only or ["history", "console", "rules", "record", "seek", "check", "htop",
+                          "blast"]
     out: dict[str, Any] = {"osds": args.osds, "pgs": args.osds * 100, "seconds": args.seconds,
                            "history": args.fill}
     say = (lambda *a: None) if args.json else print
@@ -608,6 +665,11 @@ def main() -> int:
         say(f"  console ticks missed: {r['missed']} of {r['ticks']}")
         say(f"  console first paint: {r['first_paint_s']:.2f} s")
         say(f"  console terminal: {r['bytes_per_s'] / 1024:.2f} KiB/s")
+    if "rules" in parts:
+        r = out["rules"] = rules(canned, args.fill, max(3, int(args.seconds / 2)))
+        say(f"  engine alone, History full: {r['engine_ms']:.1f} ms of CPU a tick (median "
+            f"{r['engine_ms_median']:.1f}); costliest rules: " + ", ".join(
+                f"{k} {v:.1f}" for k, v in r["rules_ms"].items()))
     if "record" in parts:
         r = out["record"] = record(canned, args.seconds, args.fill)
         say(f"  record CPU: {r['cpu_pct']:.1f}% of a core")
