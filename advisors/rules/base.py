@@ -177,15 +177,16 @@ class Means:
     """Daemons' window means of one figure, each exactly what sum(series) / len(series)
     gives over its own series, but made exact only where asked: `approx` is within
     `delta` of each, so a median or the daemons past a threshold are found among a few.
-    `approx` is a list, or a numpy array where running sums made it (searched in C).
+    `approx` is a numpy array of doubles: the median and the places past a threshold
+    are found in C.
     """
 
     __slots__ = ("_at", "_exact", "_known", "approx", "delta", "ids")
 
-    def __init__(self, ids: list[str], approx: list[float], delta: float,
+    def __init__(self, ids: list[str], approx: Any, delta: float,
                  exact: Callable[[list[int]], list[float]] | None = None) -> None:
         self.ids = ids
-        self.approx = approx
+        self.approx = _numpy().asarray(approx, dtype=float)
         self.delta = delta
         self._exact = exact
         self._known: dict[int, float] = {}
@@ -237,35 +238,23 @@ class Means:
             raise ValueError("no means")
         k = n // 2
         a = self.approx
-        if isinstance(a, list):
-            s = sorted(a)
-        else:  # only the two middle places are needed: a partition, not a sort
-            s = _numpy().partition(a, (k - 1, k) if n > 1 else k).tolist()
+        # Only the two middle places are needed: a partition, not a sort.
+        s = _numpy().partition(a, (k - 1, k) if n > 1 else k).tolist()
         if self.delta == 0.0:
             return s[k] if n % 2 else (s[k - 1] + s[k]) / 2
         low, high = (s[k] if n % 2 else s[k - 1]), s[k]
         lo, hi = low - 4.0 * self.delta, high + 4.0 * self.delta
-        if isinstance(a, list):
-            below = bisect_left(s, lo)
-            places = [i for i, v in enumerate(a) if lo <= v <= hi]
-        else:
-            below = int((a < lo).sum())
-            places = _numpy().flatnonzero((a >= lo) & (a <= hi)).tolist()
-        near = sorted(self._means(places))
+        below = int((a < lo).sum())
+        near = sorted(self._means(_numpy().flatnonzero((a >= lo) & (a <= hi)).tolist()))
         if n % 2:
             return near[k - below]
         return (near[k - 1 - below] + near[k - below]) / 2
 
     def above(self, x: float) -> list[int]:
         """The places, in order, of the daemons whose exact mean is above `x`."""
-        a = self.approx
         if self.delta == 0.0:
-            if isinstance(a, list):
-                return [i for i, v in enumerate(a) if v > x]
-            return _numpy().flatnonzero(a > x).tolist()
-        lo = x - 4.0 * self.delta
-        maybe = [i for i, v in enumerate(a) if v > lo] if isinstance(a, list) else \
-            _numpy().flatnonzero(a > lo).tolist()
+            return _numpy().flatnonzero(self.approx > x).tolist()
+        maybe = _numpy().flatnonzero(self.approx > x - 4.0 * self.delta).tolist()
         return [i for i, m in zip(maybe, self._means(maybe), strict=True) if m > x]
 
 
