@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
 
@@ -30,6 +30,10 @@ class _Track:
     since: float
     last_seen: float
     check: Check
+    # What a finding of `check` reads (its texts with their citations made readable),
+    # made once per check: a track carried over many ticks holds the same check, and
+    # its finding is made again every tick (hundreds at 10,000 OSDs).
+    texts: tuple[Any, ...] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,16 +185,20 @@ class Engine:
     @staticmethod
     def _finding(rule: Rule, t: _Track) -> Finding:
         c = t.check
-        # Older rule texts cite working-notes numbers ("K1.4"): what a user reads names the
-        # docs/knowledge.md section instead, which ships with stormdeck.
-        own = cited(rule.source)
+        texts = t.texts
+        if texts is None or texts[0] is not c or texts[1] is not rule:
+            # Older rule texts cite working-notes numbers ("K1.4"): what a user reads names
+            # the docs/knowledge.md section instead, which ships with stormdeck.
+            own = cited(rule.source)
+            texts = t.texts = (c, rule, readable(c.summary, prefer=own),
+                               readable(rule.explanation, prefer=own),
+                               tuple(readable(p, prefer=own) for p in c.procedure))
+        _, _, summary, explanation, procedure = texts
         return Finding(rule=rule.id, title=rule.title, severity=c.severity, target=c.target,
-                       summary=readable(c.summary, prefer=own),
-                       explanation=readable(rule.explanation, prefer=own),
+                       summary=summary, explanation=explanation,
                        source=rule.source, state=t.state, first_seen=t.since,
                        last_seen=t.last_seen, evidence=c.evidence, changes=c.changes,
-                       procedure=tuple(readable(p, prefer=own) for p in c.procedure),
-                       detail=c.detail, muted=c.ceph_muted,
+                       procedure=procedure, detail=c.detail, muted=c.ceph_muted,
                        notes=(health.CEPH_MUTED,) if c.ceph_muted else ())
 
     @staticmethod
@@ -218,7 +226,9 @@ class Engine:
                     continue
                 claimed[slot] = (ch.proposed, f.rule)
                 keep.append(ch)
-            out.append(replace(f, changes=tuple(keep), notes=tuple(notes)))
+            # Most findings keep every change and gain no note: those stand as they are.
+            out.append(f if len(keep) == len(f.changes) and len(notes) == len(f.notes)
+                       else replace(f, changes=tuple(keep), notes=tuple(notes)))
         return out
 
     def _apply_mutes(self, findings: list[Finding], now: float,
