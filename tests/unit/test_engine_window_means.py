@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import statistics
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -53,19 +54,23 @@ def reference(snaps: list[Snapshot], ids: list[str], attr: str) -> dict[str, flo
     return out
 
 
-def compare(seed: int, span: float) -> int:
-    """Judge every tick's Means against the walk; the ticks whose running sums were
-    not exact (so that the bound was what kept the answers right)."""
+def ticks(seed: int, span: float) -> Iterator[tuple[Columns, int, list[Snapshot], list[str]]]:
+    """Each tick of a History of 150 over daemons_over_time: the engine's columns synced
+    to it, the window's first sequence number, its snapshots, the newest's daemons."""
     snaps = daemons_over_time(seed, 300, 220)
     cols = Columns()
-    inexact = 0
     for i in range(1, len(snaps) + 1):
         history = snaps[max(0, i - 150):i]
         cols.sync(history, span)
-        latest = history[-1]
-        first = cols.first_seq(latest.time, span)
-        window = cols.snaps[first - cols.base:]
-        ids = list(latest.daemons)
+        first = cols.first_seq(history[-1].time, span)
+        yield cols, first, list(cols.snaps[first - cols.base:]), list(history[-1].daemons)
+
+
+def compare(seed: int, span: float) -> int:
+    """Judge every tick's Means against the walk; the ticks whose running sums were
+    not exact (so that the bound was what kept the answers right)."""
+    inexact = 0
+    for i, (cols, first, window, ids) in enumerate(ticks(seed, span), 1):
         means = cols.window_means(ids, "commit_latency", first)
         want = reference(window, ids, "commit_latency")
         assert means.ids == list(want)
@@ -113,3 +118,19 @@ def test_slowest_osd_of_hundreds_judges_as_the_walk() -> None:
         assert verdicts(a) == verdicts(b)
         fired |= {(f.target, f.state) for f in a}
     assert ("osd.11", "firing") in fired
+
+
+@pytest.mark.parametrize(("seed", "span"), [(3, 60.0), (4, 17.0)])
+def test_column_means_are_sum_over_each_series_bit_for_bit(seed: int, span: float) -> None:
+    """`Columns.means` (every daemon's mean by rows of arrays, as the CPU rules read
+    them in fleet mode) against sum(series) / len(series) over each daemon's own
+    window: daemons missing a figure, one vanishing for a while, every tick, all of
+    them and a few."""
+    for cols, first, window, ids in ticks(seed, span):
+        got = cols.means(ids, "commit_latency", first)
+        want = reference(window, ids, "commit_latency")
+        assert list(got) == list(want)
+        assert all(got[k] == want[k] for k in want)  # == on floats: the same bits here
+        some = ids[::7]
+        assert cols.means(some, "commit_latency", first) == reference(window, some,
+                                                                      "commit_latency")
