@@ -17,7 +17,8 @@ Once Prometheus holds `--fill-scrapes` scrapes:
   200x50 on the daemons view, its History first filled with `--fill` snapshots
   (one real poll per scrape interval, each held for an interval's snapshots), then
   measured for `--seconds`: whole-process CPU, RSS at the start and the end and its
-  peak, engine time per tick; and Prometheus' CPU, idle and while the console polls.
+  peak, engine time per tick; and Prometheus' CPU while the console polls, against
+  its idle CPU over as long a window before and after.
 
     .venv/bin/python bench/fleet_bench.py [--osds 1000] [--interval 15] [--json] [--smoke]
         [--duplicate]   (every mgr and exporter target scraped by two jobs)
@@ -331,6 +332,12 @@ class Fleet:
         c = self.proc.cpu_times()
         return c.user + c.system
 
+    def idle_pct(self, seconds: float) -> float:
+        """Prometheus' CPU over `seconds` of nobody reading, % of a core."""
+        c0, t0 = self.cpu(), time.monotonic()
+        time.sleep(seconds)
+        return 100 * (self.cpu() - c0) / (time.monotonic() - t0)
+
     def close(self) -> None:
         for p in (self.prom, self.targets):
             with contextlib.suppress(ProcessLookupError):
@@ -603,9 +610,12 @@ def main() -> int:
     try:
         while fleet.scrapes() < args.fill_scrapes:
             time.sleep(min(2.0, args.interval / 2))
-        c0, t0 = fleet.cpu(), time.monotonic()
-        time.sleep(max(2.0, min(20.0, args.interval)))
-        out["prometheus_idle_pct"] = 100 * (fleet.cpu() - c0) / (time.monotonic() - t0)
+        # Prometheus' own CPU with nobody reading, over as long a window as the console
+        # is measured for: at 10,000 OSDs its ingest and garbage collections make any
+        # 15 s of it read anywhere from 20% to 47% of a core (measured), so a short idle
+        # window made "what one console adds" swing by tens of points.
+        idle_seconds = max(2.0, args.seconds)
+        out["prometheus_idle_pct"] = fleet.idle_pct(idle_seconds)
         out["prometheus_rss_mib"] = fleet.proc.memory_info().rss / (1 << 20)
         say(f"  Prometheus idle (scraping only): {out['prometheus_idle_pct']:.1f}% of a core, "
             f"{out['prometheus_rss_mib']:.0f} MiB")
@@ -646,8 +656,16 @@ def main() -> int:
             emx = r.get("engine_ms_max") or float("nan")
             say(f"    engine {em:.1f} ms a tick (max {emx:.1f}), "
                 f"{r['ticks']} ticks, {r['missed']} missed")
+            # Idle again after the console, one scrape interval on (its last read
+            # answered): the added CPU is against the mean of the two idle windows.
+            time.sleep(min(args.interval, 15.0))
+            after = fleet.idle_pct(idle_seconds)
+            idle = (out["prometheus_idle_pct"] + after) / 2
+            r["prom_idle_after_pct"] = after
+            r["prom_added_pct"] = r.get("prom_pct", float("nan")) - idle
             say(f"    Prometheus meanwhile: {r.get('prom_pct', float('nan')):.1f}% of a core "
-                f"(idle {out['prometheus_idle_pct']:.1f}%)")
+                f"(idle {out['prometheus_idle_pct']:.1f}% before, {after:.1f}% after, "
+                f"{idle_seconds:g} s each): {r['prom_added_pct']:.1f} points added")
     finally:
         fleet.close()
     if args.json:
