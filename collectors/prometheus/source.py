@@ -395,6 +395,7 @@ class PrometheusSource:
         self._rekeys: tuple[Any, Any, dict[tuple[str, str], tuple[str, str]], bool] | None = \
             None
         self._known: tuple[Any, set[Any], set[Any]] = (None, set(), set())
+        self._stores: tuple[Any, bool] = (None, False)  # metadata -> all OSDs on BlueStore
         self._unknown_asked: frozenset[str] = frozenset()
         self._numerators: set[str] = set()  # what the last ask of each name must divide
         self._disk_map: tuple[Any, Mapping[str, Disk]] = (None, {})
@@ -509,6 +510,16 @@ class PrometheusSource:
             mono - self._slow_mono >= SLOW_EVERY
         asked = [n for n in names if (static_due or n not in STATIC_QUERIES)
                  and (slow_due or n not in SLOW_QUERIES)]
+        # BlueStore reports its apply latency from the very counter it reports commit
+        # latency from (BSPerfTracker::update_from_perfcounters, src/os/bluestore/
+        # BlueStore.cc: both l_bluestore_commit_lat), and the mgr exports both from the
+        # same osd_stats: where the metadata names only BlueStore OSDs, the apply column
+        # is the commit column, and 10,000 series a read are not asked.
+        same_latency = self.ceph and "apply_latency" in asked and \
+            not {"apply_latency", "commit_latency"} & self._overridden and \
+            self._bluestore_only(self._static.get("metadata"))
+        if same_latency:
+            asked.remove("apply_latency")
         errors: list[str] = []
         if self.ceph and self.recording_rules and \
                 (self._probe_mono is None or mono - self._probe_mono >= STATIC_EVERY):
@@ -544,6 +555,14 @@ class PrometheusSource:
                 self._unknown_asked = unknown
                 errors += more_errors
             results.update(self._static)
+
+        if same_latency:
+            if self._bluestore_only(results.get("metadata")):
+                results["apply_latency"] = results.get("commit_latency")
+            else:  # the metadata read with this read names another store: ask after all
+                more, more_errors = self._ask(["apply_latency"])
+                results.update(more)
+                errors += more_errors
 
         # The slow figures kept are merged after the divisions: none divides, nor is
         # divided by (a slow numerator would be divided again every read).
@@ -584,6 +603,16 @@ class PrometheusSource:
                        hosts=self._hosts.reuse(hosts))
         self._last, self._read_newest, self._read_mono = part, newest, mono
         return part
+
+    def _bluestore_only(self, metadata: Any) -> bool:
+        """Whether the OSD metadata answer names OSDs, all of them on BlueStore."""
+        if metadata is None:
+            return False
+        if self._stores[0] is not metadata:
+            self._stores = (metadata, bool(metadata) and all(
+                s["metric"].get("objectstore") == "bluestore" for s in metadata
+                if str(s["metric"].get("ceph_daemon", "")).startswith("osd.")))
+        return self._stores[1]
 
     def _unknown(self, results: Mapping[str, Any]) -> frozenset[str]:
         """Daemons that answer but the static series do not name, and scrape targets
