@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule, mean
@@ -290,7 +290,7 @@ class OpThreadsVsCores(Rule):
         # Fleet mode knows every OSD's cores allowed: each option looked up once for all
         # OSDs, and a check made only where it can change something (10,000 of them a
         # new scrape were this rule's 9 ms at 10,000 OSDs).
-        value = {name: _effective_for(ctx, name) for name in (
+        value = {name: ctx.effective_per_osd(name) for name in (
             "osd_op_num_shards", "osd_op_num_threads_per_shard",
             *SHARD_OPTIONS["hdd"], *SHARD_OPTIONS["ssd"])}
         factor = float(ctx.p("threads_per_core"))
@@ -322,16 +322,6 @@ class OpThreadsVsCores(Rule):
                            f"threads; {limit_how(d, need)}. "
                            "Do not lower the op thread counts: the scheduler sizes them.",),
                 badness=total / d.cores_allowed)
-
-
-def _effective_for(ctx: Context, name: str) -> Callable[[str], str | None]:
-    """`ctx.effective(name, who)` for any OSD `who`, the option read once: its own
-    section's value where set, else what every OSD without one runs with."""
-    opt = ctx.option(name)
-    if opt is None:
-        return lambda who: None
-    shared, values = ctx.effective(name, "osd"), opt.values
-    return lambda who: values.get(who, shared)
 
 
 def _positive(value: str | None) -> float | None:
