@@ -90,11 +90,19 @@ class CephConfig(Actuator):
             raise UserError(f"the config database holds {stored} for {c.key} on {c.target}, "
                             f"not {want}")
         effective = ceph.config_get(c.target, c.key)
-        deadline = time.monotonic() + (0 if over is not None else b.verify_seconds)
+        # A daemon that runs the value its scheduler forces is done: it will never run
+        # the database's, so it is not waited for. Any other daemon not yet running the
+        # database's value is still on its way, overridden or not: under mClock an OSD
+        # that reverts a recovery limit does so on its own config update, a second or
+        # more after the first OSD took the value out of the database again.
+        forced = over.forced if over is not None else None
+        deadline = time.monotonic() + b.verify_seconds
         lagging = daemons
         while daemons:
-            lagging = [d for d in daemons if not same(ceph.config_show(d, c.key), effective)]
-            if not lagging or time.monotonic() > deadline:
+            running = {d: ceph.config_show(d, c.key) for d in daemons}
+            lagging = [d for d in daemons if not same(running[d], effective)]
+            moving = [d for d in lagging if forced is None or not same(running[d], forced)]
+            if not moving or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
         if lagging and over is not None:

@@ -160,7 +160,9 @@ def test_a_recovery_limit_mclock_removes_is_reported_and_undone(release_cluster:
     assert get(lab_cluster, "osd.0", "osd_max_backfills") == "1"
     res = cli(lab_cluster, env, "undo", "--yes")
     assert res.rc == 0, res.err
-    assert "applied: ceph config rm osd osd_max_backfills" in res.out
+    assert "applied: ceph config rm osd osd_max_backfills" in res.out, res.out
+    # Undo's read-back waited for every OSD, not only the first to revert.
+    assert {get(lab_cluster, f"osd.{i}", "osd_max_backfills") for i in range(3)} == {"1"}
     assert journal(env).entries()[0].undone_by
 
 
