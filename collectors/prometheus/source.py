@@ -19,6 +19,7 @@ from itertools import compress, repeat
 from operator import ne
 from typing import Any, Generic, TypeVar
 
+from stormdeck.base.gcpause import gc_paused
 from stormdeck.base.secrets import redact_value
 from stormdeck.collectors.model import (
     Cluster,
@@ -503,6 +504,14 @@ class PrometheusSource:
         last, mono = self._last, time.monotonic()
         if last is not None and newest is not None and newest == self._read_newest:
             return _replace(last, time=time.time())
+        # A read makes ~20,000 records from ~400,000 strings and tuples, none in a cycle;
+        # each collection run meanwhile would walk them all again (measured: a third of
+        # the columns' reading at 10,000 OSDs).
+        with gc_paused():
+            return self._read(newest, mono)
+
+    def _read(self, newest: float | None, mono: float) -> Partial:
+        """Every query of a read at the instant `newest`, and the Partial made of them."""
         self._at = newest
         names = [n for n in self.query_names() if n != "newest"]
         static_due = self._static_mono is None or mono - self._static_mono >= STATIC_EVERY

@@ -44,6 +44,12 @@ def test_prometheus_own_answers_are_read_in_c_and_equal_a_full_decode(
     assert fast is not None and len(fast) == 12
     assert fast == general(text, labels)
     assert list(fast) == list(general(text, labels))  # Prometheus' order kept
+    # Read again (keys now known), and with a series no read has named before.
+    assert column(text, labels) == fast
+    head = '{"metric":{"' + labels[0] + '":"'
+    renamed = text.replace(head, head + "new", 1)
+    assert renamed != text
+    assert column(renamed, labels) == general(renamed, labels)
 
 
 def test_answers_of_another_shape_are_left_to_the_full_decoder() -> None:
@@ -85,6 +91,18 @@ def test_an_answer_unchanged_but_for_its_instant_is_the_same_column() -> None:
                                 '"osd.0"},"value":[1795860333.740,"0"]').encode()
         moved = client.query_column("q", "q", 1795860363.74, ("ceph_daemon",))
         assert moved is not first and moved["osd.0"] == 0.0 and first["osd.0"] == 1.0
+        # A value whose text is longer: the answer's length moved, so it is read without
+        # a digest; unchanged next scrape it is read once more (equal), then held.
+        longer = text.replace('"osd.0"},"value":[1795860333.740,"1"]',
+                              '"osd.0"},"value":[1795860333.740,"12.5"]')
+        raw.body = longer.encode()
+        grown = client.query_column("q", "q", 1795860378.74, ("ceph_daemon",))
+        assert grown["osd.0"] == 12.5
+        raw.body = longer.replace("1795860333.740", "1795860393.740").encode()
+        once = client.query_column("q", "q", 1795860393.74, ("ceph_daemon",))
+        assert once == grown
+        raw.body = longer.replace("1795860333.740", "1795860408.740").encode()
+        assert client.query_column("q", "q", 1795860408.74, ("ceph_daemon",)) is once
     finally:
         client.close()
         raw.close()
