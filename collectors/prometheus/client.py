@@ -55,14 +55,19 @@ def _keys(joined: tuple[str, ...], labels: tuple[str, ...]) -> list[tuple[str, .
     if len(known) > _KEYS_MAX:
         known.clear()
     seps = [f'","{label}":"' for label in labels[1:]]
+    out = []
     for key in joined:
-        if key not in known:
+        # Kept here as made, not looked up again: another thread's clear() above may
+        # run between the two.
+        split = known.get(key)
+        if split is None:
             parts, rest = [], key
             for sep in seps:
                 head, _, rest = rest.partition(sep)
                 parts.append(head)
-            known[key] = (*parts, rest)
-    return list(map(known.__getitem__, joined))
+            split = known[key] = (*parts, rest)
+        out.append(split)
+    return out
 
 
 def column(text: str, labels: tuple[str, ...]) -> dict[Any, float] | None:
@@ -180,8 +185,8 @@ class PrometheusClient:
         self.concurrency = max(1, concurrency)
         self._session = session
         # Per query and key labels: its last answer's length and digest (both less the
-        # instants; the digest None until two answers in a row are of one length) and
-        # the column read from it.
+        # instants; the digest None after an answer whose length moved, until the next
+        # of the same length) and the column read from it.
         self._columns: dict[tuple[str, tuple[str, ...]],
                             tuple[int, bytes | None, dict[Any, float]]] = {}
         session.mount(self.url, HTTPAdapter(pool_connections=1,
