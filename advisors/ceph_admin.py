@@ -69,7 +69,22 @@ class CephAdmin:
         if mask:
             stored = self.config_db(who, key)
             return stored if stored is not None else self.config_get(section, key)
-        return str(self.cmd("config get", who=who, key=key))
+        from stormdeck.collectors.ceph.connection import CommandError, ConnectError, NoAnswer
+
+        try:
+            out = self.connection.command("mon", {"prefix": "config get", "who": who,
+                                                  "key": key})
+        except ConnectError as exc:
+            raise Unanswered(str(exc)) from None
+        except NoAnswer as exc:
+            raise Unanswered(f"Ceph did not answer `config get`: {exc}") from None
+        except CommandError as exc:
+            raise Refused(f"Ceph refused `config get`: {exc}") from None
+        # ConfigMonitor answers a key's value bare whatever the format: a string option
+        # (osd_mclock_profile's balanced) is not JSON, and json.loads of it failed
+        # every apply and undo of one.
+        value = _bare(out)
+        return "" if value is None else value
 
     def osds_of_class(self, device_class: str) -> list[int]:
         return [int(i) for i in self.cmd("osd crush class ls-osd", **{"class": device_class})]
@@ -88,16 +103,7 @@ class CephAdmin:
                                                   "key": key})
         except CommandError:
             return None  # the daemon is down or does not report its config
-        # With a key, the answer is the bare value even in JSON format: 0.000000 parses
-        # as JSON, mclock_scheduler does not.
-        text = out.decode(errors="replace").strip()
-        if not text:
-            return None
-        try:
-            value = json.loads(text)
-        except ValueError:
-            return text
-        return str(value).lower() if isinstance(value, bool) else str(value)
+        return _bare(out)
 
     def config_log_version(self) -> int | None:
         log = self.cmd("config log", num=1)
@@ -157,3 +163,19 @@ class CephAdmin:
 
     def pool_set(self, pool: str, var: str, value: str) -> None:
         self.cmd("osd pool set", pool=pool, var=var, val=value)
+
+
+def _bare(out: bytes) -> str | None:
+    """A `config get`/`config show` answer for one key: the bare value even in JSON
+    format, so 0.000000 parses as JSON and mclock_scheduler does not."""
+    text = out.decode(errors="replace").strip()
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(value, bool):
+        return str(value).lower()
+    # A string option whose value reads as JSON (null, [1]) is still that text.
+    return str(value) if isinstance(value, int | float) else text

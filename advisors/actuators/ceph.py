@@ -113,6 +113,14 @@ class CephConfig(Actuator):
         if lagging:
             return Verified("pending restart", effective,
                             f"{', '.join(lagging[:5])} still run the old value; {log}".strip())
+        if over is not None and over.forced is None and over.unless is None \
+                and want is not None:
+            # The daemons run the value, and their scheduler does not look at it
+            # (osd_scrub_extended_sleep under mClock, osd_mclock_profile under wpq):
+            # "applied" would promise an effect there is none of.
+            shown = ", ".join(daemons[:5]) + (" ..." if len(daemons) > 5 else "")
+            return Verified(overrides.outcome(over.scheduler), effective,
+                            f"{shown} run {effective}, but {over.why()}; {log}".strip("; "))
         return Verified("applied", effective, log)
 
     @staticmethod

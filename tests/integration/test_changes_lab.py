@@ -53,9 +53,16 @@ def stored(lab: LabCluster, who: str, key: str) -> str | None:
 def get(lab: LabCluster, who: str, key: str) -> str:
     cluster = lab.rados()
     try:
-        return str(ceph_json(cluster, "config get", who=who, key=key))
+        ret, out, err = cluster.mon_command(json.dumps(
+            {"prefix": "config get", "who": who, "key": key, "format": "json"}), b"", timeout=30)
     finally:
         cluster.shutdown()
+    assert ret == 0, err
+    # The value comes bare whatever the format: a number parses as JSON, a string not.
+    try:
+        return str(json.loads(out))
+    except ValueError:
+        return out.decode().strip()
 
 
 def flags(lab: LabCluster) -> str:
@@ -163,6 +170,35 @@ def test_a_recovery_limit_mclock_removes_is_reported_and_undone(release_cluster:
     assert "applied: ceph config rm osd osd_max_backfills" in res.out, res.out
     # Undo's read-back waited for every OSD, not only the first to revert.
     assert {get(lab_cluster, f"osd.{i}", "osd_max_backfills") for i in range(3)} == {"1"}
+    assert journal(env).entries()[0].undone_by
+
+
+def test_an_option_the_scheduler_ignores_is_not_called_applied(release_cluster: LabCluster,
+                                                               env, tmp_path: Path) -> None:
+    """The OSDs run the value, and their scheduler does not look at it: the read-back
+    names the scheduler rather than promise an effect (advisors/overrides.py)."""
+    lab_cluster = release_cluster
+    # Pacific's default profile is high_client_ops: a change must change something.
+    key, value, scheduler = (("osd_mclock_profile", "balanced", "wpq")
+                             if lab_cluster.release == "pacific" else
+                             ("osd_scrub_extended_sleep", "2", "mclock_scheduler"))
+    plan = write_plan(tmp_path / "p.json", make(
+        "ceph_config", "osd", key, get(lab_cluster, "osd", key), value, runtime=True))
+    res = run_plan(lab_cluster, env, plan)
+    assert res.rc == 0, res.err
+    assert f"overridden by {scheduler}: ceph config set osd {key} {value}" in res.out, res.out
+    (entry,) = journal(env).entries()
+    assert entry.status == f"overridden by {scheduler}"
+    assert "ignores it" in entry.detail, entry.detail
+    # Stored and running all the same: only the scheduler leaves it unused.
+    assert "osd.0, osd.1, osd.2 run " in entry.detail, entry.detail
+    for text in (stored(lab_cluster, "osd", key), *(get(lab_cluster, f"osd.{i}", key)
+                                                     for i in range(3))):
+        assert text == value or (key.endswith("sleep") and float(text) == 2), text
+    res = cli(lab_cluster, env, "undo", "--yes")
+    assert res.rc == 0, res.err
+    assert f"applied: ceph config rm osd {key}" in res.out, res.out
+    assert stored(lab_cluster, "osd", key) is None
     assert journal(env).entries()[0].undone_by
 
 
