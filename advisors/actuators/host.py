@@ -167,16 +167,29 @@ class TunedProfile(Actuator):
     def width(self, c: Change) -> str:
         return "host"
 
+    @staticmethod
+    def _here(c: Change) -> None:
+        # tuned-adm acts on the host it runs on: a fleet console sees every host's profile
+        # (stormdeck exporter), and a plan for another host must not change this one's.
+        if c.target != _short_hostname():
+            raise UserError(f"the tuned profile is host {c.target}'s, and this is "
+                            f"{_short_hostname()}: run stormdeck on {c.target} to change it")
+
     def read(self, b: Backends, c: Change) -> str | None:
-        m = re.search(r"Current active profile:\s*(\S+)", run_tool(["tuned-adm", "active"]))
+        self._here(c)
+        # A merged profile ("throughput-performance virtual-guest") is the whole line, as
+        # the collector reads it from active_profile: undo must restore all of it.
+        m = re.search(r"Current active profile:[ \t]*(\S[^\n]*)",
+                      run_tool(["tuned-adm", "active"]))
         if not m:
             raise UserError("cannot read the active tuned profile from tuned-adm")
-        return m.group(1)
+        return " ".join(m.group(1).split())
 
     def apply(self, b: Backends, c: Change, value: str | None) -> None:
-        if value is None:
+        self._here(c)
+        if value is None or not value.split():
             raise UserError("there is no earlier tuned profile to go back to")
-        run_tool(["tuned-adm", "profile", value])
+        run_tool(["tuned-adm", "profile", *value.split()])
 
     def inverse_command(self, c: Change, before: str | None) -> str:
         return f"tuned-adm profile {before}"

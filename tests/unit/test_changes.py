@@ -69,6 +69,14 @@ case "$1" in
   active) echo "Current active profile: $(cat "$f" 2>/dev/null || echo balanced)";;
   profile) echo "$2" > "$f";;
 esac'''
+TUNED_MERGED = '''f="$(dirname "$0")/tuned.state"
+case "$1" in
+  active) echo "Current active profile: $(cat "$f")";;
+  profile) shift
+    for p in "$@"; do case "$p" in *" "*) echo "Requested profile '$p' doesn't exist." >&2
+                                         exit 1;; esac; done
+    echo "$*" > "$f";;
+esac'''
 
 
 @pytest.fixture
@@ -167,6 +175,40 @@ def test_tuned_profile_set_read_back_and_restored(tools: Path, tmp_path: Path) -
     assert "profile latency-performance" in argv_log(tools, "tuned-adm")
     ex.undo(journal.entries()[0])
     assert (tools / "tuned.state").read_text().strip() == "balanced"
+
+
+def test_a_merged_tuned_profile_is_read_whole_and_restored_whole(tools: Path,
+                                                                  tmp_path: Path) -> None:
+    # tuned merges profiles given together; active_profile and `tuned-adm active` list all,
+    # and a single argument "a b" names no profile.
+    tool(tools, "tuned-adm", TUNED_MERGED)
+    (tools / "tuned.state").write_text("throughput-performance virtual-guest\n")
+    change = Change(kind="tuned_profile", target=HOST, key="profile",
+                    current="throughput-performance virtual-guest",
+                    proposed="latency-performance", command="tuned-adm profile "
+                    "latency-performance", runtime=True, reversible=True)
+    journal = Journal(tmp_path / "j.jsonl")
+    ex = Executor(journal)
+    (o,) = ex.apply(plan_of(change))
+    assert o.after == "latency-performance"
+    assert journal.entries()[0].before == "throughput-performance virtual-guest"
+    ex.undo(journal.entries()[0])
+    # Two profiles, as two arguments: one argument "a b" names no profile.
+    assert (tools / "tuned.state").read_text().strip() == "throughput-performance virtual-guest"
+
+
+def test_a_tuned_change_for_another_host_is_refused_before_anything_runs(
+        tools: Path, tmp_path: Path) -> None:
+    # A fleet console sees every host's profile; tuned-adm would change this one's.
+    change = Change(kind="tuned_profile", target=HOST + "-other", key="profile",
+                    current="balanced", proposed="latency-performance",
+                    command="tuned-adm profile latency-performance", runtime=True,
+                    reversible=True)
+    journal = Journal(tmp_path / "j.jsonl")
+    with pytest.raises(UserError, match=f"run stormdeck on {HOST}-other"):
+        Executor(journal).apply(plan_of(change))
+    assert argv_log(tools, "tuned-adm") == []
+    assert journal.entries() == []
 
 
 def test_a_stale_plan_is_refused_and_says_what_moved(tools: Path, tmp_path: Path) -> None:
