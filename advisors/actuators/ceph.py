@@ -7,7 +7,7 @@ import time
 
 from stormdeck.advisors import overrides
 from stormdeck.advisors.actuators.base import Actuator, Backends, Verified, same
-from stormdeck.advisors.ceph_admin import CephAdmin
+from stormdeck.advisors.ceph_admin import CephAdmin, Refused
 from stormdeck.advisors.findings import Change
 from stormdeck.base.errors import UserError
 from stormdeck.collectors.model import Cluster
@@ -201,9 +201,15 @@ class OsdFlag(Actuator):
         if self._one_osd(c):
             if on and c.key == "noup":
                 # Held down, the OSD's PGs must stay active: Ceph's own word, asked now.
-                why = b.need_ceph().ok_to_stop(c.target)
+                # Its no (or no answer) comes before anything is sent: Refused, so the
+                # journal says "refused, nothing changed", not "sent, outcome unknown".
+                try:
+                    why = b.need_ceph().ok_to_stop(c.target)
+                except UserError as exc:
+                    raise Refused(f"not holding {c.target} down: osd ok-to-stop could not "
+                                  f"be asked ({exc})") from None
                 if why:
-                    raise UserError(f"not holding {c.target} down: {why} (osd ok-to-stop)")
+                    raise Refused(f"not holding {c.target} down: {why} (osd ok-to-stop)")
             b.need_ceph().set_group_flag(c.key, c.target, on)
         else:
             b.need_ceph().set_flag(c.key, on)

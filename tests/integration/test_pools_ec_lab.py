@@ -14,8 +14,11 @@ from typing import Any
 import pytest
 
 from stormdeck.advisors.actuators.table import change as make
+from stormdeck.advisors.apply import Executor, NothingChanged
+from stormdeck.advisors.ceph_admin import CephAdmin
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.findings import Finding, Severity
+from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.plan import Plan
 from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.ceph.source import CephSource
@@ -270,12 +273,14 @@ def test_flapping_changes_ask_ceph_before_holding_an_osd_down(release_cluster: L
     if free is None:
         pytest.skip(f"every OSD holds a one-copy PG here ({held}); nothing can be held down")
 
-    def plan_of(name: str, osd: int, *flags: str) -> Path:
+    def plan(name: str, osd: int, *flags: str) -> Plan:
         changes = tuple(make("osd_flag", f"osd.{osd}", f, "unset", "set") for f in flags)
-        plan = Plan(id=name, created=0.0, rule="ceph.osd.flapping", target=f"osd.{osd}",
+        return Plan(id=name, created=0.0, rule="ceph.osd.flapping", target=f"osd.{osd}",
                     summary="test", source="K7.5", fsid=fsid, changes=changes)
+
+    def plan_of(name: str, osd: int, *flags: str) -> Path:
         path = tmp_path / f"{name}.json"
-        path.write_text(json.dumps(asdict(plan)))
+        path.write_text(json.dumps(asdict(plan(name, osd, *flags))))
         return path
 
     def state(osd: int) -> list[str]:
@@ -290,6 +295,15 @@ def test_flapping_changes_ask_ceph_before_holding_an_osd_down(release_cluster: L
         assert "inactive" in res.err or (f"not holding osd.{busy} down" in res.err
                                          and "ok-to-stop" in res.err), res.err
         assert "noup" not in state(busy) and "noout" not in state(busy)
+        # Behind the prediction, the actuator's own ok-to-stop (a map that moved between
+        # the two): its no is journaled "refused", nothing sent, not "sent, unknown".
+        journal = Journal(tmp_path / "direct" / "journal.jsonl")
+        with Executor(journal, ceph=CephAdmin(str(lab.conf)), predict=False) as ex, \
+                pytest.raises(NothingChanged, match=f"not holding osd.{busy} down"):
+            ex.apply(plan("direct", busy, "noup"))
+        (entry,) = journal.entries()
+        assert entry.status == "refused" and "ok-to-stop" in entry.detail, entry
+        assert "noup" not in state(busy)
         res = run_cli("apply", str(plan_of("held", free, "noup", "noout")), "--yes",
                       "-c", str(lab.conf), env=env)
         assert res.rc == 0, res.err
