@@ -128,9 +128,14 @@ class PgNotPowerOfTwo(Rule):
                         + (f" (heading for {n})" if moving else "")
                         + f"; {up} is the next power of two",
                 evidence=(ctx.evidence("pg_num_target", [float(n)], "PGs"),),
+                # The value before is where the pool is heading, as the actuator reads it
+                # back (pg_num_target): a step of a split under way is not the operator's
+                # value, and a plan made mid-split was refused as stale.
                 changes=(change(
-                    "pool_set", pool.name, "pg_num", str(pool.pg_num), str(target),
-                    note="moves data: PGs split in the background"),) if propose else (),
+                    "pool_set", pool.name, "pg_num", str(n), str(target),
+                    note="moves data: PGs split in the background"
+                         + (f" (pg_num is {pool.pg_num} now, on its way to {n})"
+                            if moving else "")),) if propose else (),
                 procedure=tuple(procedure),
                 badness=abs(up - n) / n)
 
