@@ -98,13 +98,27 @@ class CephConfig(Actuator):
         forced = over.forced if over is not None else None
         deadline = time.monotonic() + b.verify_seconds
         lagging = daemons
+        # Daemons a more specific setting gives another value (their own osd.N section, a
+        # class or host mask): they are not meant to run the section's, and waiting for them
+        # ended in a false "pending restart". `config get osd.N` is what the mon hands that
+        # daemon; asked only of a daemon seen not running the section's value.
+        own: dict[str, str] = {}
+        asked: set[str] = set()
         while daemons:
             running = {d: ceph.config_show(d, c.key) for d in daemons}
-            lagging = [d for d in daemons if not same(running[d], effective)]
+            for d in daemons:
+                if d != c.target and d not in asked and not same(running[d], effective):
+                    asked.add(d)
+                    if not same(mine := ceph.config_get(d, c.key), effective):
+                        own[d] = mine
+            lagging = [d for d in daemons if not same(running[d], own.get(d, effective))]
             moving = [d for d in lagging if forced is None or not same(running[d], forced)]
             if not moving or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
+        if own:
+            kept = ", ".join(f"{d} keeps {v}" for d, v in list(own.items())[:5])
+            log = f"{kept} (its own setting); {log}".strip("; ")
         if lagging and over is not None:
             running = ceph.config_show(lagging[0], c.key)
             return Verified(overrides.outcome(over.scheduler), running,

@@ -224,6 +224,39 @@ def test_the_mclock_profile_the_advice_proposes_is_applied_and_undone(
     assert get(lab_cluster, "osd.0", "osd_mclock_profile") == "balanced"
 
 
+def test_an_osd_with_its_own_value_is_not_waited_for(release_cluster: LabCluster, env,
+                                                     tmp_path: Path) -> None:
+    """A change to the `osd` section does not reach an OSD with its own osd.N value: the
+    read-back says so, rather than wait it out and call the change "pending restart"."""
+    lab_cluster = release_cluster
+    key = "osd_max_scrubs"  # runtime, and no scheduler overrides it
+    cluster = lab_cluster.rados()
+    try:
+        ceph_json(cluster, "config set", who="osd.1", name=key, value="5")
+    finally:
+        cluster.shutdown()
+    try:
+        plan = write_plan(tmp_path / "p.json", make(
+            "ceph_config", "osd", key, get(lab_cluster, "osd", key), "4", runtime=True))
+        started = time.monotonic()
+        res = run_plan(lab_cluster, env, plan)
+        assert res.rc == 0, res.err
+        assert f"applied: ceph config set osd {key} 4" in res.out, res.out
+        assert time.monotonic() - started < 15  # it did not wait out verify_seconds
+        (entry,) = journal(env).entries()
+        assert "osd.1 keeps 5 (its own setting)" in entry.detail, entry.detail
+        assert [get(lab_cluster, f"osd.{i}", key) for i in range(3)] == ["4", "5", "4"]
+        res = cli(lab_cluster, env, "undo", "--yes")
+        assert res.rc == 0, res.err
+        assert f"applied: ceph config rm osd {key}" in res.out, res.out
+    finally:
+        cluster = lab_cluster.rados()
+        try:
+            ceph_json(cluster, "config rm", who="osd.1", name=key)
+        finally:
+            cluster.shutdown()
+
+
 def write_plan(path: Path, *changes: Change, fsid: str | None = None,
                rule: str = "test.lab") -> Path:
     plan = Plan(id="lab1", created=time.time(), rule=rule, target="lab",
