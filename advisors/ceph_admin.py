@@ -48,7 +48,12 @@ class CephAdmin:
             raise Unanswered(f"Ceph did not answer `{prefix}`: {exc}") from None
         except CommandError as exc:
             raise Refused(f"Ceph refused `{prefix}`: {exc}") from None
-        return json.loads(out) if out.strip() else None
+        try:
+            return json.loads(out) if out.strip() else None
+        except ValueError:
+            # Not Refused: a command that changes something may have been carried out.
+            raise Unanswered(f"Ceph's answer to `{prefix}` is not JSON: "
+                             f"{out[:80].decode(errors='replace')!r}") from None
 
     def fsid(self) -> str:
         return str(self.cmd("status")["fsid"])
