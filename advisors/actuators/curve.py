@@ -44,6 +44,9 @@ def schedule_argv(tool: Sequence[str], pool_id: int | None) -> list[str]:
     return [tool[0], "rapid-leader-schedule", *which, *tool[1:]]
 
 
+_FAIL = re.compile(r"\bfail(?:s|ed|ure)?\b", re.IGNORECASE)
+
+
 def schedule_refusal(tool: Sequence[str], rc: int, out: str, err: str) -> str | None:
     """None when the MDS took the schedule; else why not, in the tool's own words.
 
@@ -61,7 +64,8 @@ def schedule_refusal(tool: Sequence[str], rc: int, out: str, err: str) -> str | 
             return f"curve bs update leader-schedule: {result.get('reason', 'failed')}"
         return None if rc == 0 else f"curve bs update leader-schedule: exit status {rc}"
     lines = (out + "\n" + err).strip().splitlines()
-    fails = [line for line in lines if "fail" in line.lower()]
+    # The word, not the letters: a log line of a leader's failover is no refusal.
+    fails = [line for line in lines if _FAIL.search(line)]
     if rc != 0 or fails:
         return (fails or lines or [f"rapid-leader-schedule: exit status {rc}"])[-1].strip()
     return None

@@ -209,6 +209,10 @@ def test_fixture_leader_schedule_results() -> None:
     assert schedule_refusal(ops, 255, fixture("ops_rapid_leader_schedule_fail.txt"), "") == \
         "RapidLeaderSchedule pool 2 fail"
     assert schedule_refusal(ops, 1, "", "") == "rapid-leader-schedule: exit status 1"
+    # glog chatter of a failover is not the tool's "fail".
+    assert schedule_refusal(ops, 0, "", "I1129 copyset 4294967396 leader failover done") is None
+    assert schedule_refusal(ops, 0, "", "E1129 schedule failed: mds busy") == \
+        "E1129 schedule failed: mds busy"
 
 
 def test_schedule_commands_are_curves_own() -> None:
