@@ -496,3 +496,19 @@ def test_only_the_full_yes_skips_the_confirmation(tools: Path, tmp_path: Path,
     assert res.rc == 3 and len(res.err.strip().splitlines()) == 1
     assert run_cli("apply", str(plan), "--yes", env=env).rc == 0
     assert (tools / "tuned.state").read_text().strip() == "latency-performance"
+
+
+def test_a_fleet_wide_read_back_asks_a_spread_sample_not_every_osd() -> None:
+    from itertools import pairwise
+
+    from stormdeck.advisors.actuators.ceph import READBACK_MAX, readback_sample
+
+    few = [f"osd.{i}" for i in range(3)]
+    assert readback_sample(few) == few
+    many = [f"osd.{i}" for i in range(10_000)]
+    sample = readback_sample(many)
+    assert len(sample) == READBACK_MAX == len(set(sample))
+    assert sample[0] == "osd.0" and sample[-1] == "osd.9999"
+    ids = [int(d[4:]) for d in sample]
+    assert ids == sorted(ids) and max(b - a for a, b in pairwise(ids)) <= 323
+    assert len(readback_sample(many[:33])) == 32 and readback_sample(many[:32]) == many[:32]
