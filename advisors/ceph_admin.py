@@ -108,7 +108,9 @@ class CephAdmin:
                                                   "key": key})
         except CommandError:
             return None  # the daemon is down or does not report its config
-        return _bare(out)
+        # An empty answer is an empty value, as config_get reads it; None means no answer.
+        value = _bare(out)
+        return "" if value is None else value
 
     def config_log_version(self) -> int | None:
         log = self.cmd("config log", num=1)

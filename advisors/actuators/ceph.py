@@ -112,7 +112,11 @@ class CephConfig(Actuator):
             for d in daemons:
                 if d != c.target and d not in asked and not same(running[d], effective):
                     asked.add(d)
-                    if not same(mine := ceph.config_get(d, c.key), effective):
+                    try:
+                        mine = ceph.config_get(d, c.key)
+                    except UserError:  # unasked, it is waited for as before
+                        continue
+                    if not same(mine, effective):
                         own[d] = mine
             lagging = [d for d in daemons if not same(running[d], own.get(d, effective))]
             moving = [d for d in lagging if forced is None or not same(running[d], forced)]
@@ -182,6 +186,8 @@ def readback_sample(daemons: list[str], limit: int = READBACK_MAX) -> list[str]:
     """At most `limit` of `daemons`, spread evenly over the list (its first and last in)."""
     if len(daemons) <= limit:
         return daemons
+    if limit <= 1:
+        return daemons[:limit]
     step = (len(daemons) - 1) / (limit - 1)
     return [daemons[round(i * step)] for i in range(limit)]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from stormdeck.advisors.actuators.base import DEVICE, Actuator, Backends
+from stormdeck.advisors.ceph_admin import Refused
 from stormdeck.advisors.devices import (
     TRANSPORTS,
     cache_argv,
@@ -188,7 +189,8 @@ class TunedProfile(Actuator):
     def apply(self, b: Backends, c: Change, value: str | None) -> None:
         self._here(c)
         if value is None or not value.split():
-            raise UserError("there is no earlier tuned profile to go back to")
+            # Refused: nothing ran, and the journal says so.
+            raise Refused("there is no earlier tuned profile to go back to")
         run_tool(["tuned-adm", "profile", *value.split()])
 
     def inverse_command(self, c: Change, before: str | None) -> str:

@@ -81,7 +81,7 @@ class PgNotPowerOfTwo(Rule):
         "the pool is heading while it splits or merges; pools the autoscaler runs "
         "(pg_autoscale_mode on) are its business and skipped. The proposal rounds up: "
         "splitting moves data in the background, and merging PGs in the middle of a split "
-        "is never proposed. A split is proposed only where PG copies per OSD stay under "
+        "is never proposed, nor splitting back in the middle of a merge. A split is proposed only where PG copies per OSD stay under "
         "mon_max_pg_per_osd (250), and where the autoscaler (warn mode) has a target, "
         "toward that target rather than against it.")
 
@@ -120,7 +120,16 @@ class PgNotPowerOfTwo(Rule):
                                  f"set pg_num to {up // 2} (a merge, data moves) if the "
                                  "pool's share of the data allows.")
             moving = pool.pg_num != n
-            propose = not good and bool(target) and not blocked
+            # A merge under way toward a count that is no power of two: rounding up would
+            # stop the operator's merge and split back, so it is named, not proposed.
+            merging = pool.pg_num > n
+            if merging and not good:
+                procedure.append(
+                    f"{pool.name} is merging from pg_num {pool.pg_num} toward {n}: "
+                    f"{up} stops that merge and splits back, {up // 2} merges further; "
+                    "both move data. Not proposed: decide which the pool's share of the "
+                    "data calls for.")
+            propose = not good and bool(target) and not blocked and not merging
             yield Check(
                 target=f"pool {pool.name}", fire=not good, clear=good,
                 severity=Severity.WARNING,

@@ -496,6 +496,10 @@ def test_pg_count_rounds_up_to_the_next_power_of_two_from_the_target() -> None:
     # mid-split is not stale at once, and the review says where pg_num is now.
     assert f.changes[0].current == "100"
     assert "pg_num is 64 now, on its way to 100" in f.changes[0].note
+    # A merge under way toward 96: rounding up to 128 would undo it. Named, not proposed.
+    (f,) = firing(run(pg(pg_num=112, pg_num_target=96)), "ceph.pool.pg_not_power_of_two")
+    assert not f.changes and any("merging from pg_num 112 toward 96" in p
+                                 for p in f.procedure), f
     # Splitting toward a power of two is fine even while pg_num is not one yet.
     assert not firing(run(pg(pg_num=100, pg_num_target=128)), "ceph.pool.pg_not_power_of_two")
     for mode in ("on",):
