@@ -177,7 +177,7 @@ def test_primaries_weighted_by_affinity_and_skewed_by_upmap_primary(
 
 
 def test_ec_advice_and_the_monitors_own_refusals(release_cluster: LabCluster,
-                                                 ceph: Ceph) -> None:
+                                                 ceph: Ceph, tmp_path: Path) -> None:
     """m=1 is a warning on every release; fast EC, its default and the stripe unit are
     Tentacle's, where the monitor takes the flag for isa reed_sol_van and refuses it for
     jerasure cauchy_good, as the rule says."""
@@ -225,8 +225,15 @@ def test_ec_advice_and_the_monitors_own_refusals(release_cluster: LabCluster,
                            val="true")
         assert "not currently supported for pool profile" in err
         ceph("osd pool set", pool="ecrsv", var="allow_ec_optimizations", val="true")
-        ceph("config set", who="mon", name="osd_pool_default_flag_ec_optimizations",
-             value="true")
+        # The rule's own change, through apply: a boolean option (`config get` answers it
+        # bare), before as the rule read it, read back from the database.
+        plan = Plan(id="ecdefault", created=0.0, rule=d.rule, target="cluster",
+                    summary="test", source="K8.6", fsid=ceph("status")["fsid"],
+                    changes=d.changes)
+        with Executor(Journal(tmp_path / "state" / "journal.jsonl"),
+                      ceph=CephAdmin(str(lab.conf))) as ex:
+            (done,) = ex.apply(plan)
+        assert (done.outcome, done.after) == ("applied", "true"), done
         ceph("config set", who="mon", name="osd_pool_erasure_code_stripe_unit",
              value="16384")
         after = findings(lab)
