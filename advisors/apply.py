@@ -79,6 +79,7 @@ class Executor:
                                  curve_follow=curve_follow, verify_seconds=verify_seconds,
                                  converge_seconds=converge_seconds)
         self.began: list[str] = []  # journal entries this executor wrote an intent for
+        self.sent: list[str] = []  # of those, the ones whose change was sent (not refused)
         # The last prediction and the changes it was for: apply reuses the one the review
         # showed while the osdmap epoch has not moved (a prediction costs seconds at scale).
         self._predicted: tuple[tuple[Any, ...], blast.Prediction] | None = None
@@ -215,11 +216,14 @@ class Executor:
         shown = printable(c.command, 200)
         try:
             act.apply(self.backends, c, value)
+            self.sent.append(entry)
             failpoint("after-send")
         except Refused as exc:
             self._end(entry, c, "refused", str(exc))
             raise NothingChanged(f"{exc}; nothing was changed (journal {entry})") from None
         except Exception as exc:  # no answer, or a fault mid-way: it may have been made
+            if entry not in self.sent:
+                self.sent.append(entry)
             detail = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
             self._end(entry, c, "unknown", f"sent; {detail}")
             raise UserError(f"{shown} was sent but its outcome is unknown ({detail}); "

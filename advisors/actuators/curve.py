@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from stormdeck.advisors.actuators.base import Actuator, Backends, Verified
+from stormdeck.advisors.ceph_admin import Refused
 from stormdeck.advisors.findings import Change
 from stormdeck.base.errors import UserError
 from stormdeck.collectors.curve.parse import CurveError, parse_cli_json
@@ -71,18 +72,23 @@ def schedule_refusal(tool: Sequence[str], rc: int, out: str, err: str) -> str | 
     return None
 
 
+class ScheduleRefused(CurveError):
+    """The schedule did not happen: the tool is missing, or the MDS said no."""
+
+
 def run_schedule(tool: Sequence[str], pool_id: int | None, timeout: float = 120.0) -> str:
-    """Run the leader schedule; the command as run. CurveError with the reason if refused."""
+    """Run the leader schedule; the command as run. ScheduleRefused with the reason if
+    refused; CurveError when its outcome is unknown (the tool did not finish)."""
     argv = schedule_argv(tool, pool_id)
     try:
         res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except FileNotFoundError:
-        raise CurveError(f"{argv[0]} is not installed") from None
+        raise ScheduleRefused(f"{argv[0]} is not installed") from None
     except subprocess.TimeoutExpired:
         raise CurveError(f"{' '.join(argv)} did not finish in {timeout:g} s") from None
     why = schedule_refusal(tool, res.returncode, res.stdout, res.stderr)
     if why is not None:
-        raise CurveError(why)
+        raise ScheduleRefused(why)
     return " ".join(argv)
 
 
@@ -122,6 +128,9 @@ def run_leader_schedule(change: Change, configured: Sequence[str] = ("curve_ops_
     tool = schedule_tool(configured)
     try:
         return run_schedule(tool, pool_id_of(change), timeout=timeout)
+    except ScheduleRefused as exc:
+        # Journaled "refused, nothing changed", not "sent, outcome unknown".
+        raise Refused(str(exc)) from None
     except CurveError as exc:
         raise UserError(str(exc)) from None
 

@@ -369,6 +369,38 @@ def test_leader_schedule_runs_the_tool_and_follows_the_range(tmp_path: Path,
     assert entry.status == ("applied" if converges else "pending")
 
 
+def test_a_leader_schedule_the_mds_refuses_is_journaled_refused(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    # What curve_ops_tool prints when the MDS refuses (tests/data/curve, its source).
+    tool(bin_dir, "curve_ops_tool", 'echo "RapidLeaderSchedule pool 1 fail"; exit 255')
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
+           "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    with CurveWire(leaders=[24, 18, 16, 16, 14, 12]) as wire:
+        res = run_cli("apply", str(curve_plan(tmp_path)), "--yes",
+                      "--curve-mds", ",".join(m.addr for m in wire.mds), env=env)
+    assert res.rc == 3, (res.out, res.err)
+    assert "RapidLeaderSchedule pool 1 fail" in res.err and "nothing was changed" in res.err
+    (entry,) = Journal(tmp_path / "state" / "stormdeck" / "journal.jsonl").entries()
+    assert entry.status == "refused", entry
+
+
+def test_a_refusal_after_a_change_of_the_same_run_does_not_say_nothing_changed(
+        tools: Path, tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from stormdeck.advisors.apply import NothingChanged
+    from stormdeck.cli_change import _began
+
+    journal = Journal(tmp_path / "j.jsonl")
+    ex = Executor(journal)
+    (o,) = ex.apply(plan_of(KINDS[5]))
+    assert ex.sent == [o.entry] == ex.began  # sent: a change made, or perhaps made
+    refused = NothingChanged("osd.3 refused; nothing was changed (journal e2)")
+    out = _began(SimpleNamespace(began=[o.entry, "e2"], sent=[o.entry]), refused)
+    assert out.exit_code == 1 and f"already changed journal {o.entry}" in str(out)
+    assert _began(SimpleNamespace(began=["e2"], sent=[]), refused) is refused
+
+
 def test_apply_asks_and_no_means_nothing_changes(tools: Path, tmp_path: Path) -> None:
     plan = tmp_path / "p.json"
     plan_of(KINDS[5], rule="host.tuned_profile").save(plan)
