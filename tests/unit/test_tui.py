@@ -192,6 +192,9 @@ async def test_finding_review_apply_journal_undo(tmp_path: Path, monkeypatch) ->
     bin_dir = tmp_path / "bin"
     tool(bin_dir, "tuned-adm", TUNED)
     monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    # The frames were captured on host vm; tuned-adm changes only the host it runs on,
+    # and this machine is taken to be that host whatever its own name.
+    monkeypatch.setattr("stormdeck.advisors.actuators.host._short_hostname", lambda: "vm")
 
     def balanced(s, i):
         return replace(s, hosts={"vm": replace(s.hosts["vm"], tuned_profile="balanced")})
