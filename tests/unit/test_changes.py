@@ -164,8 +164,15 @@ def test_the_kernels_write_cache_view_is_never_written(tools: Path, tmp_path: Pa
         assert "write_cache\", \"w\"" not in text and "write_cache', 'w'" not in text
 
 
-def test_tuned_profile_set_read_back_and_restored(tools: Path, tmp_path: Path) -> None:
-    change = Change(kind="tuned_profile", target=HOST, key="profile", current="balanced",
+# A merged profile: tuned applies profiles given together, active_profile and `tuned-adm
+# active` list all, and a single argument "a b" names no profile.
+@pytest.mark.parametrize("before", ["balanced", "throughput-performance virtual-guest"])
+def test_tuned_profile_set_read_back_and_restored(tools: Path, tmp_path: Path,
+                                                  before: str) -> None:
+    if " " in before:
+        tool(tools, "tuned-adm", TUNED_MERGED)
+        (tools / "tuned.state").write_text(before + "\n")
+    change = Change(kind="tuned_profile", target=HOST, key="profile", current=before,
                     proposed="latency-performance", command="tuned-adm profile "
                     "latency-performance", runtime=True, reversible=True)
     journal = Journal(tmp_path / "j.jsonl")
@@ -173,28 +180,9 @@ def test_tuned_profile_set_read_back_and_restored(tools: Path, tmp_path: Path) -
     (o,) = ex.apply(plan_of(change))
     assert o.after == "latency-performance"
     assert "profile latency-performance" in argv_log(tools, "tuned-adm")
+    assert journal.entries()[0].before == before  # whole, for undo to give back
     ex.undo(journal.entries()[0])
-    assert (tools / "tuned.state").read_text().strip() == "balanced"
-
-
-def test_a_merged_tuned_profile_is_read_whole_and_restored_whole(tools: Path,
-                                                                  tmp_path: Path) -> None:
-    # tuned merges profiles given together; active_profile and `tuned-adm active` list all,
-    # and a single argument "a b" names no profile.
-    tool(tools, "tuned-adm", TUNED_MERGED)
-    (tools / "tuned.state").write_text("throughput-performance virtual-guest\n")
-    change = Change(kind="tuned_profile", target=HOST, key="profile",
-                    current="throughput-performance virtual-guest",
-                    proposed="latency-performance", command="tuned-adm profile "
-                    "latency-performance", runtime=True, reversible=True)
-    journal = Journal(tmp_path / "j.jsonl")
-    ex = Executor(journal)
-    (o,) = ex.apply(plan_of(change))
-    assert o.after == "latency-performance"
-    assert journal.entries()[0].before == "throughput-performance virtual-guest"
-    ex.undo(journal.entries()[0])
-    # Two profiles, as two arguments: one argument "a b" names no profile.
-    assert (tools / "tuned.state").read_text().strip() == "throughput-performance virtual-guest"
+    assert (tools / "tuned.state").read_text().strip() == before
 
 
 def test_a_tuned_change_for_another_host_is_refused_before_anything_runs(
