@@ -81,8 +81,9 @@ class PgNotPowerOfTwo(Rule):
         "the pool is heading while it splits or merges; pools the autoscaler runs "
         "(pg_autoscale_mode on) are its business and skipped. The proposal rounds up: "
         "splitting moves data in the background, and merging PGs in the middle of a split "
-        "is never proposed, nor splitting back in the middle of a merge. A split is proposed only where PG copies per OSD stay under "
-        "mon_max_pg_per_osd (250), and where the autoscaler (warn mode) has a target, "
+        "is never proposed, nor splitting back in the middle of a merge. A split is "
+        "proposed only where PG copies per OSD stay under mon_max_pg_per_osd (250), and "
+        "where the autoscaler (warn mode) has a target, "
         "toward that target rather than against it.")
 
     def check(self, ctx: Context) -> Iterable[Check]:
