@@ -84,6 +84,16 @@ class Executor:
         # showed while the osdmap epoch has not moved (a prediction costs seconds at scale).
         self._predicted: tuple[tuple[Any, ...], blast.Prediction] | None = None
 
+    def told(self, exc: UserError) -> UserError:
+        """`exc` as the operator should read it: a refusal that came after a change of the
+        same run was sent names that change ("nothing was changed" must not stand alone,
+        nor exit 3, nothing done)."""
+        if isinstance(exc, NothingChanged) and self.sent:
+            return UserError(f"{exc}; but this run had already changed journal "
+                             f"{', '.join(self.sent)} (see stormdeck journal; stormdeck undo "
+                             "puts it back)", exit_code=1)
+        return exc
+
     @property
     def ceph(self) -> CephAdmin | None:
         return self.backends.ceph
@@ -185,6 +195,7 @@ class Executor:
                                  "again (stormdeck apply predicts it and asks the phrase)")
 
     def apply(self, plan: Plan) -> list[Outcome]:
+        self.sent = []  # this run's: an executor kept across plans names none of another's
         self._guard(f"applying {printable(plan.rule)}")
         for c in plan.changes:
             validate_change(c)
@@ -466,6 +477,7 @@ class Executor:
     def undo(self, entry: Entry, told: blast.Prediction | None = None) -> Outcome:
         """Undo `entry`. An inverse that moves data is predicted under the lock and guarded
         as apply is; `told` is the prediction the operator confirmed (its nearfull OSDs)."""
+        self.sent = []
         self._guard(f"undoing {entry.id}")
         with self._lock(f"undoing {entry.id}"):
             # Read again under the lock: another terminal may have undone it meanwhile.

@@ -37,17 +37,22 @@ class CephAdmin:
     def mgr_cmd(self, prefix: str, **args: Any) -> Any:
         return self._send("mgr", prefix, args)
 
-    def _send(self, target: str, prefix: str, args: dict[str, Any]) -> Any:
+    def _raw(self, target: str, prefix: str, args: dict[str, Any]) -> bytes:
+        """The command's answer as Ceph gave it; Refused when Ceph said no, Unanswered when
+        it did not answer (or was never reached)."""
         from stormdeck.collectors.ceph.connection import CommandError, ConnectError, NoAnswer
 
         try:
-            out = self.connection.command(target, {"prefix": prefix, **args})
+            return self.connection.command(target, {"prefix": prefix, **args})
         except ConnectError as exc:  # never reached Ceph: it refused nothing
             raise Unanswered(str(exc)) from None
         except NoAnswer as exc:
             raise Unanswered(f"Ceph did not answer `{prefix}`: {exc}") from None
         except CommandError as exc:
             raise Refused(f"Ceph refused `{prefix}`: {exc}") from None
+
+    def _send(self, target: str, prefix: str, args: dict[str, Any]) -> Any:
+        out = self._raw(target, prefix, args)
         try:
             return json.loads(out) if out.strip() else None
         except ValueError:
@@ -74,17 +79,7 @@ class CephAdmin:
         if mask:
             stored = self.config_db(who, key)
             return stored if stored is not None else self.config_get(section, key)
-        from stormdeck.collectors.ceph.connection import CommandError, ConnectError, NoAnswer
-
-        try:
-            out = self.connection.command("mon", {"prefix": "config get", "who": who,
-                                                  "key": key})
-        except ConnectError as exc:
-            raise Unanswered(str(exc)) from None
-        except NoAnswer as exc:
-            raise Unanswered(f"Ceph did not answer `config get`: {exc}") from None
-        except CommandError as exc:
-            raise Refused(f"Ceph refused `config get`: {exc}") from None
+        out = self._raw("mon", "config get", {"who": who, "key": key})
         # ConfigMonitor answers a key's value bare whatever the format: a string option
         # (osd_mclock_profile's balanced) is not JSON, and json.loads of it failed
         # every apply and undo of one.

@@ -140,13 +140,7 @@ def _began(ex: Any, exc: UserError) -> UserError:
     if exc.exit_code == 3 and ex.began and not isinstance(exc, NothingChanged):
         return UserError(f"{exc} (journal {', '.join(ex.began)}: see stormdeck journal for "
                          "what was changed)", exit_code=1)
-    if isinstance(exc, NothingChanged) and ex.sent:
-        # That change was refused, but an earlier one of the same plan was made: "nothing
-        # was changed" must not stand alone, nor exit 3 (nothing done).
-        return UserError(f"{exc}; but this run had already changed journal "
-                         f"{', '.join(ex.sent)} (see stormdeck journal; stormdeck undo "
-                         "puts it back)", exit_code=1)
-    return exc
+    return ex.told(exc)
 
 
 def needs_ceph(changes: Any) -> bool:

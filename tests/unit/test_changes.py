@@ -374,8 +374,6 @@ def test_a_leader_schedule_the_mds_refuses_is_journaled_refused(tmp_path: Path) 
 
 def test_a_refusal_after_a_change_of_the_same_run_does_not_say_nothing_changed(
         tools: Path, tmp_path: Path) -> None:
-    from types import SimpleNamespace
-
     from stormdeck.advisors.apply import NothingChanged
     from stormdeck.cli_change import _began
 
@@ -384,9 +382,13 @@ def test_a_refusal_after_a_change_of_the_same_run_does_not_say_nothing_changed(
     (o,) = ex.apply(plan_of(KINDS[5]))
     assert ex.sent == [o.entry] == ex.began  # sent: a change made, or perhaps made
     refused = NothingChanged("osd.3 refused; nothing was changed (journal e2)")
-    out = _began(SimpleNamespace(began=[o.entry, "e2"], sent=[o.entry]), refused)
+    out = _began(ex, refused)
     assert out.exit_code == 1 and f"already changed journal {o.entry}" in str(out)
-    assert _began(SimpleNamespace(began=["e2"], sent=[]), refused) is refused
+    assert _began(Executor(journal), refused) is refused
+    # The next run of the same executor starts with nothing sent (a refused stale plan).
+    with pytest.raises(NothingChanged):
+        ex.apply(plan_of(KINDS[5]))
+    assert ex.sent == []
 
 
 def test_apply_asks_and_no_means_nothing_changes(tools: Path, tmp_path: Path) -> None:

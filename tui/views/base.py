@@ -8,7 +8,6 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual.message import Message
 
-from stormdeck.advisors.apply import NothingChanged
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 from stormdeck.tui.feed import Frame
@@ -71,12 +70,8 @@ def change_in_worker(widget: Any, done: str, action: Callable[[Any], str]) -> No
         with factory() as executor:
             text = action(executor)
     except UserError as exc:
-        sent = list(getattr(executor, "sent", None) or ())
-        if isinstance(exc, NothingChanged) and sent:
-            # Refused after an earlier change of the same plan was made: "nothing was
-            # changed" must not stand alone.
-            exc = UserError(f"{exc}; but this plan had already changed journal "
-                            f"{', '.join(sent)}", exit_code=1)
+        if executor is not None:
+            exc = executor.told(exc)
         if exc.exit_code == 0:  # e.g. nothing to undo: the cluster is as wanted
             say(widget.notify, printable(str(exc), 400), title=done, markup=False)
             widget.post_message(JournalChanged())
