@@ -108,6 +108,7 @@ def synthesize(osds: int, pgs: int) -> dict[str, bytes]:
         "log last": (CAPTURES / "log_last.json").read_bytes(),
         "config log": (CAPTURES / "config_log.json").read_bytes(),
         "mgr dump": (CAPTURES / "mgr_dump.json").read_bytes(),
+        "mgr stat": (CAPTURES / "mgr_stat.json").read_bytes(),
         # `df`: each pool's fill, in the shape of the lab's capture (tests/data/pacific).
         "df": json.dumps({**json.loads((CAPTURES / "df.json").read_bytes()), "pools": [
             {"name": p["pool_name"], "id": p["pool_id"],

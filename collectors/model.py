@@ -278,6 +278,29 @@ class ConfigChange:
 
 
 @dataclass(frozen=True, slots=True)
+class MgrState:
+    """The active mgr, as the mons' mgr map and the console's own commands to it see it.
+
+    What only the mgr answers (PG states in detail, `osd perf`, `osd df`, the PG dump) is
+    as old as `answered_at` while it is down or silent; what the mons answer stays live.
+    """
+
+    active: str | None = None  # the active mgr's name; the last one known while none is
+    available: bool | None = None  # the mgr map says an active mgr serves commands
+    standbys: int | None = None
+    # Since when (wall seconds) the console has seen no mgr serve: an unanswered command's
+    # sending, else the first poll whose mgr map had none. The mgr map keeps no time of
+    # failure, so this is the console's own evidence, never earlier than it allows.
+    down_since: float | None = None
+    silent: str | None = None  # the command a mgr has not answered yet, if one
+    answered_at: float | None = None  # the newest mgr answer (wall seconds)
+
+    @property
+    def serving(self) -> bool:
+        return bool(self.available) and self.silent is None
+
+
+@dataclass(frozen=True, slots=True)
 class Cluster:
     fsid: str | None = None
     health: str | None = None  # HEALTH_OK | HEALTH_WARN | HEALTH_ERR
@@ -326,6 +349,7 @@ class Cluster:
     num_objects: int | None = None  # `status` pgmap: objects stored, before replication
     log: tuple[LogEntry, ...] = ()  # the newest last
     config_log: tuple[ConfigChange, ...] = ()  # the newest last
+    mgr: MgrState | None = None  # None: a source that does not see the mgr map
 
     def pgs_in(self, *words: str) -> int:
         """PGs whose state contains any of `words` ("peering", "degraded", ...)."""

@@ -50,6 +50,8 @@ FILES = {
 STATIC = {  # CephSource's slow-cadence commands, captured later (--static-only)
     "features": "features.json",
     "osd pool autoscale-status": "osd_pool_autoscale_status.json",
+    # Every poll, but a mon's few bytes: which mgr serves (docs/mgr-failure.md).
+    "mgr stat": "mgr_stat.json",
 }
 EXTRA = {  # read by the lab and the change tools, not by CephSource's poll
     "osd_stat.json": ("mon", {"prefix": "osd stat"}),

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from stormdeck.base.gcpause import gc_paused
-from stormdeck.collectors.ceph.connection import CephConnection, CommandError
+from stormdeck.collectors.ceph.connection import CephConnection, CommandError, MgrBusy
 from stormdeck.collectors.ceph.parse import (
     BAD_OUTPUT,
     PER_POOL_MAX_PGS,
@@ -23,6 +23,7 @@ from stormdeck.collectors.ceph.parse import (
     OsdMeta,
     OsdUsage,
     count_primaries,
+    mgr_dropped,
     mgr_modules_problem,
     parse_autoscale_status,
     parse_config_dump,
@@ -32,6 +33,7 @@ from stormdeck.collectors.ceph.parse import (
     parse_health_slow,
     parse_log_last,
     parse_mgr_modules,
+    parse_mgr_stat,
     parse_osd_df,
     parse_osd_dump,
     parse_osd_metadata,
@@ -47,6 +49,7 @@ from stormdeck.collectors.model import (
     ConfigOption,
     Daemon,
     LogEntry,
+    MgrState,
     Partial,
     Pool,
 )
@@ -147,6 +150,12 @@ class CephSource:
         self._inputs: tuple[Any, ...] = ()
         self._pools: tuple[tuple[Any, ...], tuple[Pool, ...]] | None = None
         self._options: tuple[tuple[Any, ...], dict[str, ConfigOption]] | None = None
+        # The mgr as this source has seen it: its last known name, its newest answer and
+        # since when none serves (wall seconds), for MgrState.
+        self._mgr_name: str | None = None
+        self._mgr_answered: float | None = None
+        self._mgr_down_since: float | None = None
+        self._mgr_state: MgrState | None = None
 
     # -- connection --
 
@@ -219,8 +228,28 @@ class CephSource:
         def mon(prefix: str, **kw: Any) -> bytes:
             return self._send("mon", {"prefix": prefix, **kw}, t)
 
+        # What only the mgr answers is asked only while the mons' mgr map names an active
+        # one, and none of our earlier commands still waits for it (docs/mgr-failure.md):
+        # a dead mgr costs a poll one wait, not one per command.
+        skipped: list[str] = []
+        answered: list[str] = []
+        gate: list[str] = []  # why no mgr command is sent this poll, once known
+
+        def to_mgr(cmd: dict[str, Any], timeout: float) -> bytes:
+            if gate:
+                skipped.append(cmd["prefix"])
+                raise MgrBusy(f"{cmd['prefix']}: not sent: {gate[0]}")
+            try:
+                out = self._send("mgr", cmd, timeout)
+            except MgrBusy:
+                skipped.append(cmd["prefix"])
+                raise
+            answered.append(cmd["prefix"])
+            return out
+
         def mgr(prefix: str, **kw: Any) -> bytes:
-            return self._send("mgr", {"prefix": prefix, **kw}, t)
+            # Half the timeout: the poll, the mons' commands included, ends within it.
+            return to_mgr({"prefix": prefix, **kw}, max(1.0, t / 2))
 
         # Status first and unguarded: if it fails, the cluster is unreachable.
         try:
@@ -229,6 +258,16 @@ class CephSource:
             raise CommandError(f"status: unexpected output ({exc})") from None
         self._cache["status"] = _Cached(status, now)
         r = self._run
+        available, name, standbys = r("mgr stat", self.FAST, now, lambda: mon("mgr stat"),
+                                      errors, parse=lambda raw: parse_mgr_stat(json.loads(raw))
+                                      ) or (None, None, None)
+        lane = getattr(self._conn, "mgr", None)
+        waiting = lane.pending if lane is not None else None
+        if available is False:
+            gate.append("no active mgr in the mgr map")
+        elif waiting is not None:
+            gate.append(f"the mgr has not answered `{waiting[0]}` for "
+                        f"{time.monotonic() - waiting[1]:.0f} s")
         health = r("health", self.FAST, now, lambda: mon("health", detail="detail"), errors,
                    parse=lambda raw: parse_health_slow(json.loads(raw)))
         stats = self._stats_period()
@@ -242,8 +281,8 @@ class CephSource:
         dump = r("osd dump", self.RARE, now, lambda: mon("osd dump"), errors, epoch,
                  parse=lambda raw: parse_osd_dump(json.loads(raw)))
         per_pool = (status["num_pgs"] or 0) <= PER_POOL_MAX_PGS
-        primaries = r("pgs_brief", self.RARE, now, lambda: self._send(
-            "mgr", {"prefix": "pg dump", "dumpcontents": ["pgs_brief"]}, t * 3), errors, epoch,
+        primaries = r("pgs_brief", self.RARE, now, lambda: to_mgr(
+            {"prefix": "pg dump", "dumpcontents": ["pgs_brief"]}, t * 3), errors, epoch,
             parse=lambda raw: count_primaries(raw, per_pool))
         pools_raw = r("pools", self.RARE, now, lambda: mon("osd pool ls", detail="detail"),
                       errors, epoch, parse=json.loads)
@@ -280,12 +319,53 @@ class CephSource:
         self._targets = r("osd pool autoscale-status", self.STATIC, now,
                           lambda: mgr("osd pool autoscale-status"), errors,
                           parse=lambda raw: parse_autoscale_status(json.loads(raw)))
+        if skipped:
+            # One line for all the mgr's parts, not one per command not sent.
+            said = {f"{p}: not sent:" for p in skipped}
+            errors[:] = [e for e in errors if not any(e.startswith(x) for x in said)]
+            errors.append(f"mgr parts not read ({', '.join(dict.fromkeys(skipped))}): "
+                          f"{gate[0] if gate else 'an earlier mgr command is unanswered'}")
+        mgr_state = self._mgr(available, name, standbys, bool(answered),
+                              lane.pending if lane is not None else None, log)
         status = {**status, "client_releases": clients or {}, "log": log,
-                  "config_log": config_log or (), "audit": getattr(self, "_audit", ())}
+                  "config_log": config_log or (), "audit": getattr(self, "_audit", ()),
+                  "mgr": mgr_state}
         self._usage = usage
         with gc_paused():  # records of every OSD, once per stats period: no cycles
             return self._assemble(status, health, perf, io, df, dump, primaries, pools_raw,
                                   config, meta, versions, helps, errors)
+
+    def _mgr(self, available: bool | None, name: str | None, standbys: int | None,
+             answered: bool, waiting: tuple[str, float] | None,
+             log: tuple[LogEntry, ...]) -> MgrState:
+        """The mgr as this poll saw it; the same record while nothing about it moved."""
+        wall = self.wall()
+        if answered:
+            self._mgr_answered = wall
+        if name:
+            self._mgr_name = name
+        if available is False or waiting is not None:
+            # Started during the outage: the mons' log names the mgr they dropped, and when.
+            dropped = mgr_dropped(log) if available is False else None
+            if dropped is not None and self._mgr_name is None:
+                self._mgr_name = dropped[0]
+            if self._mgr_down_since is None:
+                # The earliest evidence: an unanswered command's sending, the mons dropping
+                # it, else this poll.
+                seen = [wall - (time.monotonic() - waiting[1]) if waiting is not None
+                        else wall]
+                if dropped is not None and dropped[0] == self._mgr_name:
+                    seen.append(dropped[1])
+                self._mgr_down_since = min(seen)
+        elif available:
+            self._mgr_down_since = None
+        state = MgrState(active=self._mgr_name, available=available, standbys=standbys,
+                         down_since=self._mgr_down_since,
+                         silent=waiting[0] if waiting is not None else None,
+                         answered_at=self._mgr_answered)
+        if state != self._mgr_state:
+            self._mgr_state = state
+        return self._mgr_state  # type: ignore[return-value]
 
     def _filled(self, pools: tuple[Pool, ...], usage: Any) -> tuple[Pool, ...]:
         """Pools with `df`'s figures, made again only when either changed (by identity)."""
