@@ -16,6 +16,7 @@ from stormdeck.advisors.rules import (
     mclock,
     mclock_capacity,
     memory,
+    mgr,
     network,
     peering,
     pg_density,
@@ -32,14 +33,14 @@ ALL: tuple[type[Rule], ...] = (*cpu.RULES, *latency.RULES, *leaders.RULES, *peer
                                *capacity.RULES, *health.RULES, *fullness.RULES,
                                *flags.RULES, *redundancy.RULES,
                                *memory.RULES, *mclock_capacity.RULES,
-                               *network.RULES,
+                               *network.RULES, *mgr.RULES,
                                *heartbeats.RULES, *failing_disk.RULES, *pg_density.RULES)
 BY_ID: dict[str, type[Rule]] = {r.id: r for r in ALL}
 # The rules an incident is read by: the triage view shows their findings.
 TRIAGE: tuple[type[Rule], ...] = (
-    peering.PeeringStorm, peering.MgrWithoutPgStats, triage.OsdFlapping, triage.SlowOps,
-    latency.SlowestOsd, peering.ScrubDuringLoad, leaders.CurveLeaderFlapping, latency.RaftNetwork,
-    mclock.MclockBackgroundVsClients,
+    peering.PeeringStorm, peering.MgrWithoutPgStats, mgr.MgrDown, triage.OsdFlapping,
+    triage.SlowOps, latency.SlowestOsd, peering.ScrubDuringLoad, leaders.CurveLeaderFlapping,
+    latency.RaftNetwork, mclock.MclockBackgroundVsClients,
 )
 
 __all__ = ["ALL", "BY_ID", "TRIAGE", "Context", "Rule", "health"]

@@ -35,6 +35,7 @@ COVERED_BY: dict[str, tuple[str, ...]] = {
     "OSDMAP_FLAGS": ("ceph.flags.left_set",),
     "OSD_FLAGS": ("ceph.flags.left_set",),
     "TOO_MANY_PGS": ("ceph.osd.pgs_per_osd",),
+    "MGR_DOWN": ("ceph.mgr.down",),
 }
 # stormdeck's own findings that another rule says more about: PGs not active during a
 # peering storm are the storm's (its finding takes the count and the stuck-PG steps).

@@ -21,7 +21,15 @@ from stormdeck.advisors.settings import load_settings
 from stormdeck.advisors.validated import ValidatedStore
 from stormdeck.collectors.curve.source import CurveSource
 from stormdeck.collectors.hub import merge
-from stormdeck.collectors.model import ConfigOption, Disk, Host, Pool, Snapshot, SourceHealth
+from stormdeck.collectors.model import (
+    ConfigOption,
+    Disk,
+    Host,
+    MgrState,
+    Pool,
+    Snapshot,
+    SourceHealth,
+)
 from tests.capture_release import STATIC
 from tests.captured import (
     CannedCeph,
@@ -125,6 +133,16 @@ def mgr_blind(s: Snapshot, i: int) -> Snapshot:
         return s
     n = s.cluster.num_pgs if s.cluster is not None and s.cluster.num_pgs else 33
     return with_cluster(s, num_pgs=n, pg_states={"unknown": n}, pg_flags={"unknown": n})
+
+
+def mgr_down(s: Snapshot, i: int) -> Snapshot:
+    # From the 30th sample on, the mgr map has no active mgr (tests/data/pacific/mgr_down):
+    # the only mgr, x, dropped by the mons at sample 30; its last answer the sample before.
+    if i < 30:
+        return s
+    return with_cluster(s, mgr=MgrState(active="x", available=False, standbys=0,
+                                        down_since=s.time - (i - 30) * 10.0,
+                                        answered_at=s.time - (i - 29) * 10.0))
 
 
 def flapping(s: Snapshot, i: int) -> Snapshot:
@@ -374,6 +392,7 @@ CASES: dict[str, tuple[Callable[[], History], Callable[[], History], Severity]] 
                             lambda: long(primaries_by_affinity), Severity.WARNING),
     "ceph.peering.storm": (lambda: long(storm), long, Severity.CRITICAL),
     "ceph.mgr.no_pg_stats": (lambda: long(mgr_blind), lambda: long(storm), Severity.WARNING),
+    "ceph.mgr.down": (lambda: long(mgr_down), long, Severity.WARNING),
     "ceph.osd.flapping": (lambda: long(both(flapping, three_copies)), long, Severity.WARNING),
     "ceph.slow_ops": (lambda: long(slow_ops), long, Severity.WARNING),
     "ceph.scrub.during_load": (lambda: long(scrubs), lambda: long(both(scrubs, scrub_sleep_set)),
