@@ -124,6 +124,7 @@ class Timeline:
                 yield Event(t, "health", code, f"{code} is now {h.severity}: {h.summary}", lvl)
         for code in old.keys() - new.keys():
             yield Event(t, "health", code, f"cleared {code}", INFO)
+        yield from _mgr(ca, cb, t)
         for flag in sorted(set(cb.osd_flags) - set(ca.osd_flags)):
             yield Event(t, "flag", flag, f"flag {flag} set", WARN)
         for flag in sorted(set(ca.osd_flags) - set(cb.osd_flags)):
@@ -188,6 +189,26 @@ class Timeline:
             else:
                 text = f"config set {ch.name}: {ch.old} -> {ch.new}"
             yield Event(stamp, "config", ch.name, text, WARN)
+
+
+def _mgr(ca: Cluster, cb: Cluster, t: float) -> Iterator[Event]:
+    """The mgr stopping, coming back, or handing over to another."""
+    a, b = ca.mgr, cb.mgr
+    if a is None or b is None:
+        return
+    was, now = a.active or "?", b.active or "?"
+    if a.serving and not b.serving:
+        why = "no active mgr in the mgr map" if b.available is False else \
+            f"`{b.silent}` unanswered"
+        yield Event(b.down_since if b.down_since is not None else t, "mgr", now,
+                    f"mgr.{now} stopped serving: {why}", ERR)
+    elif b.available is False and a.available is not False:
+        yield Event(t, "mgr", now, f"mgr.{now} failed: no active mgr in the mgr map", ERR)
+    if b.active and a.active and b.active != a.active:
+        yield Event(t, "mgr", now, f"mgr.{now} active (was mgr.{was})", WARN)
+    if b.serving and not a.serving:
+        gone = f" after {t - a.down_since:.0f} s" if a.down_since is not None else ""
+        yield Event(t, "mgr", now, f"mgr.{now} serving again{gone}", INFO)
 
 
 # A daemon's flag turning: (field, kind, text when it turns False, its level,

@@ -7,8 +7,9 @@ from typing import Any
 
 from rich.text import Text
 
+from stormdeck.advisors.rules.mgr import mgr_name
 from stormdeck.base import pgstate, units
-from stormdeck.collectors.model import Daemon, Snapshot
+from stormdeck.collectors.model import Cluster, Daemon, Snapshot
 from stormdeck.collectors.packing import values_of
 from stormdeck.tui.feed import (
     PART_SOURCES,
@@ -125,6 +126,10 @@ class Overview(FrameText):
             out.append_text(inert(f"  {chk.code}: {chk.summary}", "yellow", 160))
             out.append("\n")
         unhealthy = c.pgs_not_clean
+        # Above the figures it dates: the PG states below are the mgr's last ones.
+        for line in _mgr_down(c, s.time):
+            out.append_text(inert(line, "bold red"))
+            out.append("\n")
         out.append(f"pgs     {num(c.num_pgs)}   ")
         # Judged by base/pgstate.py: stale+active+clean counts here, scrubbing does not.
         out.append(f"not active+clean {num(unhealthy)}", style="bold red" if unhealthy else "")
@@ -198,6 +203,21 @@ def _mark_stale(out: Text, begin: int, frame: Frame, part: str, stale: dict[str,
     out.right_crop(len(out) - begin)
     out.append_text(label)
     out.append_text(tail)
+
+
+def _mgr_down(c: Cluster, now: float) -> list[str]:
+    """The dead or silent mgr, named like a down OSD, and how old its parts are."""
+    m = c.mgr
+    if m is None or m.serving or m.down_since is None:
+        return []
+    why = ("none active in the mgr map" if m.available is False
+           else f"no answer to `{m.silent}`" if m.silent else "")
+    standby = f", {m.standbys} standby" if m.standbys else ""
+    # Two short lines, each whole at 80 columns; `explain ceph.mgr.down` names every part.
+    aged = [f"        PGs, latency and fill below are from {clock(m.answered_at)}"] \
+        if m.answered_at is not None else []
+    return [f"  down  {mgr_name(m)} since {clock(m.down_since)} "
+            f"({units.age(max(0.0, now - m.down_since))}), {why}{standby}", *aged]
 
 
 def _since(d: Daemon, frame: Frame, what: str) -> float | None:
