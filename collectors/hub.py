@@ -247,6 +247,7 @@ class Hub:
 
     def health(self) -> dict[str, SourceHealth]:
         now = time.monotonic()
+        wall = self.wall()
         out = {}
         modes = {s.name: getattr(s, "mode", None) for s in self.sources}
         with self._lock:
@@ -256,13 +257,20 @@ class Hub:
                 if hung:
                     error = f"no answer for {now - st.polling_since:.0f} s"  # type: ignore[operator]
                 # A poll that answered with some commands failing is not ok, but
-                # its values are current; only a failed or hung poll makes them stale.
-                out[name] = SourceHealth(
+                # its values are current; a failed or hung poll makes them stale, and so
+                # does a poll still under way past when the next answer was due.
+                h = SourceHealth(
                     name=name, ok=error is None and st.partial is not None,
                     last_success=st.last_success, error=error,
                     stale=st.partial is not None and (st.last_failed or hung),
                     poll_seconds=st.poll_seconds,
                     mode=modes.get(name) if isinstance(modes.get(name), str) else None)
+                if not h.stale and st.polling_since is not None and \
+                        is_late(h, wall, self.interval):
+                    h = replace(h, ok=False, stale=True, error=error or (
+                        f"no answer for {now - st.polling_since:.0f} s; the last one "
+                        f"{wall - (st.last_success or wall):.1f} s ago"))
+                out[name] = h
         return out
 
     def snapshot(self) -> Snapshot:
@@ -289,6 +297,19 @@ class MergeMemo:
         self.disks: dict[str, Disk] = {}
         self.host_maps: tuple[Any, ...] = ()
         self.hosts: dict[str, Host] = {}
+
+
+# Seconds of slack for a poll that takes a little longer than the last one did.
+LATE_SLACK = 0.5
+
+
+def is_late(h: SourceHealth, now: float, interval: float) -> bool:
+    """The one test of a source's currency, for the console, `check` and `snapshot` alike:
+    the hub says it failed or hung, or its last answer is older than a poll (the interval
+    and the poll's own time) should make it, with room for one poll a little slower."""
+    age = now - h.last_success if h.last_success is not None else None
+    due = (interval + (h.poll_seconds or 0.0)) * 1.5 + LATE_SLACK
+    return h.stale or (age is not None and age > due)
 
 
 def next_poll(started: float, ended: float, tick: float | None, interval: float,

@@ -21,7 +21,8 @@ from typing import Any
 from stormdeck.advisors.findings import Finding
 from stormdeck.advisors.loop import REPLAY_RUNUP
 from stormdeck.advisors.timeline import Event
-from stormdeck.collectors.model import Snapshot, SourceHealth
+from stormdeck.collectors.hub import is_late
+from stormdeck.collectors.model import Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +50,6 @@ PART_SOURCES: dict[str, tuple[str, ...]] = {
     "disks": ("host", "prometheus"),
     "hosts": ("host",),
 }
-# Seconds of slack for a poll that takes a little longer than the last one did.
-LATE_SLACK = 0.5
 
 
 def poll_interval(frame: Frame) -> float:
@@ -78,15 +77,6 @@ def stale_sources(frame: Frame) -> dict[str, float]:
         if is_late(h, s.time, interval):
             out[name] = max(0.0, s.time - h.last_success)
     return out
-
-
-def is_late(h: SourceHealth, now: float, interval: float) -> bool:
-    """The one test of a source's currency, for the header and the body alike: the hub
-    says it failed or hung, or its last answer is older than a poll (the interval and
-    the poll's own time) should make it, with room for one poll a little slower."""
-    age = now - h.last_success if h.last_success is not None else None
-    due = (interval + (h.poll_seconds or 0.0)) * 1.5 + LATE_SLACK
-    return h.stale or (age is not None and age > due)
 
 
 def stale_part(frame: Frame, part: str, stale: dict[str, float] | None = None) -> float | None:
