@@ -101,6 +101,21 @@ class Storms:
         self._start(state, proc)
         return proc
 
+    def add_standby_mgr(self, mgr_id: str, prometheus_port: int) -> Proc:
+        """A second mgr, `mgr.<mgr_id>`, started as the lab's first was: a standby, until the
+        active one fails. Its prometheus module gets a port of its own (a standby binds one
+        too), so two labs' worth of ports never meet. `lab down` stops it with the rest."""
+        state = self._require()
+        name = f"mgr.{mgr_id}"
+        if name in state.procs and self.alive(state.procs[name]):
+            raise LabError(f"{name} is already running (pid {state.procs[name].pid})")
+        self._ceph_raw("config", "set", name, "mgr/prometheus/server_port",
+                       str(prometheus_port))
+        (self.dir / "data" / name).mkdir(exist_ok=True)
+        proc = Proc(name, self.argv("ceph-mgr", "-f", "-c", str(self.conf), "-i", mgr_id))
+        self._start(state, proc)
+        return proc
+
     def _require_known(self, name: str) -> State:
         state = self.read_state()
         if state is None:

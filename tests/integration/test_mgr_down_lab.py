@@ -25,7 +25,7 @@ import pytest
 
 from stormdeck.lab import procs
 from stormdeck.lab.cluster import Lab
-from tests.conftest import LabCluster, eventually, run_cli
+from tests.conftest import LabCluster, eventually, free_ports, run_cli
 from tests.integration.test_console_tmux import Tmux
 
 pytestmark = pytest.mark.integration
@@ -133,3 +133,81 @@ def test_the_console_lives_through_the_only_mgr_dying_and_coming_back(
     assert report.rc == 0, report.err
     assert "mgr.x stopped serving" in report.out and "mgr.x serving again" in report.out, \
         report.out
+
+
+def pg_stats_reported(lab: LabCluster) -> bool:
+    """The active mgr's own `pg stat` has every PG in a known state (the OSDs reported)."""
+    cluster = lab.rados()
+    try:
+        # No rados_mon_op_timeout on this handle: the call waits for an answer, so it
+        # leaves librados nothing pending (docs/mgr-failure.md).
+        ret, out, _ = cluster.mgr_command(json.dumps({"prefix": "pg stat",
+                                                      "format": "json"}), b"")
+    finally:
+        cluster.shutdown()
+    if ret != 0:
+        return False
+    raw = json.loads(out)
+    summary = raw.get("pg_summary", raw)
+    states = {s["name"]: s["num"] for s in summary["num_pg_by_state"]}
+    return bool(states) and "unknown" not in states
+
+
+@pytest.mark.releases("pacific")  # the hand-over is the mons' and the client's, not a
+# release's own code path beyond what the test above runs on each release
+def test_a_failover_to_a_standby_is_seen_and_pg_states_resume_within_a_poll(
+        release_cluster: LabCluster, tmp_path: Path) -> None:
+    from stormdeck.collectors.ceph.source import CephSource
+    from stormdeck.collectors.hub import Hub
+
+    lab = release_cluster
+    control = Lab(lab.dir, progress=lambda _msg: None)
+    control.read_state()
+    (port,) = free_ports(1)
+    standby = control.add_standby_mgr("y", port)
+    try:
+        eventually(lambda: lab.command("mgr stat").get("num_standby") == 1, 60)  # type: ignore[union-attr]
+        tmux = Tmux(["watch", "-c", str(lab.conf)], (100, 40), tmp_path / "state")
+        subprocess.run([*tmux.cmd, "set-option", "-t", "sd", "remain-on-exit", "on"],
+                       check=True)
+        hub = Hub([CephSource(str(lab.conf))], interval=1.0)
+        hub.start()
+        seen: list[tuple[float, object]] = []
+        try:
+            assert hub.wait_polls(1, 30)
+            eventually(lambda: any("health" in ln for ln in tmux.screen()), 60)
+            lab.command("mgr fail", who="x")
+            failed = time.monotonic()
+
+            def watch(until: float) -> None:
+                while time.monotonic() < until:
+                    snap = hub.snapshot()
+                    seen.append((time.monotonic(), snap.cluster))
+                    time.sleep(0.2)
+
+            reported = None
+            while time.monotonic() - failed < 90:
+                watch(time.monotonic() + 1.0)
+                c = seen[-1][1]
+                if reported is None and getattr(getattr(c, "mgr", None), "active", None) == "y" \
+                        and pg_stats_reported(lab):
+                    reported = time.monotonic()
+                if reported is not None and time.monotonic() - reported > 5:
+                    break
+            assert reported is not None, "mgr.y never reported PG stats"
+            # Within one poll (1 s, and the poll's own time) the source has them too.
+            resumed = next((t for t, c in seen if t >= reported and c is not None
+                            and c.mgr is not None and c.mgr.active == "y" and c.mgr.serving
+                            and c.pg_states and "unknown" not in c.pg_states), None)
+            assert resumed is not None and resumed - reported <= 2.5, (resumed, reported)
+            assert alive(tmux), "\n".join(tmux.screen())
+        finally:
+            hub.stop()
+            tmux.close()
+    finally:
+        # Back as the lab was: x active, no standby.
+        if lab.command("mgr stat").get("active_name") == "y":  # type: ignore[union-attr]
+            lab.command("mgr fail", who="y")
+            eventually(lambda: lab.command("mgr stat").get("active_name") == "x", 60)  # type: ignore[union-attr]
+        control.stop_daemon(standby.name)
+        lab.command("config rm", who="mgr.y", name="mgr/prometheus/server_port")
