@@ -267,6 +267,12 @@ class StormdeckApp(App[None]):
             if s.mode:  # Prometheus: through its recording rules or the raw queries
                 line.append(f"({s.mode}) ", style="dim")
             line.append(word, style=style)
+        c = frame.snapshot.cluster
+        if c is not None and c.mgr is not None and not c.mgr.serving and \
+                c.mgr.down_since is not None:
+            # On every view: the mgr's parts (PGs, latency, fill) are old while it is down.
+            line.append("  mgr ")
+            line.append("DOWN", style="bold reverse red")
         return line
 
     def watch_config(self, frame: Frame) -> None:

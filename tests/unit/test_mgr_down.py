@@ -204,3 +204,25 @@ def test_a_poll_under_way_past_its_due_time_is_stale_before_the_timeout() -> Non
     finally:
         src.release.set()
         hub.stop()
+
+
+@pytest.mark.asyncio
+async def test_the_header_says_mgr_down_on_every_view_at_80x24() -> None:
+    from stormdeck.tui.app import StormdeckApp
+    from stormdeck.tui.feed import StaticFeed
+    from tests.unit.test_tui_habits import frames, header, screen_text
+
+    def down(s: Snapshot, i: int) -> Snapshot:
+        if i < 3 or s.cluster is None:
+            return s
+        return replace(s, cluster=replace(s.cluster, mgr=MgrState(
+            active="x", available=False, standbys=0, down_since=s.time - 5,
+            answered_at=s.time - 40)))
+
+    app = StormdeckApp(StaticFeed(frames(edit=down)), cluster_name="lab")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        for key in ("1", "2", "8"):  # the overview, the daemons, triage
+            await pilot.press(key)
+            await pilot.pause()
+            assert "mgr DOWN" in header(app) and "mgr DOWN" in screen_text(app), key
