@@ -535,6 +535,10 @@ class PrometheusSource:
             errors += self._detect_recorded()
             self._probe_mono = mono
         results, asked_errors = self._ask(asked)
+        if asked and len(asked_errors) == len(asked):
+            # Not one query answered (Prometheus stopped after the probe): no read, so the
+            # hub keeps the last one, marked stale, instead of a read of empty answers.
+            raise PrometheusError(asked_errors[0])
         errors += asked_errors
         # A recorded series that went empty while OSDs answer (the rules unloaded, their
         # group failing): those fields read raw at once, and the probe asks again next read.

@@ -90,9 +90,10 @@ def test_prometheus_stopped_then_back(lab_cluster: LabCluster) -> None:
             # While it shuts down Prometheus may still answer, 503 Service Unavailable
             # (a fresh clone's run caught that): the source says it refused, which is
             # true. Stopped, it does not answer at all.
-            eventually(lambda: "did not answer" in (
-                hub.snapshot().sources["prometheus"].error or ""), 20)
-            s = hub.snapshot().sources["prometheus"]
+            # A poll that Prometheus stopped in the middle of answered in part: it is
+            # current, with errors; the next one, which nothing answers, is stale.
+            s = eventually(lambda: (lambda h: h if h.stale and "did not answer" in (
+                h.error or "") else None)(hub.snapshot().sources["prometheus"]), 20)
             assert s.stale and not s.ok
             assert hub.snapshot().daemons, "last good values kept"
         finally:
