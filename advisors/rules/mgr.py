@@ -30,8 +30,10 @@ class MgrDown(Rule):
     explanation = (
         "The mons mark the active mgr failed once it sends no beacon for "
         "mon_mgr_beacon_grace (30 s by default) and hand its role to a standby; with none, "
-        "Ceph raises MGR_DOWN. Until then a dead mgr still looks active in the mgr map, "
-        "so stormdeck also counts a command it sent that no mgr answered. Either way what "
+        "Ceph raises MGR_DOWN, a warning that turns an error after mon_mgr_inactive_grace "
+        "(60 s), and so does this finding. Until then a dead mgr still looks active in the "
+        "mgr map, so stormdeck also counts a command it sent that no mgr answered. Either "
+        "way what "
         "only the mgr answers (PG states in detail, per-OSD latency and IO, fill, the PG "
         "dump) stops, and IO keeps flowing: OSDs and clients do not need the mgr, but "
         "what operators watch, and the balancer, the autoscaler and Prometheus' ceph "
@@ -59,9 +61,13 @@ class MgrDown(Rule):
             if m.down_since is not None else ""
         shown = (f"; {MGR_PARTS} are as of {_clock(m.answered_at)}"
                  if m.answered_at is not None else f"; {MGR_PARTS} never read")
+        # Ceph's own verdict where it has one: MGR_DOWN turns HEALTH_ERR once no mgr has
+        # been active for mon_mgr_inactive_grace (60 s).
+        ceph = next((h.severity for h in c.checks if h.code == "MGR_DOWN"), None) \
+            if c is not None else None
         yield Check(
             target=name if m.active else "mgr", fire=fire, clear=not down,
-            severity=Severity.WARNING,
+            severity=Severity.CRITICAL if ceph == "HEALTH_ERR" else Severity.WARNING,
             summary=f"{name} down{since}: {why}{shown}",
             evidence=(ctx.evidence("seconds without a serving mgr", [lasting], "s"),),
             procedure=(

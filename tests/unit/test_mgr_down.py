@@ -226,3 +226,15 @@ async def test_the_header_says_mgr_down_on_every_view_at_80x24() -> None:
             await pilot.press(key)
             await pilot.pause()
             assert "mgr DOWN" in header(app) and "mgr DOWN" in screen_text(app), key
+
+
+def test_mgr_down_an_error_in_ceph_is_critical_here() -> None:
+    def worse(s: Snapshot) -> Snapshot:
+        c = s.cluster
+        assert c is not None
+        return replace(s, cluster=replace(c, checks=tuple(
+            replace(h, severity="HEALTH_ERR") for h in c.checks)))
+
+    snaps = [worse(s) for s in down_snapshots()]
+    (f,) = [f for f in run(snaps) if f.rule == "ceph.mgr.down"]
+    assert f.severity.name == "CRITICAL" and f.state == "firing"
