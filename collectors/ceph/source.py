@@ -199,6 +199,8 @@ class CephSource:
                         with gc_paused():
                             c.value, c.digest = parse(raw), digest
                 c.at, c.error, c.epoch = now, None, epoch
+            except MgrBusy as exc:  # not sent: the poll says so once for all the mgr's parts
+                c.error, c.digest = str(exc), None
             except (CommandError, *BAD_OUTPUT) as exc:
                 c.error = str(exc) if isinstance(exc, CommandError) else \
                     f"{key}: unexpected output ({type(exc).__name__}: {exc})"
@@ -321,8 +323,6 @@ class CephSource:
                           parse=lambda raw: parse_autoscale_status(json.loads(raw)))
         if skipped:
             # One line for all the mgr's parts, not one per command not sent.
-            said = {f"{p}: not sent:" for p in skipped}
-            errors[:] = [e for e in errors if not any(e.startswith(x) for x in said)]
             errors.append(f"mgr parts not read ({', '.join(dict.fromkeys(skipped))}): "
                           f"{gate[0] if gate else 'an earlier mgr command is unanswered'}")
         mgr_state = self._mgr(available, name, standbys, bool(answered),
