@@ -270,3 +270,17 @@ def test_the_header_and_the_body_call_a_source_stale_at_the_same_moment() -> Non
         header = source_state(late.snapshot.sources["ceph"], late.snapshot.time,
                               poll_interval(late))[1]
         assert header.startswith("STALE") == ("ceph" in stale_sources(late)), tenths
+
+
+def test_a_down_osd_is_never_named_slowest() -> None:
+    """Its commit latency is the last the mgr had from it, from before it died."""
+    frame = replayed(70)
+    s = frame.snapshot
+    down = [d for d in s.daemons.values() if d.up is False]
+    assert [d.id for d in down] == ["osd.1"]
+    slowest = max(d.commit_latency or 0 for d in s.daemons.values() if d.up is not False)
+    daemons = {k: replace(d, commit_latency=slowest + 1.0) if d.up is False else d
+               for k, d in s.daemons.items()}
+    text = text_of(replace(frame, snapshot=replace(s, daemons=daemons)))
+    line = next(ln for ln in text.splitlines() if ln.startswith("slowest "))
+    assert "osd.1" not in line, line

@@ -73,12 +73,15 @@ class Overview(FrameText):
             out.append(f"cores   {used:.1f} used of {allowed:g} allowed across {len(osds)} OSDs   "
                        f"{sp(self._cores_used)}\n")
             _mark_stale(out, begin, frame, "cores", stale, said)
-            begin = len(out)
-            worst = max(osds, key=lambda d: d.commit_latency or 0)
-            out.append("slowest ")
-            out.append_text(inert(f"{worst.id} commit {ms(worst.commit_latency)}"))
-            out.append("\n")
-            _mark_stale(out, begin, frame, "osd", stale, said)
+            # A down OSD's latency is from before it died: never the slowest now.
+            up = [d for d in osds if d.up is not False]
+            if up:
+                begin = len(out)
+                worst = max(up, key=lambda d: d.commit_latency or 0)
+                out.append("slowest ")
+                out.append_text(inert(f"{worst.id} commit {ms(worst.commit_latency)}"))
+                out.append("\n")
+                _mark_stale(out, begin, frame, "osd", stale, said)
         disks = [k for k in s.disks.values() if k.util is not None and k.daemons]
         if disks:
             begin = len(out)
