@@ -284,3 +284,34 @@ def test_a_down_osd_is_never_named_slowest() -> None:
     text = text_of(replace(frame, snapshot=replace(s, daemons=daemons)))
     line = next(ln for ln in text.splitlines() if ln.startswith("slowest "))
     assert "osd.1" not in line, line
+
+
+def test_an_hour_old_down_stamp_is_not_believed_over_a_tick_that_saw_the_osd_up() -> None:
+    """Pacific keeps an earlier `ceph osd down`'s down_stamp when the mons mark an OSD
+    down on failure reports: the screen said "since 21:12:11 (60 min)" for a kill seconds
+    old. The tick that saw it go down wins; a stamp the timeline allows stands."""
+    frame = replayed(70)
+    s = frame.snapshot
+    seen = next(e.time for e in reversed(frame.events) if e.text.startswith("osd.1 down"))
+
+    def with_stamp(stamp: float) -> str:
+        daemons = {k: replace(d, down_since=stamp) if d.id == "osd.1" else d
+                   for k, d in s.daemons.items()}
+        text = text_of(replace(frame, snapshot=replace(s, daemons=daemons)))
+        return next(ln for ln in text.splitlines() if "down  osd.1" in ln)
+
+    assert f"since {time.strftime('%H:%M:%S', time.gmtime(seen))}" in with_stamp(seen - 3600)
+    assert f"since {time.strftime('%H:%M:%S', time.gmtime(seen - 1))}" in with_stamp(seen - 1)
+
+
+def test_an_osd_down_since_before_the_history_says_so() -> None:
+    frame = replayed(70)
+    s = frame.snapshot
+    daemons = {k: replace(d, down_since=None) if d.id == "osd.1" else d
+               for k, d in s.daemons.items()}
+    hist = tuple(x for x in frame.history
+                 if x.daemons.get("osd.1") is None or x.daemons["osd.1"].up is False)
+    text = text_of(Frame(replace(s, daemons=daemons), frame.findings, hist, events=()))
+    line = next(ln for ln in text.splitlines() if "down  osd.1" in ln)
+    first = time.strftime("%H:%M:%S", time.gmtime(hist[0].time))
+    assert f"since before {first}" in line, line

@@ -15,6 +15,7 @@ from stormdeck.tui.feed import (
     PART_SOURCES,
     Frame,
     clock,
+    poll_interval,
     stale_part,
     stale_sources,
 )
@@ -223,15 +224,32 @@ def _mgr_down(c: Cluster, now: float) -> list[str]:
             f"({units.age(max(0.0, now - m.down_since))}), {why}{standby}", *aged]
 
 
-def _since(d: Daemon, frame: Frame, what: str) -> float | None:
-    """When the OSD went down (Ceph's stamp, else the timeline's event) or was marked out."""
-    if what == "down" and d.down_since is not None:
-        return d.down_since
+def _since(d: Daemon, frame: Frame, what: str) -> tuple[float, bool] | None:
+    """When the OSD went down or was marked out, and whether that is only a bound ("since
+    before"): Ceph's stamp where the console's own timeline does not contradict it, else
+    the tick that saw it change, else the oldest tick the History has it so."""
     text = f"{d.id} down" if what == "down" else f"{d.id} marked out"
-    for e in reversed(frame.events):
-        if e.kind == "osd" and e.target == d.id and e.text.startswith(text):
-            return e.time
-    return None
+    seen = next((e.time for e in reversed(frame.events)
+                 if e.kind == "osd" and e.target == d.id and e.text.startswith(text)), None)
+    if what == "down" and d.down_since is not None:
+        # Pacific keeps the down_stamp of an earlier `ceph osd down` when the mons mark an
+        # OSD down on failure reports: a stamp older than a tick that saw it up is stale.
+        # The tick before the one that saw it down saw it up.
+        up_after = seen is not None and d.down_since < seen - 2 * poll_interval(frame)
+        if not up_after:
+            return d.down_since, False
+    if seen is not None:
+        return seen, False
+    attr = "up" if what == "down" else "in_"
+    first = None
+    for x in frame.history:
+        o = x.daemons.get(d.id)
+        if o is not None and getattr(o, attr) is False:
+            first = x.time if first is None else first
+        else:
+            first = None  # a tick that had it up (or not at all): the run starts after
+    return (first, True) if first is not None else None
+
 
 
 def _osd_incidents(osds: Sequence[Daemon], frame: Frame) -> list[tuple[str, str]]:
@@ -246,9 +264,12 @@ def _osd_incidents(osds: Sequence[Daemon], frame: Frame) -> list[tuple[str, str]
                               ("out", lambda d: d.in_ is False, "yellow")):
         hit = [d for d in odd if pick(d)]
         for d in hit[:NAMED]:
-            since = _since(d, frame, what)
-            when = f" since {clock(since)} ({units.age(max(0.0, now - since))})" \
-                if since is not None else ""
+            found = _since(d, frame, what)
+            when = ""
+            if found is not None:
+                since, bound = found
+                when = f" since {'before ' if bound else ''}{clock(since)} " \
+                       f"({units.age(max(0.0, now - since))})"
             pgs = f", {d.pgs} PGs" if d.pgs is not None else ""
             lines.append((f"  {what:<5} {d.id} on {d.host or 'an unknown host'}{when}{pgs}",
                           style))
