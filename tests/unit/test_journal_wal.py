@@ -180,3 +180,32 @@ def test_an_undo_of_a_split_says_merge_and_asks_for_undo() -> None:
     plan = Plan(id="undo-0123456789", created=0.0, rule="ceph.pool.pg_not_power_of_two",
                 target="rbd", summary="undo", source="journal", fsid=None, changes=(back,))
     assert plan.phrase == "undo 0123456789"
+
+
+def test_the_journal_command_names_a_damaged_middle_line_and_exits_3(tmp_path: Path) -> None:
+    """A line in the middle edited by hand: every whole record is still listed, the damaged
+    line is named by its number on stderr, and the exit is 3 (the journal cannot be
+    trusted whole); a torn last line alone is a crash's trace, not damage (exit 0)."""
+    state = tmp_path / "state"
+    j = Journal(state / "stormdeck" / "journal.jsonl")
+    a = j.intent(CHANGE, "0")
+    j.end(a, "applied", after="0.1")
+    b = j.intent(CHANGE, "0.1")
+    j.end(b, "applied", after="0.2")
+    lines = j.path.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 4
+    lines[1] = lines[1].replace(b'"applied"', b'"apPlied"')  # the checksum no longer holds
+    j.path.write_bytes(b"".join(lines))
+    env = {**os.environ, "XDG_STATE_HOME": str(state)}
+    res = subprocess.run([sys.executable, "-m", "stormdeck", "journal"], capture_output=True,
+                         text=True, env=env)
+    assert res.returncode == 3, (res.stdout, res.stderr)
+    assert a in res.stdout and b in res.stdout, res.stdout
+    assert f"line 2 of {j.path} is not a whole journal record" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
+    # Mended, with a torn last line instead (a crash mid-write): said, not exit 3.
+    lines[1] = lines[1].replace(b'"apPlied"', b'"applied"')
+    j.path.write_bytes(b"".join(lines) + lines[3][:20])
+    res = subprocess.run([sys.executable, "-m", "stormdeck", "journal"], capture_output=True,
+                         text=True, env=env)
+    assert res.returncode == 0 and "last line is torn" in res.stderr, (res.stdout, res.stderr)
