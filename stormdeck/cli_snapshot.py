@@ -98,6 +98,16 @@ def render_text(snap) -> str:  # Snapshot -> str
         for chk in c.checks:
             out.append(f"  {p(chk.severity)} {p(chk.code)}: {p(chk.summary)}"
                        + (" (muted)" if chk.muted else ""))
+        m = c.mgr
+        if m is not None and not m.serving and m.down_since is not None:
+            when = time.strftime("%H:%M:%S", time.localtime(m.down_since))
+            why = "none active in the mgr map" if m.available is False else \
+                f"no answer to `{p(m.silent)}`"
+            dated = time.strftime("%H:%M:%S", time.localtime(m.answered_at)) \
+                if m.answered_at is not None else None
+            out.append(f"mgr {p(m.active or '?')} down since {when}: {why}; "
+                       + (f"PG states, latency and fill as of {dated}" if dated else
+                          "PG states, latency and fill not read"))
         states = c.pg_states or c.pg_flags
         out.append(f"pgs {num(c.num_pgs)}: " + ", ".join(
             f"{n} {p(k)}" for k, n in sorted(states.items(), key=lambda kv: -kv[1])))

@@ -238,3 +238,11 @@ def test_mgr_down_an_error_in_ceph_is_critical_here() -> None:
     snaps = [worse(s) for s in down_snapshots()]
     (f,) = [f for f in run(snaps) if f.rule == "ceph.mgr.down"]
     assert f.severity.name == "CRITICAL" and f.state == "firing"
+
+
+def test_snapshot_text_names_the_dead_mgr() -> None:
+    from stormdeck.cli_snapshot import render_text
+
+    text = render_text(down_snapshots(1)[0])
+    assert "mgr x down since 04:02:27: none active in the mgr map; PG states, latency and " \
+        "fill not read" in text, text
