@@ -149,9 +149,10 @@ async def test_a_frozen_mon_marks_the_body_stale_within_one_missed_poll(
             frame = app.frame
             # One poll missed: the next answer was due one interval after the last one.
             assert marked - max(frozen, last_good or frozen) <= 3 * INTERVAL + 1.5
-            # The hub itself has not given up yet (its timeout is 10 s): the body says so
-            # before the poll in flight times out.
-            assert not frame.snapshot.sources["ceph"].stale
+            # Long before the hub's hang verdict (its timeout is 10 s): the hub marks a poll
+            # past its due time stale by the body's own test (hub.is_late), or not yet.
+            h = frame.snapshot.sources["ceph"]
+            assert not h.stale or (h.error or "").startswith("no answer for"), h
             text = app.query_one(Overview).text
             health = text.plain.index("health")
             assert any(s.start <= health < s.end and "strike" in str(s.style)

@@ -6,7 +6,8 @@ return: a mgr command librados had given up on was resent and answered into free
 That needs a command unanswered while the mgr is dead (the console sends one within a
 poll of the kill) and the mgr back while it is still pending (the lab restarts it 45 s
 later). STORMDECK_MGR_ROUNDS (default 1) repeats the cycle; STORMDECK_MGR_AFTER (default
-20) is how long each round watches after the return (the issue's soak: 5 rounds, 60 s).
+10: the crash came 4-7 s after the return) is how long each round watches after it (the
+issue's soak: 5 rounds, 60 s, run by hand on all three releases: docs/measured.md).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.integration
 DOWN_SECONDS = 45.0  # the mgr's outage each round, as the issue's operator saw it
 NAMED_WITHIN = 35.0  # the screen names the dead mgr this soon after the kill
 ROUNDS = int(os.environ.get("STORMDECK_MGR_ROUNDS", "1"))
-AFTER = float(os.environ.get("STORMDECK_MGR_AFTER", "20"))
+AFTER = float(os.environ.get("STORMDECK_MGR_AFTER", "10"))
 
 
 def mgr_pid(lab: LabCluster) -> int:
@@ -57,6 +58,10 @@ def alive(tmux: Tmux) -> bool:
     return out == "0"
 
 
+# The client is this host's Pacific librados on every release; what differs is the mons'
+# side (mgr stat, MGR_DOWN, their log), the same code in Reef as in Pacific and Tentacle.
+# The suite's time is bounded (40 min on 2 cores): Reef's 5-round soak is run by hand.
+@pytest.mark.releases("pacific", "tentacle")
 def test_the_console_lives_through_the_only_mgr_dying_and_coming_back(
         release_cluster: LabCluster, tmp_path: Path) -> None:
     lab = release_cluster
