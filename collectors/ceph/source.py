@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from stormdeck.base.gcpause import gc_paused
 from stormdeck.collectors.ceph.connection import CephConnection, CommandError, MgrBusy
+from stormdeck.collectors.ceph.mgr import mgr_dropped, parse_mgr_stat
 from stormdeck.collectors.ceph.parse import (
     BAD_OUTPUT,
     PER_POOL_MAX_PGS,
@@ -23,7 +24,6 @@ from stormdeck.collectors.ceph.parse import (
     OsdMeta,
     OsdUsage,
     count_primaries,
-    mgr_dropped,
     mgr_modules_problem,
     parse_autoscale_status,
     parse_config_dump,
@@ -33,7 +33,6 @@ from stormdeck.collectors.ceph.parse import (
     parse_health_slow,
     parse_log_last,
     parse_mgr_modules,
-    parse_mgr_stat,
     parse_osd_df,
     parse_osd_dump,
     parse_osd_metadata,

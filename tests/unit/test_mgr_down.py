@@ -15,7 +15,8 @@ import pytest
 
 from stormdeck.advisors.rules.mgr import MgrDown
 from stormdeck.advisors.timeline import Timeline
-from stormdeck.collectors.ceph.parse import mgr_dropped, parse_log_last, parse_mgr_stat
+from stormdeck.collectors.ceph.mgr import mgr_dropped, parse_mgr_stat
+from stormdeck.collectors.ceph.parse import parse_log_last
 from stormdeck.collectors.hub import Hub, merge
 from stormdeck.collectors.model import MgrState, Partial, Snapshot, SourceHealth
 from stormdeck.tui.feed import Frame
