@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -138,16 +139,23 @@ def disk_kept_full(directory: Path, seconds: int) -> Iterator[subprocess.Popen[b
     the disk under it keeps a deep queue and each request waits long, as under an OSD's
     own asynchronous I/O. One job, no CPU of its own: libaio's waits are not iowait, and
     the rule no longer asks the CPUs (on this host's vda, 32 in flight measured 192
-    queued at 56 ms each, 96% busy, 2 GB/s)."""
+    queued at 56 ms each, 96% busy, 2 GB/s). A fio that could not start (no room for its
+    file, no O_DIRECT there) fails here with its own words, not later as a rule that
+    never fired."""
     # Jobs as threads of one process, in a session of its own: fio's default forked jobs
     # outlive a killed parent and would go on writing into the next test.
-    proc = subprocess.Popen(
-        ["fio", "--name=stormdeck-full", f"--directory={directory}", "--size=512M",
-         "--rw=write", "--bs=4M", "--direct=1", "--ioengine=libaio", "--iodepth=64",
-         "--numjobs=1", "--thread", f"--runtime={seconds}", "--time_based",
-         "--output=/dev/null"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    log = directory / "stormdeck-full.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            ["fio", "--name=stormdeck-full", f"--directory={directory}", "--size=256M",
+             "--rw=write", "--bs=4M", "--direct=1", "--ioengine=libaio", "--iodepth=64",
+             "--numjobs=1", "--thread", f"--runtime={seconds}", "--time_based"],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
+        time.sleep(3)
+        if proc.poll() is not None:
+            raise AssertionError(f"fio in {directory} ended at once ({proc.returncode}): "
+                                 f"{log.read_text(errors='replace')[-800:]}")
         yield proc
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -160,14 +168,18 @@ def disk_kept_full(directory: Path, seconds: int) -> Iterator[subprocess.Popen[b
 
 @pytest.mark.skipif(shutil.which("fio") is None, reason="needs fio")
 def test_a_disk_kept_full_under_the_loops_is_at_its_limit_once_and_the_loops_are_not(
-        lab_cluster: LabCluster, tmp_path: Path) -> None:
+        lab_cluster: LabCluster) -> None:
     """The healthy case is the lab under its own load (test_cpu_disk_lab's quiet test: a
     short queue). Here fio keeps the disk under the loop files full while the lab runs:
     a deep queue, long waits, and the rule says so on that disk with its shipped
     thresholds, whatever the CPUs do; the loops above it, whose limit it is, get no
-    finding of their own. It stops as soon as the rule fires."""
+    finding of their own. It stops as soon as the rule fires.
+
+    fio writes beside the loop files, not in pytest's tmp_path: a machine whose /tmp is
+    another disk (CI's once) would load a disk that carries no OSD, where the rule rightly
+    says nothing."""
     lab = lab_cluster
-    (disk,) = disks_under(tmp_path)
+    (disk,) = disks_under(lab.dir)
     target = f"{short_hostname()}:/dev/{disk}"
     engine = Engine(quick(LIMIT, seconds=5.0), mutes=None)
 
@@ -188,12 +200,15 @@ def test_a_disk_kept_full_under_the_loops_is_at_its_limit_once_and_the_loops_are
     hub.start()
     try:
         assert hub.wait_polls(1, timeout=30)
-        with disk_kept_full(tmp_path, 150):
+        with disk_kept_full(lab.dir, 150):
             try:
                 eventually(step, 120, interval=1.0)
             except AssertionError as exc:
-                d = history[-1].disks.get(target) if len(history) else None
-                raise AssertionError(f"{exc}; {target} last seen as {d}") from None
+                last = history.last(1)
+                d = last[0].disks.get(target) if last else None
+                pending = [f for f in found if f.rule == LIMIT]
+                raise AssertionError(f"{exc}; {target} last seen as {d}; "
+                                     f"{LIMIT} said {pending}") from None
     finally:
         hub.stop()
     (f,) = at_limit(found)
