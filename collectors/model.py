@@ -243,6 +243,17 @@ class Pool:
 
 
 @dataclass(frozen=True, slots=True)
+class RunningValue:
+    """What one daemon runs an option with, as it reported to the mgr (`config show`)."""
+
+    value: str | None
+    source: str | None  # "default", "mon", "file", "env", "cmdline", "override"
+    overrides: tuple[tuple[str, str], ...] = ()  # (source, value) it wins over
+    read_at: float | None = None  # the console's clock when read
+    error: str | None = None  # why the newest read failed; `value` is then the last known
+
+
+@dataclass(frozen=True, slots=True)
 class ConfigOption:
     """One option the rules need: does it exist here, can it change live, what is it set to."""
 
@@ -252,6 +263,8 @@ class ConfigOption:
     default: str | None = None
     type: str | None = None
     values: Mapping[str, str] = field(default_factory=dict)  # who ("osd", "osd.3") -> value
+    # What the daemons read so far run with ("osd.3" -> RunningValue): a sample at scale.
+    running: Mapping[str, RunningValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,7 +104,13 @@ def _redacted_change(c: ConfigChange) -> ConfigChange:
 
 def _redacted_option(o: ConfigOption) -> ConfigOption:
     values = {who: redact_value(o.name, v) or "" for who, v in o.values.items()}
-    return o if values == dict(o.values) else dataclasses.replace(o, values=values)
+    running = {who: dataclasses.replace(
+        r, value=redact_value(o.name, r.value),
+        overrides=tuple((src, redact_value(o.name, v) or "") for src, v in r.overrides))
+        for who, r in o.running.items()}
+    if values == dict(o.values) and running == dict(o.running):
+        return o
+    return dataclasses.replace(o, values=values, running=running)
 
 
 def _redacted_daemon(d: Daemon) -> Daemon:

@@ -23,6 +23,7 @@ from stormdeck.advisors.rules import (
     pools,
     redundancy,
     release,
+    running,
     triage,
 )
 from stormdeck.advisors.rules.base import Context, Rule
@@ -32,7 +33,7 @@ ALL: tuple[type[Rule], ...] = (*cpu.RULES, *latency.RULES, *leaders.RULES, *peer
                                *triage.RULES, *mclock.RULES, *release.RULES,
                                *capacity.RULES, *health.RULES, *fullness.RULES,
                                *flags.RULES, *redundancy.RULES,
-                               *memory.RULES, *mclock_capacity.RULES,
+                               *memory.RULES, *running.RULES, *mclock_capacity.RULES,
                                *network.RULES, *mgr.RULES,
                                *heartbeats.RULES, *failing_disk.RULES, *pg_density.RULES)
 BY_ID: dict[str, type[Rule]] = {r.id: r for r in ALL}

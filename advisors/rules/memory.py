@@ -9,7 +9,7 @@ from typing import Any
 
 from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule
-from stormdeck.collectors.model import Daemon
+from stormdeck.collectors.model import ConfigOption, Daemon
 
 GIB = float(1 << 30)
 DEFAULT_TARGET = 4 * (1 << 30)  # osd_memory_target's default (osd.yaml.in: 4 GiB)
@@ -27,6 +27,26 @@ def size(text: str | None) -> float | None:
     if not m:
         return None
     return float(m.group(1)) * _UNIT[m.group(2).lower()]
+
+
+# Where a running value came from, as the host finding names it (Ceph's source names).
+_FROM = {"override": "set at runtime (`ceph tell` or the admin socket)",
+         "file": "from ceph.conf", "cmdline": "from the command line",
+         "env": "from the environment", "mon": "from the config database",
+         "default": "Ceph's default"}
+
+
+def running_target(opt: ConfigOption | None, osd_id: str) -> tuple[float, str] | None:
+    """The osd_memory_target `osd_id` runs with as it last reported it to the mgr (`config
+    show`) and where that value came from; None where it was never read or is unknown."""
+    r = opt.running.get(osd_id) if opt is not None else None
+    if r is None or r.source is None:
+        return None
+    if r.source == "default":
+        return (size(opt.default) if opt is not None and opt.default else None) or \
+            float(DEFAULT_TARGET), "default"
+    v = size(r.value)
+    return (v, r.source) if v is not None else None
 
 
 def target_of(ctx: Context, d: Daemon) -> float:
@@ -50,7 +70,7 @@ def target_for(ctx: Context, osd_id: str, host: str | None) -> float:
 class OsdMemory(Rule):
     id = "ceph.osd.memory"
     title = "OSD memory: targets beyond the host's RAM, or RSS far past the target"
-    source = "osd-memory-target"
+    source = "osd-memory-target, running-config"
     explanation = (
         "osd_memory_target is what an OSD tries to keep mapped (its caches shrink to it); "
         "it is not a limit, and the process's RSS overshoots it during recovery and "
@@ -69,7 +89,9 @@ class OsdMemory(Rule):
         # each host's targets). The config and the OSDs' hosts rarely move; their RSS
         # does, so only the RSS is read again each tick.
         self._made: tuple[Any, list[str], list[Any], list[float],
-                          dict[str, list[float]]] | None = None
+                          dict[str, list[float]], dict[str, list[str]]] | None = None
+        # host -> where each of its OSDs' targets came from, as last worked out.
+        self._sources: dict[str, list[str]] = {}
         # The OSDs past their limit, by the RSS column and targets they were found in.
         self._hot: tuple[list[Any], list[float], float, list[int]] | None = None
 
@@ -78,14 +100,29 @@ class OsdMemory(Rule):
         opt = ctx.option("osd_memory_target")
         made = self._made
         if made is not None and made[0] is opt and made[1] == ids and made[2] == host_of:
+            self._sources = made[5]
             return made[3], made[4]
         own = opt.values if opt is not None else {}
+        running = opt.running if opt is not None else {}
         # What an OSD without its own value runs with depends only on its host:
         # target_of once per host, not per OSD (10,000 a tick on the librados path).
         per_host: dict[str | None, float] = {}
         by_host: dict[str, list[float]] = {}
         targets = []
+        self._sources = sources = {}
         for osd_id, host in zip(ids, host_of, strict=True):
+            ran = running_target(opt, osd_id) if osd_id in running else None
+            if ran is not None:
+                # What the OSD reported it runs with outranks what the database holds:
+                # `ceph tell`, ceph.conf and the command line all win over it.
+                target = ran[0]
+                if host:
+                    by_host.setdefault(host, []).append(target)
+                    sources.setdefault(host, []).append(ran[1])
+                targets.append(target)
+                continue
+            if host:
+                sources.setdefault(host, []).append("unread")
             if osd_id in own:
                 target = target_for(ctx, osd_id, host)
             else:
@@ -96,7 +133,7 @@ class OsdMemory(Rule):
                 by_host.setdefault(host, []).append(target)
             targets.append(target)
         if ctx.columns is not None:  # the walk (the reference) keeps nothing
-            self._made = (opt, ids, host_of, targets, by_host)
+            self._made = (opt, ids, host_of, targets, by_host, sources)
         return targets, by_host
 
     def check(self, ctx: Context) -> Iterable[Check]:
@@ -155,10 +192,11 @@ class OsdMemory(Rule):
                 severity=Severity.CRITICAL if total > ram else Severity.WARNING,
                 summary=f"host {host}: {len(osds)} OSDs' osd_memory_target sum to "
                         f"{total / GIB:.1f} GiB, {total / ram:.0%} of its {ram / GIB:.1f} GiB "
-                        f"RAM (beyond {share:.0%})",
+                        f"RAM (beyond {share:.0%}); {_where(self._sources.get(host, []))}",
                 evidence=(ctx.evidence("targets summed", [total], "B"),
                           ctx.evidence("RAM", [float(ram)], "B")),
                 procedure=(
+                    *_winning_layer(self._sources.get(host, []), host),
                     f"Lower the targets so they sum to about {share:.0%} of RAM: `ceph "
                     f"config set osd/host:{host} osd_memory_target "
                     f"{int(share * ram / len(osds))}` (or cephadm's "
@@ -166,6 +204,34 @@ class OsdMemory(Rule):
                     "Below 2-4 GiB an OSD's caches are small and reads go to disk: if that "
                     "is where it ends, the host needs more RAM or fewer OSDs."),
                 badness=total / ram)
+
+
+def _winning_layer(sources: list[str], host: str) -> tuple[str, ...]:
+    """A database change is lost under a layer that outranks it: say which to change."""
+    steps = []
+    if "override" in sources:
+        steps.append("Targets set at runtime outrank the config database until the OSDs "
+                     "restart: `ceph tell osd.N config unset osd_memory_target` hands each "
+                     "back to it (a `ceph config set` alone changes nothing they run with).")
+    if "file" in sources or "cmdline" in sources or "env" in sources:
+        steps.append(f"ceph.conf (or the command line) on {host} sets the target and "
+                     "outranks the config database: change it there and restart the OSDs, "
+                     "or remove it there and set it with `ceph config set`.")
+    return tuple(steps)
+
+
+def _where(sources: list[str]) -> str:
+    """Where the summed targets came from: "3 as the OSDs run them, set at runtime (...)"."""
+    counts: dict[str, int] = {}
+    for src in sources:
+        counts[src] = counts.get(src, 0) + 1
+    parts = [f"{n} {_FROM.get(src, src)}" for src, n in sorted(counts.items())
+             if src != "unread"]
+    said = "as the OSDs run them: " + ", ".join(parts) if parts else ""
+    if unread := counts.get("unread"):
+        tail = f"{unread} not read yet (`config show`), the config database's value taken"
+        said = f"{said}; {tail}" if said else tail
+    return said
 
 
 RULES = (OsdMemory,)

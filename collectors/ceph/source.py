@@ -42,6 +42,7 @@ from stormdeck.collectors.ceph.parse import (
     parse_status,
     parse_versions,
 )
+from stormdeck.collectors.ceph.running import RunningSampler, read_running
 from stormdeck.collectors.ceph.usage import audit_tail, parse_df
 from stormdeck.collectors.model import (
     Cluster,
@@ -51,6 +52,7 @@ from stormdeck.collectors.model import (
     MgrState,
     Partial,
     Pool,
+    RunningValue,
 )
 
 # Options the advisors read (KNOWLEDGE.md K1.6, K3.1-K3.6, K1.9). Their
@@ -82,6 +84,11 @@ WATCHED_OPTIONS = (
     "mon_max_pg_per_osd", "mon_osd_down_out_interval", "osd_mclock_max_capacity_iops_hdd",
     "osd_mclock_max_capacity_iops_ssd",
 )
+# Of those, the ones an OSD runs with (not the mons' own, nor those a pool is created
+# with): what `config show osd.N` reports, where a value set at runtime or in ceph.conf
+# wins over the database's.
+RUNNING_OPTIONS = frozenset(
+    n for n in WATCHED_OPTIONS if not n.startswith(("mon_", "osd_pool_")))
 
 
 @dataclass
@@ -155,6 +162,10 @@ class CephSource:
         self._mgr_answered: float | None = None
         self._mgr_down_since: float | None = None
         self._mgr_state: MgrState | None = None
+        # The values the OSDs run with, a few OSDs a poll (collectors/ceph/running.py).
+        self._running = RunningSampler(tuple(n for n in self.options if n in RUNNING_OPTIONS))
+        self._running_seen: tuple[int, dict[str, dict[str, RunningValue]]] = (0, {})
+        self._running_reads = 0
 
     # -- connection --
 
@@ -299,6 +310,15 @@ class CephSource:
         if problem := mgr_modules_problem(mgr_failed or ()):
             errors.append(problem)
         helps = r("config help", self.RARE, now, self._config_help, errors)
+        if self._running.names and dump is not None and not gate and \
+                self._running.ready(now, config):
+            hosts = {i: m.host for i, m in (meta or {}).items()}
+            up = {f"osd.{i}": hosts.get(i) for i, (is_up, _) in dump["osds"].items() if is_up}
+            before = (dict(self._running.read), dict(self._running.failed))
+            read_running(self._running, up, now, config,
+                         lambda who: mgr("config show", who=who), errors.append)
+            if (self._running.read, self._running.failed) != before:
+                self._running_reads += 1
         fresh = r("log last", self.FAST, now, lambda: mon(
             "log last", num=self.LOG_FETCH, level="debug", channel="cluster"), errors,
             parse=lambda raw: parse_log_last(json.loads(raw)))
@@ -444,13 +464,17 @@ class CephSource:
                 pools = self._pools[1]
             if not errors or not errors[-1].startswith("osd pool ls"):
                 self._pools = (pools_key, pools)
-        options_key = (helps, config)
+        if self._running_seen[0] != self._running_reads:
+            self._running_seen = (self._running_reads, self._running.by_option())
+        running = self._running_seen[1]
+        options_key = (helps, config, running)
         if self._options is not None and _same_objects(self._options[0], options_key):
             options = self._options[1]
         else:
             options = {}
             for name, opt in (helps or {}).items():
-                options[name] = replace(opt, values=dict((config or {}).get(name, {})))
+                options[name] = replace(opt, values=dict((config or {}).get(name, {})),
+                                        running=running.get(name, {}))
             self._options = (options_key, options)
         pools = self._filled(pools, getattr(self, "_usage", None))
         pools = self._autoscaled(pools, getattr(self, "_targets", None))

@@ -27,6 +27,7 @@ from stormdeck.collectors.model import (
     Host,
     MgrState,
     Pool,
+    RunningValue,
     Snapshot,
     SourceHealth,
 )
@@ -344,6 +345,19 @@ def oom_prone(s: Snapshot, i: int) -> Snapshot:
     return replace(s, hosts={**s.hosts, host: replace(s.hosts[host], mem_total=8 << 30)})
 
 
+def running(value: str, source: str, *overrides: tuple[str, str]) -> Callable[
+        [Snapshot, int], Snapshot]:
+    """Every OSD reported (`config show`) running osd_memory_target `value` from `source`."""
+    def edit(s: Snapshot, i: int) -> Snapshot:
+        assert s.cluster is not None
+        opt = s.cluster.config["osd_memory_target"]
+        ran = {d: RunningValue(value, source, tuple(overrides), read_at=0.0)
+               for d in s.daemons if d.startswith("osd.")}
+        return with_cluster(s, config={**s.cluster.config,
+                                       "osd_memory_target": replace(opt, running=ran)})
+    return edit
+
+
 def bench_forgotten(s: Snapshot, i: int) -> Snapshot:
     # The Tentacle lab's cluster log, its boot bench lines gone from the tail.
     assert s.cluster is not None
@@ -365,6 +379,9 @@ CASES: dict[str, tuple[Callable[[], History], Callable[[], History], Severity]] 
     "ceph.mclock.capacity": (lambda: tentacle(lambda s, i: s),
                              lambda: tentacle(bench_forgotten), Severity.INFO),
     "ceph.osd.memory": (lambda: long(oom_prone), long, Severity.CRITICAL),
+    "ceph.config.running_differs": (
+        lambda: long(running("10737418240", "override", ("file", "939524096"))),
+        lambda: long(running("939524096", "file")), Severity.INFO),
     "ceph.pool.min_size": (lambda: long(pool_edit(size=2, min_size=1)),
                            lambda: long(pool_edit(size=2, min_size=2)), Severity.WARNING),
     "ceph.osd.pgs_per_osd": (lambda: long(many_pgs),

@@ -1,0 +1,142 @@
+"""Values OSDs run with that the config database does not hold: lost or kept at a restart."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from stormdeck.advisors.findings import Check, Severity
+from stormdeck.advisors.rules.base import Context, Rule
+from stormdeck.advisors.rules.memory import size
+from stormdeck.collectors.model import ConfigOption, RunningValue
+
+# Layers above the config database, in Ceph's order of precedence (lowest first).
+ABOVE_DATABASE = ("file", "env", "cmdline", "override")
+SHOWN = 4  # OSDs named in a summary; the rest are counted
+
+
+def same(a: str | None, b: str | None) -> bool:
+    """Two spellings of one value: "10G" and "10737418240", "true" and "1"."""
+    if a == b:
+        return True
+    if a is None or b is None:
+        return False
+    na, nb = size(a), size(b)
+    if na is not None and nb is not None:
+        return na == nb
+    truth = {"true": "1", "false": "0"}
+    return truth.get(a.lower(), a) == truth.get(b.lower(), b)
+
+
+def database_value(opt: ConfigOption, osd: str, host: str | None) -> tuple[str | None, bool]:
+    """What the config database gives `osd` (its own, its host's mask, osd, global) and
+    whether it holds a value at all (False: the option's default)."""
+    for who in (osd, f"osd/host:{host}" if host else "", "osd", "global"):
+        if who and who in opt.values:
+            return opt.values[who], True
+    return opt.default, False
+
+
+class RunningDiffers(Rule):
+    id = "ceph.config.running_differs"
+    title = "OSDs run with a value the config database does not hold"
+    source = "running-config, config-history-and-reset"
+    reads = ("cluster", "daemons")
+    explanation = (
+        "An option's value comes from several layers, later ones winning: Ceph's default, "
+        "the config database (`ceph config set`), the daemon's ceph.conf, its environment "
+        "and command line, and a value set at runtime (`ceph tell ... config set`, "
+        "injectargs, the admin socket). `ceph config show osd.N` reports what the OSD "
+        "runs with and the layer it came from. A value set at runtime that the database "
+        "does not hold is lost when the OSD restarts; a ceph.conf or command-line value "
+        "silently outranks the database, so a `ceph config set` there changes nothing the "
+        "OSD runs with. Both are found on the options stormdeck judges, on the OSDs read "
+        "so far (a few a poll: the finding says how many), and named with the layer, so "
+        "a tuning is known for what it is before a restart undoes it.")
+
+    def check(self, ctx: Context) -> Iterable[Check]:
+        c = ctx.cluster
+        if c is None:
+            return
+        hosts: dict[str, str | None] | None = None
+
+        def host_of(osd: str) -> str | None:
+            # Made once a tick and only when a value above the database is seen.
+            nonlocal hosts
+            if hosts is None:
+                ids, (col,) = ctx.osd_columns("host")
+                hosts = dict(zip(ids, col, strict=True))
+            return hosts.get(osd)
+
+        for name, opt in sorted(c.config.items()):
+            if not opt.running:
+                continue
+            runtime: list[tuple[str, RunningValue, str | None]] = []
+            outranked: list[tuple[str, RunningValue, str | None]] = []
+            for osd, r in opt.running.items():
+                if r.value is None or r.source not in ABOVE_DATABASE:
+                    continue
+                db, held = database_value(opt, osd, host_of(osd))
+                if same(r.value, db):
+                    continue
+                if r.source == "override":
+                    runtime.append((osd, r, db))
+                elif held:
+                    # A file's value beside an empty database is the operator's choice of
+                    # layer, not a conflict: only one the database contradicts is.
+                    outranked.append((osd, r, db))
+            read = sum(1 for r in opt.running.values() if r.error is None)
+            for kind, found in (("runtime", runtime), ("outranked", outranked)):
+                if ctx.matters(_target(name, kind), bool(found)):
+                    yield self._check(ctx, name, kind, found, read)
+
+    def _check(self, ctx: Context, name: str, kind: str,
+               found: list[tuple[str, RunningValue, str | None]], read: int) -> Check:
+        found.sort(key=lambda f: _number(f[0]))
+        osds = [f[0] for f in found]
+        named = ", ".join(osds[:SHOWN]) + (f" and {len(osds) - SHOWN} more"
+                                           if len(osds) > SHOWN else "")
+        values = sorted({f[1].value or "" for f in found})
+        dbs = sorted({f[2] if f[2] is not None else "unset" for f in found})
+        layers = sorted({f[1].source or "" for f in found})
+        of = f"{len(osds)} of {read} OSDs read"
+        if kind == "runtime":
+            summary = (f"{named} run {name} = {', '.join(values)}, set at runtime (`ceph "
+                       f"tell` or the admin socket); the config database gives "
+                       f"{', '.join(dbs)}: a restart reverts it ({of})")
+            procedure = (
+                f"To keep it: `ceph config set osd {name} {values[0] if values else 'VALUE'}`"
+                " (the database then agrees, and a restart keeps it).",
+                f"To drop it: `ceph tell osd.N config unset {name}` on each, and the OSD "
+                "runs with the database's value again.")
+        else:
+            summary = (f"{named} run {name} = {', '.join(values)} from "
+                       f"{' and '.join(layers)}, which outranks the config database's "
+                       f"{', '.join(dbs)}: `ceph config set` changes nothing they run with "
+                       f"({of})")
+            procedure = (
+                f"Decide which layer holds {name}: remove it from ceph.conf (or the "
+                "daemon's command line) on the OSDs' hosts and restart them, so the "
+                "database's value applies; or `ceph config rm` it from the database so "
+                "nothing claims a value the OSDs do not run with.",
+                "`ceph config assimilate-conf` moves a ceph.conf's settings into the "
+                "database.")
+        return Check(
+            target=_target(name, kind),
+            fire=bool(found), clear=not found, severity=Severity.INFO, summary=summary,
+            evidence=(ctx.evidence("OSDs differing", [float(len(osds))], "OSDs"),
+                      ctx.evidence("OSDs read", [float(read)], "OSDs")),
+            procedure=procedure, badness=float(len(osds)))
+
+
+def _target(name: str, kind: str) -> str:
+    return f"{name} ({'runtime' if kind == 'runtime' else 'above the database'})"
+
+
+def _number(osd: str) -> int:
+    try:
+        return int(osd.split(".", 1)[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+RULES = (RunningDiffers,)

@@ -1,0 +1,147 @@
+"""What the OSDs run with (`config show`): the parser on the lab's answers, the sampler's
+order at scale, and the rules that judge running values, not the database's alone.
+
+tests/data/pacific/config_show/ holds `ceph config show osd.N -f json` from a Pacific
+16.2.15 lab whose ceph.conf sets `osd memory target = 939524096`, after `ceph config set
+osd osd_memory_target 21474836480` (osd.0: the file outranks the database) and `ceph tell
+osd.1 config set osd_memory_target 10737418240` (osd.1: the runtime value outranks both).
+The answer's shape is the mgr's (src/mgr/DaemonServer.cc, "config show"): a list of
+{name, value, source[, overrides]}, non-default values only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from stormdeck.advisors.rules.memory import OsdMemory
+from stormdeck.advisors.rules.running import RunningDiffers
+from stormdeck.collectors.ceph.connection import CommandError, NoAnswer
+from stormdeck.collectors.ceph.running import RunningSampler, parse_config_show, read_running
+from stormdeck.collectors.model import RunningValue, Snapshot
+from tests.captured import firing, history, run, with_cluster
+
+DATA = Path(__file__).parents[1] / "data" / "pacific" / "config_show"
+NAMES = ("osd_memory_target", "osd_max_backfills")
+
+
+def shown(name: str) -> list:
+    return json.loads((DATA / name).read_text())
+
+
+def test_the_runtime_value_outranks_the_file_and_the_database() -> None:
+    got = parse_config_show(shown("osd.1-override.json"), NAMES, now=5.0)
+    mem = got["osd_memory_target"]
+    assert (mem.value, mem.source) == ("10737418240", "override")
+    assert mem.overrides == (("mon", "21474836480"), ("file", "939524096"))
+    # Not listed: the OSD runs with Ceph's default.
+    assert got["osd_max_backfills"] == RunningValue(None, "default", read_at=5.0)
+
+
+def test_the_file_outranks_the_database() -> None:
+    mem = parse_config_show(shown("osd.0-file-over-mon.json"), NAMES, 0.0)["osd_memory_target"]
+    assert (mem.value, mem.source, mem.overrides) == \
+        ("939524096", "file", (("mon", "21474836480"),))
+
+
+def test_a_malformed_answer_is_refused_not_guessed() -> None:
+    for bad in ({"name": "x"}, "text", None):
+        try:
+            parse_config_show(bad, NAMES, 0.0)
+        except ValueError as exc:
+            assert "expected a list" in str(exc)
+        else:
+            raise AssertionError(f"{bad!r} accepted")
+
+
+def test_one_osd_per_host_first_then_the_rest_and_again_when_the_database_moves() -> None:
+    osds = {f"osd.{i}": f"h{i // 4}" for i in range(12)}  # 3 hosts of 4
+    s = RunningSampler(NAMES, per_poll=4, every=60.0)
+    first = s.due(osds, 0.0, config=None)
+    assert first == ["osd.0", "osd.4", "osd.8", "osd.1"]
+    for o in first:
+        s.take(o, {}, 0.0)
+    assert s.due(osds, 5.0, None) == ["osd.2", "osd.3", "osd.5", "osd.6"]
+    for o in ("osd.2", "osd.3", "osd.5", "osd.6", "osd.7", "osd.9", "osd.10", "osd.11"):
+        s.take(o, {}, 5.0)
+    assert s.due(osds, 10.0, None) == []  # every OSD read within `every`
+    assert s.due(osds, 61.0, None) == ["osd.0", "osd.1", "osd.4", "osd.8"]  # oldest first
+    # A new config dump: every OSD is due again at once.
+    assert len(s.due(osds, 12.0, config=object())) == 4
+    assert s.ready(12.0, config=object())
+
+
+def test_a_failed_read_keeps_the_last_value_with_the_reason_and_a_dead_mgr_stops_the_round(
+        ) -> None:
+    s = RunningSampler(NAMES, per_poll=4, pace=0.0)
+    osds = {"osd.0": "h", "osd.1": "h", "osd.2": "h"}
+    answers = {"osd.0": json.dumps(shown("osd.0-file-over-mon.json")).encode()}
+    errors: list[str] = []
+
+    def send(who: str) -> bytes:
+        if who == "osd.1":
+            raise CommandError("config show: no config state for daemon osd.1")
+        if who == "osd.2":
+            raise NoAnswer("config show: timed out")
+        return answers[who]
+
+    read_running(s, osds, 0.0, None, send, errors.append)
+    by = s.by_option()["osd_memory_target"]
+    assert by["osd.0"].value == "939524096" and by["osd.0"].error is None
+    assert by["osd.1"].value is None and "reported no config" in (by["osd.1"].error or "")
+    assert by["osd.2"].value is None and "did not answer" in (by["osd.2"].error or "")
+    assert errors == ["running values not read: config show did not answer (config show: "
+                      "timed out)"]
+    # Later, osd.0's read fails: its last value stands, marked.
+    answers.clear()
+    s.every = 0.0
+    read_running(s, {"osd.0": "h"}, 70.0, None,
+                 lambda who: (_ for _ in ()).throw(NoAnswer("gone")), errors.append)
+    again = s.by_option()["osd_memory_target"]["osd.0"]
+    assert again.value == "939524096" and again.error is not None
+
+
+def ran(value: str, source: str, *over: tuple[str, str], osds: tuple[str, ...] = ()
+        ):
+    def edit(s: Snapshot, i: int) -> Snapshot:
+        assert s.cluster is not None
+        opt = s.cluster.config["osd_memory_target"]
+        who = osds or tuple(d for d in s.daemons if d.startswith("osd."))
+        running = {d: RunningValue(value, source, over, read_at=0.0) for d in who}
+        host = next(iter(s.hosts))
+        s = replace(s, hosts={**s.hosts, host: replace(s.hosts[host], mem_total=24 << 30)})
+        return with_cluster(s, config={**s.cluster.config,
+                                       "osd_memory_target": replace(opt, running=running)})
+    return edit
+
+
+def test_targets_set_at_runtime_are_judged_and_named() -> None:
+    """10 GiB each by `ceph tell`, on a host of 24 GiB; the database says the default."""
+    found = run(history(3, edit=ran("10737418240", "override")), rules=(OsdMemory,))
+    (f,) = [f for f in found if f.target.startswith("host ")]
+    assert "30.0 GiB" in f.summary and "3 set at runtime" in f.summary, f.summary
+    assert any("config unset osd_memory_target" in p for p in f.procedure), f.procedure
+
+
+def test_the_database_alone_does_not_claim_what_the_osds_run_with() -> None:
+    """The database says 20 GiB; ceph.conf's 896 MiB outranks it on every OSD."""
+    def edit(s: Snapshot, i: int) -> Snapshot:
+        s = ran("939524096", "file", ("mon", "21474836480"))(s, i)
+        assert s.cluster is not None
+        opt = s.cluster.config["osd_memory_target"]
+        return with_cluster(s, config={**s.cluster.config, "osd_memory_target": replace(
+            opt, values={"osd": "21474836480"})})
+
+    found = run(history(3, edit=edit), rules=(OsdMemory, RunningDiffers))
+    assert not [f for f in found if f.rule == "ceph.osd.memory" and f.state == "firing"]
+    (f,) = firing(found, "ceph.config.running_differs")
+    assert f.target == "osd_memory_target (above the database)"
+    assert "939524096 from file" in f.summary and "21474836480" in f.summary, f.summary
+
+
+def test_an_osd_not_read_yet_is_said_so() -> None:
+    found = run(history(3, edit=ran("10737418240", "override", osds=("osd.0", "osd.1"))),
+                rules=(OsdMemory,))
+    (f,) = [f for f in found if f.target.startswith("host ")]
+    assert "1 not read yet" in f.summary, f.summary
