@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from stormdeck.advisors.findings import Check, Severity
+from stormdeck.advisors.overrides import TABLE
 from stormdeck.advisors.rules.base import Context, Rule
 from stormdeck.advisors.rules.memory import size
-from stormdeck.collectors.model import ConfigOption, RunningValue
+from stormdeck.collectors.model import Cluster, ConfigOption, RunningValue
 
 # Layers above the config database, in Ceph's order of precedence (lowest first).
 ABOVE_DATABASE = ("file", "env", "cmdline", "override")
@@ -25,6 +26,17 @@ def same(a: str | None, b: str | None) -> bool:
         return na == nb
     truth = {"true": "1", "false": "0"}
     return truth.get(a.lower(), a) == truth.get(b.lower(), b)
+
+
+def scheduler(c: Cluster, osd: str) -> str | None:
+    """The op queue `osd` runs: as it reported it, else the database's or the default."""
+    opt = c.config.get("osd_op_queue")
+    if opt is None:
+        return None
+    r = opt.running.get(osd)
+    if r is not None and r.value is not None:
+        return r.value
+    return database_value(opt, osd, None)[0]
 
 
 def database_value(opt: ConfigOption, osd: str, host: str | None) -> tuple[str | None, bool]:
@@ -77,6 +89,12 @@ class RunningDiffers(Rule):
                     continue
                 db, held = database_value(opt, osd, host_of(osd))
                 if same(r.value, db):
+                    continue
+                ov = TABLE.get(name)
+                if r.source == "override" and ov is not None and ov.forced is not None \
+                        and same(r.value, ov.forced) and scheduler(c, osd) == ov.scheduler:
+                    # The OSD's own doing (mClock zeroes the sleeps at every start): no
+                    # operator's value, and a restart does it again.
                     continue
                 if r.source == "override":
                     runtime.append((osd, r, db))

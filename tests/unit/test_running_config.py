@@ -20,7 +20,7 @@ from stormdeck.advisors.rules.running import RunningDiffers
 from stormdeck.collectors.ceph.connection import CommandError, NoAnswer
 from stormdeck.collectors.ceph.running import RunningSampler, parse_config_show, read_running
 from stormdeck.collectors.model import RunningValue, Snapshot
-from tests.captured import firing, history, run, with_cluster
+from tests.captured import firing, history, lab_snapshot, run, with_cluster
 
 DATA = Path(__file__).parents[1] / "data" / "pacific" / "config_show"
 NAMES = ("osd_memory_target", "osd_max_backfills")
@@ -145,3 +145,31 @@ def test_an_osd_not_read_yet_is_said_so() -> None:
                 rules=(OsdMemory,))
     (f,) = [f for f in found if f.target.startswith("host ")]
     assert "1 not read yet" in f.summary, f.summary
+
+
+def test_the_sleeps_mclock_forces_at_every_start_are_not_a_runtime_value() -> None:
+    """Tentacle 20.2.4 (tests/data/tentacle/config_show/osd.0-mclock.json, from its lab):
+    under mClock the OSD itself sets every sleep to 0 with source "override"
+    (OSD::maybe_override_sleep_options_for_qos), at each start: no operator's value,
+    and no restart reverts it."""
+    rows = json.loads((DATA.parents[1] / "tentacle" / "config_show" /
+                       "osd.0-mclock.json").read_text())
+    base = lab_snapshot(release="tentacle")
+    assert base.cluster is not None
+    names = tuple(base.cluster.config)
+    got = parse_config_show(rows, names, 0.0)
+    assert got["osd_recovery_sleep_hdd"].source == "override"
+
+    def edit(s: Snapshot, i: int) -> Snapshot:
+        assert s.cluster is not None
+        config = dict(s.cluster.config)
+        for name, opt in config.items():
+            # What the lab's database holds for the sleeps (it sets them, as an operator
+            # would under wpq): the OSDs still run 0.
+            values = {"osd": "0.1"} if "sleep" in name else opt.values
+            config[name] = replace(opt, values=values, running={
+                d: got[name] for d in s.daemons if d.startswith("osd.")})
+        return with_cluster(s, config=config)
+
+    found = run(history(3, base=base, edit=edit), rules=(RunningDiffers,))
+    assert not firing(found, "ceph.config.running_differs"), [f.summary for f in found]
