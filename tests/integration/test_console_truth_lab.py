@@ -86,7 +86,7 @@ def with_pgs(healthy_after: LabCluster) -> Iterator[LabCluster]:
 
 
 SINCE = re.compile(r"down  (osd\.\d+) on \S+ since (before )?(\d\d):(\d\d):(\d\d)")
-OLD_STAMP = 15.0  # seconds between the earlier `ceph osd down` and the kill
+OLD_STAMP = 8.0  # seconds between the earlier `ceph osd down` and the kill
 
 
 def seconds_of_day(t: float) -> int:
