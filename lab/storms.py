@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 import sys
+import uuid
 
 from stormdeck.lab import procs
 from stormdeck.lab.state import (
@@ -115,6 +117,36 @@ class Storms:
         proc = Proc(name, self.argv("ceph-mgr", "-f", "-c", str(self.conf), "-i", mgr_id))
         self._start(state, proc)
         return proc
+
+    def add_spare_osd(self) -> int:
+        """One OSD more, in memory and outside the CRUSH map: up and in, yet no pool's PG
+        maps to it, whatever pools the lab holds, and adding it moves no data. For a case
+        that needs an OSD Ceph may stop (`osd ok-to-stop`) on a lab of one-copy pools.
+        Its id; `remove_spare_osd` takes it out again, `lab down` stops it with the rest."""
+        state = self._require()
+        osd_uuid = str(uuid.uuid4())
+        osd_id = int(self._ceph_raw("osd", "new", osd_uuid).strip())
+        name = f"osd.{osd_id}"
+        (self.dir / "data" / name).mkdir()
+        args = ["-c", str(self.conf), "-i", str(osd_id), "--osd-objectstore", "memstore",
+                "--osd-crush-update-on-start", "false"]
+        self._run(self.argv("ceph-osd", *args, "--mkfs", "--osd-uuid", osd_uuid))
+        self._start(state, Proc(name, self.argv("ceph-osd", "-f", *args)))
+        self._wait(f"{name} to come up", lambda: self._osd_is_up(osd_id), 60)
+        return osd_id
+
+    def remove_spare_osd(self, osd_id: int) -> None:
+        """Stop an OSD `add_spare_osd` added and purge it from the cluster's maps."""
+        name = f"osd.{osd_id}"
+        state = self._require_known(name)
+        procs.stop(state.procs[name].pid, self._marker())
+        del state.procs[name]
+        self._save(state)
+        # The mons refuse to purge an OSD they still count up.
+        self._ceph_raw("osd", "down", str(osd_id))
+        self._wait(f"{name} to be down", lambda: not self._osd_is_up(osd_id), 60)
+        self._ceph_raw("osd", "purge", str(osd_id), "--yes-i-really-mean-it")
+        shutil.rmtree(self.dir / "data" / name, ignore_errors=True)
 
     def _require_known(self, name: str) -> State:
         state = self.read_state()

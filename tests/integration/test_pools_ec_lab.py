@@ -24,6 +24,7 @@ from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import SourceHealth
+from stormdeck.lab.cluster import Lab
 from tests.conftest import LabCluster, ceph_json, eventually, run_cli
 
 pytestmark = pytest.mark.integration
@@ -254,21 +255,22 @@ def test_ec_advice_and_the_monitors_own_refusals(release_cluster: LabCluster,
 def test_flapping_changes_ask_ceph_before_holding_an_osd_down(release_cluster: LabCluster,
                                                                tmp_path: Path) -> None:
     """ceph.osd.flapping's pair through `stormdeck apply` (issue 31): noup on one OSD is
-    set only if Ceph's `osd ok-to-stop` says no PG goes inactive without it. The lab's one
-    pool (the mgr's) has one copy: the OSD holding its PG is refused, nothing set. An OSD
-    holding no PG takes noup and its noout (kept in while held down), each on that OSD
-    alone, read back from its state, journalled, and undone."""
+    set only if Ceph's `osd ok-to-stop` says no PG goes inactive without it. The OSD holding
+    the one PG of a one-copy pool is refused, nothing set. An OSD holding no PG takes noup
+    and its noout (kept in while held down), each on that OSD alone, read back from its
+    state, journalled, and undone.
+
+    Both OSDs are the test's own, whatever pools earlier tests left (one-copy pools over
+    every OSD make each of them one Ceph will not stop): the refused one holds the PG of a
+    pool made here, the held one is a spare OSD outside the CRUSH map, which no PG of any
+    pool maps to."""
     lab = release_cluster
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
     ceph = Ceph(lab)
+    control = Lab(lab.dir, progress=lambda _msg: None)
+    control.read_state()
     fsid = ceph("status")["fsid"]
-    # The shared lab may hold other tests' pools by now: the OSD refused is one holding a
-    # PG of a one-copy pool (the mgr's), the one held down any OSD Ceph itself says can stop.
-    pools = ceph("osd dump")["pools"]
-    held = {s["acting_primary"] for p in pools if p["size"] == 1
-            for s in ceph.pgs(p["pool_name"])}
-    assert held, pools
-    busy = min(held)
+    pool = "noupone"
 
     def can_stop(osd: int) -> bool:
         ret, _, _ = ceph.cluster.mgr_command(json.dumps(
@@ -276,9 +278,9 @@ def test_flapping_changes_ask_ceph_before_holding_an_osd_down(release_cluster: L
             timeout=30)
         return ret == 0
 
-    free = next((o for o in (0, 1, 2) if o not in held and can_stop(o)), None)
-    if free is None:
-        pytest.skip(f"every OSD holds a one-copy PG here ({held}); nothing can be held down")
+    def active_pg() -> dict[str, Any] | None:
+        stats = ceph.pgs(pool)
+        return stats[0] if stats and "active" in stats[0]["state"] else None
 
     def plan(name: str, osd: int, *flags: str) -> Plan:
         changes = tuple(make("osd_flag", f"osd.{osd}", f, "unset", "set") for f in flags)
@@ -293,7 +295,13 @@ def test_flapping_changes_ask_ceph_before_holding_an_osd_down(release_cluster: L
     def state(osd: int) -> list[str]:
         return next(o["state"] for o in ceph("osd dump")["osds"] if o["osd"] == osd)
 
+    busy: int | None = None
+    free: int | None = None
     try:
+        ceph("osd pool create", pool=pool, pg_num=1, pgp_num=1, size=1)
+        free = control.add_spare_osd()  # meanwhile the pool's PG peers
+        busy = eventually(active_pg, 60)["acting_primary"]
+        assert not can_stop(busy) and can_stop(free), "Ceph's own view of the two"
         res = run_cli("apply", str(plan_of("refused", busy, "noup", "noout")), "--yes",
                       "-c", str(lab.conf), env=env)
         # Refused before anything is sent: by the blast radius's prediction (PGs made
@@ -321,10 +329,12 @@ def test_flapping_changes_ask_ceph_before_holding_an_osd_down(release_cluster: L
             assert res.rc == 0, res.err
         assert not {"noup", "noout"} & set(state(free))
     finally:
-        for osd in (0, 1, 2):
-            for flag in ("noup", "noout"):
-                if flag in state(osd):
-                    ceph("osd unset-group", flags=flag, who=[f"osd.{osd}"])
+        for osd in [o for o in (busy, free) if o is not None]:
+            for flag in {"noup", "noout"} & set(state(osd)):
+                ceph("osd unset-group", flags=flag, who=[f"osd.{osd}"])
+        if free is not None:
+            control.remove_spare_osd(free)
+        ceph.rm_pool(pool)
         ceph.cluster.shutdown()
 
 
