@@ -250,7 +250,6 @@ class RunningValue:
     source: str | None  # "default", "mon", "file", "env", "cmdline", "override"
     overrides: tuple[tuple[str, str], ...] = ()  # (source, value) it wins over
     read_at: float | None = None  # the console's clock when read
-    error: str | None = None  # why the newest read failed; `value` is then the last known
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,8 +262,13 @@ class ConfigOption:
     default: str | None = None
     type: str | None = None
     values: Mapping[str, str] = field(default_factory=dict)  # who ("osd", "osd.3") -> value
-    # What the daemons read so far run with ("osd.3" -> RunningValue): a sample at scale.
+    # What the OSDs read so far (`config show`) run with from a layer above the database
+    # ("osd.3" -> RunningValue: ceph.conf, command line, runtime). An OSD in
+    # `running_read` but not here runs the database's value; one in neither is not
+    # read yet (a sample at scale), for `running_error`'s reason if one failed.
     running: Mapping[str, RunningValue] = field(default_factory=dict)
+    running_read: frozenset[str] = frozenset()
+    running_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

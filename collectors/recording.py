@@ -89,6 +89,8 @@ def encode(value: Any) -> Any:
         return {str(k): encode(v) for k, v in value.items()}
     if isinstance(value, tuple | list):
         return [encode(v) for v in value]
+    if isinstance(value, frozenset):  # sorted: the same set is the same line
+        return sorted(encode(v) for v in value)
     raise TypeError(f"cannot record a {type(value).__name__}")
 
 
@@ -104,6 +106,7 @@ def _redacted_change(c: ConfigChange) -> ConfigChange:
 
 def _redacted_option(o: ConfigOption) -> ConfigOption:
     values = {who: redact_value(o.name, v) or "" for who, v in o.values.items()}
+    # The values a daemon runs with, as the database's: a recording keeps no secret.
     running = {who: dataclasses.replace(
         r, value=redact_value(o.name, r.value),
         overrides=tuple((src, redact_value(o.name, v) or "") for src, v in r.overrides))
@@ -145,6 +148,8 @@ def decode(tp: Any, value: Any) -> Any:
         return tuple(decode(a, v) for a, v in zip(args, value, strict=False))
     if origin is list:
         return [decode(typing.get_args(tp)[0], v) for v in value]
+    if origin is frozenset:
+        return frozenset(decode(typing.get_args(tp)[0], v) for v in value)
     if origin in (dict, collections.abc.Mapping):
         vt = typing.get_args(tp)[1]
         return {k: decode(vt, v) for k, v in value.items()}
@@ -175,6 +180,15 @@ class Encoder:
         if isinstance(value, Records):  # the mapping a source kept, shared across snapshots
             value = value.inner
         is_data = dataclasses.is_dataclass(value) and not isinstance(value, type)
+        if isinstance(value, frozenset) and len(value) > 4:
+            # Kept by identity like a long tuple: the OSDs read are one set for hours.
+            key = id(value)
+            hit = self._prev.get(key)
+            if hit is not None and hit[0] is value:
+                self._cur[key] = hit
+                return hit[1]
+            self._cur[key] = (value, encode(value))
+            return self._cur[key][1]
         if not (is_data or isinstance(value, Mapping) or
                 (isinstance(value, tuple | list) and len(value) > 4)):
             return encode(value)

@@ -37,14 +37,12 @@ _FROM = {"override": "set at runtime (`ceph tell` or the admin socket)",
 
 
 def running_target(opt: ConfigOption | None, osd_id: str) -> tuple[float, str] | None:
-    """The osd_memory_target `osd_id` runs with as it last reported it to the mgr (`config
-    show`) and where that value came from; None where it was never read or is unknown."""
+    """The osd_memory_target `osd_id` runs with from a layer above the config database
+    (ceph.conf, command line, runtime), as it last reported it to the mgr (`config
+    show`), and that layer; None where no such layer sets it, or it was never read."""
     r = opt.running.get(osd_id) if opt is not None else None
     if r is None or r.source is None:
         return None
-    if r.source == "default":
-        return (size(opt.default) if opt is not None and opt.default else None) or \
-            float(DEFAULT_TARGET), "default"
     v = size(r.value)
     return (v, r.source) if v is not None else None
 
@@ -104,6 +102,7 @@ class OsdMemory(Rule):
             return made[3], made[4]
         own = opt.values if opt is not None else {}
         running = opt.running if opt is not None else {}
+        read = opt.running_read if opt is not None else frozenset()
         # What an OSD without its own value runs with depends only on its host:
         # target_of once per host, not per OSD (10,000 a tick on the librados path).
         per_host: dict[str | None, float] = {}
@@ -122,7 +121,8 @@ class OsdMemory(Rule):
                 targets.append(target)
                 continue
             if host:
-                sources.setdefault(host, []).append("unread")
+                # Read and not above the database: it runs the database's (or default).
+                sources.setdefault(host, []).append("mon" if osd_id in read else "unread")
             if osd_id in own:
                 target = target_for(ctx, osd_id, host)
             else:
@@ -180,6 +180,8 @@ class OsdMemory(Rule):
                     "A long pglog (many PGs per OSD, long recovery) is memory no cache "
                     "setting gives back: fewer PGs per OSD, or more RAM."),
                 badness=rss / target)
+        opt = ctx.option("osd_memory_target")
+        why = opt.running_error if opt is not None else None
         for host, osds in sorted(by_host.items()):
             h = hosts.get(host)
             ram = h.mem_total if h is not None else None
@@ -192,7 +194,7 @@ class OsdMemory(Rule):
                 severity=Severity.CRITICAL if total > ram else Severity.WARNING,
                 summary=f"host {host}: {len(osds)} OSDs' osd_memory_target sum to "
                         f"{total / GIB:.1f} GiB, {total / ram:.0%} of its {ram / GIB:.1f} GiB "
-                        f"RAM (beyond {share:.0%}); {_where(self._sources.get(host, []))}",
+                        f"RAM (beyond {share:.0%}); {_where(self._sources.get(host, []), why)}",
                 evidence=(ctx.evidence("targets summed", [total], "B"),
                           ctx.evidence("RAM", [float(ram)], "B")),
                 procedure=(
@@ -220,7 +222,7 @@ def _winning_layer(sources: list[str], host: str) -> tuple[str, ...]:
     return tuple(steps)
 
 
-def _where(sources: list[str]) -> str:
+def _where(sources: list[str], why: str | None = None) -> str:
     """Where the summed targets came from: "3 as the OSDs run them, set at runtime (...)"."""
     counts: dict[str, int] = {}
     for src in sources:
@@ -230,6 +232,8 @@ def _where(sources: list[str]) -> str:
     said = "as the OSDs run them: " + ", ".join(parts) if parts else ""
     if unread := counts.get("unread"):
         tail = f"{unread} not read yet (`config show`), the config database's value taken"
+        if why:
+            tail += f" ({why})"
         said = f"{said}; {tail}" if said else tail
     return said
 

@@ -50,14 +50,19 @@ def parse_config_show(rows: Any, names: Iterable[str], now: float
 
 @dataclass
 class RunningSampler:
-    """Which OSDs' running values to read this poll, and what the last reads said.
+    """Which OSDs' running values to read this poll, and what the reads found.
 
     `config show` is one round trip to the mgr per daemon, with no bulk form: at 10,000
-    OSDs they cannot all be read each poll. Each poll reads `per_poll` OSDs: first one
+    OSDs they cannot all be read each poll. Each round reads `per_poll` OSDs: first one
     OSD per host (what a host's ceph.conf sets shows on any of its OSDs), then the
     others, oldest read first; an OSD is read again after `every` seconds, and at once
     when the config database changed (a new `config dump`). A value set by `ceph tell
-    osd.*` shows on the first OSD read."""
+    osd.*` shows on the first OSD read.
+
+    Only values from a layer above the database (ceph.conf, the environment, the command
+    line, runtime) are kept: an OSD read whose option is not among them runs what the
+    database gives it. So 10,000 OSDs cost a few entries each, and what the rules see is
+    new only when such a value, or the set of OSDs read, changes."""
 
     names: tuple[str, ...]
     per_poll: int = 4
@@ -66,8 +71,10 @@ class RunningSampler:
     # 10,000 OSDs costs ~9 ms, worth paying every few seconds, not every second.
     pace: float = 5.0
     _last_round: float = float("-inf")
-    read: dict[str, tuple[float, dict[str, RunningValue]]] = field(default_factory=dict)
+    read: dict[str, float] = field(default_factory=dict)  # osd -> when last read
+    above: dict[str, dict[str, RunningValue]] = field(default_factory=dict)
     failed: dict[str, tuple[float, str]] = field(default_factory=dict)
+    version: int = 0  # moves when what by_option() gives moves
     _config: object | None = None
 
     def due(self, osds: Mapping[str, str | None], now: float, config: object) -> list[str]:
@@ -76,17 +83,19 @@ class RunningSampler:
         if config is not self._config:
             # The database moved: every OSD's running value may have moved with it.
             self._config = config
-            self.read = {k: (float("-inf"), v) for k, (_, v) in self.read.items()}
-        for gone in set(self.read) - osds.keys():
+            self.read = dict.fromkeys(self.read, float("-inf"))
+        for gone in [o for o in self.read if o not in osds]:
             del self.read[gone]
-        for gone in set(self.failed) - osds.keys():
+            self.above.pop(gone, None)
+            self.version += 1
+        for gone in [o for o in self.failed if o not in osds]:
             del self.failed[gone]
         seen_hosts = {osds.get(o) for o in self.read if osds.get(o)}
 
         def age(osd: str) -> float:
-            at = self.read.get(osd, (float("-inf"), None))[0]
-            tried = self.failed.get(osd, (float("-inf"), ""))[0]
-            return max(at, tried)
+            tried = self.failed.get(osd)
+            return max(self.read.get(osd, float("-inf")),
+                       tried[0] if tried else float("-inf"))
 
         stale = [o for o in osds if now - age(o) >= self.every]
         # A host not yet read first, then the longest unread; ids keep the order stable.
@@ -107,30 +116,45 @@ class RunningSampler:
         """A round is due: `pace` seconds since the last, or the database changed."""
         return now - self._last_round >= self.pace or config is not self._config
 
-    def take(self, osd: str, answer: dict[str, RunningValue], now: float) -> None:
-        self.read[osd] = (now, answer)
-        self.failed.pop(osd, None)
+    def take(self, osd: str, answer: Mapping[str, RunningValue], now: float) -> None:
+        kept = {n: v for n, v in answer.items() if v.source in ABOVE_DATABASE}
+        old = self.above.get(osd, {})
+        if osd not in self.read or _changed(old, kept):
+            self.above[osd] = kept
+            self.version += 1
+        self.read[osd] = now
+        if self.failed.pop(osd, None) is not None:
+            self.version += 1
 
     def fail(self, osd: str, why: str, now: float) -> None:
-        """A read that failed: the OSD's earlier values stand, with the reason beside."""
+        """A read that failed: the OSD's earlier values, if any, stand."""
+        before = self.failed.get(osd)
         self.failed[osd] = (now, why)
+        if before is None or before[1] != why:
+            self.version += 1
 
-    def by_option(self) -> dict[str, dict[str, RunningValue]]:
-        """option -> osd -> its running value; an OSD whose last read failed has the
-        reason in place of a value it never had."""
+    def by_option(self) -> tuple[dict[str, dict[str, RunningValue]], frozenset[str],
+                                 str | None]:
+        """option -> osd -> the value it runs from a layer above the database; the OSDs
+        read; why the newest failed read failed (None: none did)."""
         out: dict[str, dict[str, RunningValue]] = {n: {} for n in self.names}
-        for osd, (_, values) in self.read.items():
+        for osd, values in self.above.items():
             for name, v in values.items():
                 out.setdefault(name, {})[osd] = v
-        for osd, (at, why) in self.failed.items():
-            for name in self.names:
-                known = out[name].get(osd)
-                out[name][osd] = RunningValue(
-                    value=known.value if known else None,
-                    source=known.source if known else None,
-                    overrides=known.overrides if known else (),
-                    read_at=known.read_at if known else at, error=why)
-        return out
+        newest = max(self.failed.values(), default=None)
+        return out, frozenset(self.read), newest[1] if newest else None
+
+
+# Layers above the config database (md_config_t's levels past CONF_MON).
+ABOVE_DATABASE = frozenset({"file", "env", "cmdline", "override", "final"})
+
+
+def _changed(old: Mapping[str, RunningValue], new: Mapping[str, RunningValue]) -> bool:
+    """Other values or layers (when each was read does not count)."""
+    if old.keys() != new.keys():
+        return True
+    return any((o.value, o.source, o.overrides) != (n.value, n.source, n.overrides)
+               for o, n in ((old[k], new[k]) for k in new))
 
 
 def read_running(sampler: RunningSampler, osds: Mapping[str, str | None], now: float,

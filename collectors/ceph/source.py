@@ -164,8 +164,9 @@ class CephSource:
         self._mgr_state: MgrState | None = None
         # The values the OSDs run with, a few OSDs a poll (collectors/ceph/running.py).
         self._running = RunningSampler(tuple(n for n in self.options if n in RUNNING_OPTIONS))
-        self._running_seen: tuple[int, dict[str, dict[str, RunningValue]]] = (0, {})
-        self._running_reads = 0
+        self._running_seen: tuple[int, tuple[dict[str, dict[str, RunningValue]],
+                                             frozenset[str], str | None]] = (
+            0, ({}, frozenset(), None))
 
     # -- connection --
 
@@ -314,11 +315,8 @@ class CephSource:
                 self._running.ready(now, config):
             hosts = {i: m.host for i, m in (meta or {}).items()}
             up = {f"osd.{i}": hosts.get(i) for i, (is_up, _) in dump["osds"].items() if is_up}
-            before = (dict(self._running.read), dict(self._running.failed))
             read_running(self._running, up, now, config,
                          lambda who: mgr("config show", who=who), errors.append)
-            if (self._running.read, self._running.failed) != before:
-                self._running_reads += 1
         fresh = r("log last", self.FAST, now, lambda: mon(
             "log last", num=self.LOG_FETCH, level="debug", channel="cluster"), errors,
             parse=lambda raw: parse_log_last(json.loads(raw)))
@@ -464,17 +462,21 @@ class CephSource:
                 pools = self._pools[1]
             if not errors or not errors[-1].startswith("osd pool ls"):
                 self._pools = (pools_key, pools)
-        if self._running_seen[0] != self._running_reads:
-            self._running_seen = (self._running_reads, self._running.by_option())
+        if self._running_seen[0] != self._running.version:
+            # Made anew only when a value above the database, the OSDs read or a failure's
+            # reason moved: most rounds re-read what was known, and nothing downstream moves.
+            self._running_seen = (self._running.version, self._running.by_option())
         running = self._running_seen[1]
         options_key = (helps, config, running)
         if self._options is not None and _same_objects(self._options[0], options_key):
             options = self._options[1]
         else:
             options = {}
+            above, read, why = running
             for name, opt in (helps or {}).items():
                 options[name] = replace(opt, values=dict((config or {}).get(name, {})),
-                                        running=running.get(name, {}))
+                                        running=above.get(name, {}), running_read=read,
+                                        running_error=why)
             self._options = (options_key, options)
         pools = self._filled(pools, getattr(self, "_usage", None))
         pools = self._autoscaled(pools, getattr(self, "_targets", None))

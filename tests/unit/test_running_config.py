@@ -72,8 +72,7 @@ def test_one_osd_per_host_first_then_the_rest_and_again_when_the_database_moves(
     assert s.ready(12.0, config=object())
 
 
-def test_a_failed_read_keeps_the_last_value_with_the_reason_and_a_dead_mgr_stops_the_round(
-        ) -> None:
+def test_a_failed_read_keeps_the_last_value_and_a_dead_mgr_stops_the_round() -> None:
     s = RunningSampler(NAMES, per_poll=4, pace=0.0)
     osds = {"osd.0": "h", "osd.1": "h", "osd.2": "h"}
     answers = {"osd.0": json.dumps(shown("osd.0-file-over-mon.json")).encode()}
@@ -87,19 +86,36 @@ def test_a_failed_read_keeps_the_last_value_with_the_reason_and_a_dead_mgr_stops
         return answers[who]
 
     read_running(s, osds, 0.0, None, send, errors.append)
-    by = s.by_option()["osd_memory_target"]
-    assert by["osd.0"].value == "939524096" and by["osd.0"].error is None
-    assert by["osd.1"].value is None and "reported no config" in (by["osd.1"].error or "")
-    assert by["osd.2"].value is None and "did not answer" in (by["osd.2"].error or "")
+    above, read, why = s.by_option()
+    assert read == {"osd.0"}
+    # Only what outranks the database is kept: osd.0's ceph.conf target.
+    assert above["osd_memory_target"]["osd.0"].value == "939524096"
+    assert above["osd_max_backfills"] == {}
+    assert why in ("its daemon has reported no config to the mgr yet",
+                   "config show did not answer (config show: timed out)")
     assert errors == ["running values not read: config show did not answer (config show: "
                       "timed out)"]
-    # Later, osd.0's read fails: its last value stands, marked.
-    answers.clear()
+    # Later, osd.0's read fails: its last value stands.
+    version = s.version
     s.every = 0.0
     read_running(s, {"osd.0": "h"}, 70.0, None,
                  lambda who: (_ for _ in ()).throw(NoAnswer("gone")), errors.append)
-    again = s.by_option()["osd_memory_target"]["osd.0"]
-    assert again.value == "939524096" and again.error is not None
+    above, read, why = s.by_option()
+    assert above["osd_memory_target"]["osd.0"].value == "939524096" and read == {"osd.0"}
+    assert why == "config show did not answer (gone)" and s.version > version
+
+
+def test_a_read_that_finds_what_was_known_moves_nothing() -> None:
+    """At 10,000 OSDs a round re-reads what was known: the rules' inputs stay the same
+    objects, and the rules do not judge again."""
+    s = RunningSampler(NAMES, per_poll=1, pace=0.0, every=0.0)
+    answer = parse_config_show(shown("osd.0-file-over-mon.json"), NAMES, 0.0)
+    s.take("osd.0", answer, 0.0)
+    version, first = s.version, s.by_option()
+    s.take("osd.0", parse_config_show(shown("osd.0-file-over-mon.json"), NAMES, 9.0), 9.0)
+    assert s.version == version
+    s.take("osd.0", parse_config_show(shown("osd.1-override.json"), NAMES, 12.0), 12.0)
+    assert s.version > version and s.by_option() != first
 
 
 def ran(value: str, source: str, *over: tuple[str, str], osds: tuple[str, ...] = ()
@@ -111,8 +127,8 @@ def ran(value: str, source: str, *over: tuple[str, str], osds: tuple[str, ...] =
         running = {d: RunningValue(value, source, over, read_at=0.0) for d in who}
         host = next(iter(s.hosts))
         s = replace(s, hosts={**s.hosts, host: replace(s.hosts[host], mem_total=24 << 30)})
-        return with_cluster(s, config={**s.cluster.config,
-                                       "osd_memory_target": replace(opt, running=running)})
+        return with_cluster(s, config={**s.cluster.config, "osd_memory_target": replace(
+            opt, running=running, running_read=frozenset(who))})
     return edit
 
 
@@ -167,9 +183,29 @@ def test_the_sleeps_mclock_forces_at_every_start_are_not_a_runtime_value() -> No
             # What the lab's database holds for the sleeps (it sets them, as an operator
             # would under wpq): the OSDs still run 0.
             values = {"osd": "0.1"} if "sleep" in name else opt.values
-            config[name] = replace(opt, values=values, running={
-                d: got[name] for d in s.daemons if d.startswith("osd.")})
+            osds = frozenset(d for d in s.daemons if d.startswith("osd."))
+            config[name] = replace(opt, values=values, running_read=osds, running={
+                d: got[name] for d in osds if got[name].source == "override"})
         return with_cluster(s, config=config)
 
     found = run(history(3, base=base, edit=edit), rules=(RunningDiffers,))
     assert not firing(found, "ceph.config.running_differs"), [f.summary for f in found]
+
+
+def test_running_values_survive_a_recording() -> None:
+    """A replay judges what the live console judged: the running values and the OSDs read
+    are recorded and read back as they were (the set as a sorted list)."""
+    from stormdeck.collectors.model import ConfigOption
+    from stormdeck.collectors.recording import Decoder, Encoder, decode, encode
+
+    opt = ConfigOption("osd_memory_target", True, values={"osd": "21474836480"},
+                       running={"osd.1": RunningValue("10737418240", "override",
+                                                      (("file", "939524096"),), 3.0)},
+                       running_read=frozenset({"osd.0", "osd.1", "osd.2", "osd.3", "osd.4"}),
+                       running_error="config show did not answer (gone)")
+    assert decode(ConfigOption, json.loads(json.dumps(encode(opt)))) == opt
+    snap = lab_snapshot()
+    assert snap.cluster is not None
+    snap = with_cluster(snap, config={**snap.cluster.config, opt.name: opt})
+    back = Decoder().snapshot(json.loads(json.dumps(Encoder().snapshot(snap))))
+    assert back.cluster is not None and back.cluster.config[opt.name] == opt
