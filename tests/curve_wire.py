@@ -27,7 +27,7 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -190,15 +190,19 @@ class CurveWire:
 
     `pools` gives each logical pool as (name, chunkservers, copysets, leader counts
     or None); without it there is one pool, `default_logical_pool`, id 1.
-    `heartbeat` is how long a leader transfer takes to complete, in seconds.
+    `heartbeat` is how long a leader transfer takes to complete, in seconds, on `clock`
+    (monotonic seconds: a test that steps a tests.clock.ManualClock decides when each
+    transfer lands, whatever the speed of the host).
     """
 
     def __init__(self, chunkservers: int = 6, copysets: int = 100,
                  leaders: list[int] | None = None, slow_seconds: float = 3.0,
                  pools: Sequence[tuple[str, int, int, list[int] | None]] | None = None,
-                 heartbeat: float = 0.3, topology_service: bool = False) -> None:
+                 heartbeat: float = 0.3, topology_service: bool = False,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.slow_seconds = slow_seconds
         self.heartbeat = heartbeat
+        self.clock = clock
         self.flapping = False
         self.unhealthy_copysets = 0
         self.operators: dict[int, Operator] = {}  # group -> operator in flight
@@ -313,13 +317,13 @@ class CurveWire:
 
     def transfer(self, cs: Copyset, target: Chunkserver, after: float | None = None) -> None:
         """An MDS TransferLeader operator, done one heartbeat from now."""
-        now = time.monotonic()
+        now = self.clock()
         with self._lock:
             self.operators[cs.group] = Operator(cs, target, now,
                                                 now + (self.heartbeat if after is None else after))
 
     def _tick(self) -> None:
-        now = time.monotonic()
+        now = self.clock()
         with self._lock:
             for group, op in list(self.operators.items()):
                 if op.due <= now:
@@ -382,9 +386,12 @@ class CurveWire:
         """Close every kept-alive connection, still listening: as a daemon that restarts
         between two polls, or a load balancer's idle timeout, does."""
         async def drop() -> None:
-            for writers in self._open.values():
-                for writer in list(writers):
-                    writer.close()
+            closing = [w for writers in self._open.values() for w in list(writers)]
+            for writer in closing:
+                writer.close()
+            # Closed on the wire before this returns: the client's next request finds them
+            # gone however soon it comes.
+            await asyncio.gather(*(w.wait_closed() for w in closing), return_exceptions=True)
 
         asyncio.run_coroutine_threadsafe(drop(), self._loop).result(5)
 

@@ -117,6 +117,10 @@ class CurveSource:
         # When stormdeck's own leader schedules ran (the caller reads its journal): stamped
         # on each poll's cluster, so that what the rules judge travels with the snapshot.
         self.schedules = schedules
+        # Clocks, replaceable so that a test can step a session's time as Curve would live
+        # it, whatever the speed of the host it runs on.
+        self.clock: Callable[[], float] = time.monotonic
+        self.wall: Callable[[], float] = time.time
 
     @property
     def poll_timeout(self) -> float:
@@ -328,7 +332,7 @@ class CurveSource:
     # -- the poll --
 
     def poll(self) -> Partial:
-        now = time.monotonic()
+        now = self.clock()
         errors: list[str] = []
         self._tools(now)
         for name, slot in self._mem.calls.items():
@@ -406,7 +410,7 @@ class CurveSource:
         if silent:
             errors.append(f"{silent} of {len(addrs)} chunkservers did not answer")
         cluster = self._cluster(roles, leader, mds_vars, endpoint_errors, now)
-        return Partial(source=self.name, time=time.time(), daemons=daemons, curve=cluster,
+        return Partial(source=self.name, time=self.wall(), daemons=daemons, curve=cluster,
                        errors=tuple(errors))
 
     def _with_history(self, d: Daemon, raft: dict[str, RaftNode] | None,

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from stormdeck.advisors import journal as journal_mod
 from stormdeck.advisors.apply import journal_path
 from stormdeck.advisors.curve_schedule import own_schedule_times
 from stormdeck.advisors.engine import Engine
@@ -29,6 +30,7 @@ from stormdeck.collectors.model import Snapshot, SourceHealth
 from stormdeck.tui.app import StormdeckApp
 from stormdeck.tui.feed import Frame, StaticFeed
 from stormdeck.tui.views import DaemonTable, Leaders
+from tests.clock import ManualClock
 from tests.conftest import run_cli
 from tests.curve_wire import POOL, CurveWire
 
@@ -42,7 +44,11 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def mds_only(wire: CurveWire, **kw: object) -> CurveSource:
-    return CurveSource(mds=[m.addr for m in wire.mds], **kw)
+    """A source of the MDS alone, on the wire's clock where the test steps one."""
+    src = CurveSource(mds=[m.addr for m in wire.mds], **kw)
+    if isinstance(wire.clock, ManualClock):
+        src.clock, src.wall = wire.clock.clock, wire.clock.wall
+    return src
 
 
 def snap_at(src: CurveSource, t: float) -> Snapshot:
@@ -132,15 +138,14 @@ def test_the_topology_services_json_reads_and_a_refusal_is_said() -> None:
 
 
 def spread_check(src: CurveSource):
-    t = time.time()
-    history = [snap_at(src, t)]
+    history = [snap_at(src, src.wall())]
     settings = load_settings()[CurveLeaderSpread.id]
     (check,) = CurveLeaderSpread().check(Context(history[-1], history, settings.params))
     return check
 
 
 def test_the_schedule_targets_the_one_pool_by_the_id_the_mds_serves() -> None:
-    with CurveWire(leaders=LEADERS, topology_service=True) as wire:
+    with CurveWire(leaders=LEADERS, topology_service=True, clock=ManualClock()) as wire:
         check = spread_check(mds_only(wire))
     assert check.target == POOL and check.fire
     assert "(id 1): leadernum range 12" in check.summary
@@ -150,7 +155,7 @@ def test_the_schedule_targets_the_one_pool_by_the_id_the_mds_serves() -> None:
 
 
 def test_with_its_main_port_closed_the_id_comes_from_the_schedulers_operators() -> None:
-    with CurveWire(leaders=LEADERS, heartbeat=30.0) as wire:
+    with CurveWire(leaders=LEADERS, heartbeat=30.0, clock=ManualClock()) as wire:
         src = mds_only(wire)
         assert spread_check(src).target == "all-pools"
         wire.leader_schedule(1, rapid=False)  # one TransferLeader operator, in flight
@@ -161,7 +166,7 @@ def test_with_its_main_port_closed_the_id_comes_from_the_schedulers_operators() 
 
 
 def test_where_no_id_can_be_had_the_finding_says_why() -> None:
-    with CurveWire(leaders=LEADERS) as wire:
+    with CurveWire(leaders=LEADERS, clock=ManualClock()) as wire:
         check = spread_check(mds_only(wire))
     assert check.target == "all-pools"
     assert "the MDS names its pools' series by name, not id" in check.summary
@@ -171,37 +176,39 @@ def test_where_no_id_can_be_had_the_finding_says_why() -> None:
 # ---- elections from the MDS's counts ---------------------------------------------------------
 
 
-def engine_over(src: CurveSource, polls: int, every: float,
-                between: Callable[[int], None], sleep: float = 0.0
-                ) -> tuple[list[tuple[float, str]], str]:
-    """The engine with its shipped settings, the polls stamped `every` seconds apart."""
+def engine_over(wire: CurveWire, src: CurveSource, polls: int, every: float,
+                between: Callable[[int], None]) -> tuple[list[tuple[float, str]], str]:
+    """The engine with its shipped settings, the polls `every` seconds apart on the wire's
+    clock, which the source reads too: stepped, never slept."""
+    clock = wire.clock
+    assert isinstance(clock, ManualClock), "the wire must run on the test's clock"
     engine = Engine(rules=[CurveLeaderFlapping])
     history: list[Snapshot] = []
     states, summary = [], ""
-    t0 = 1_800_000_000.0
+    t0 = src.wall()
     for i in range(polls):
-        t = t0 + i * every
+        t = src.wall()
         history.append(snap_at(src, t))
         found = [f for f in engine.evaluate(history) if f.rule == CurveLeaderFlapping.id]
         states.append((t - t0, found[0].state if found else "quiet"))
         if found:
             summary = found[0].summary
         between(i)
-        time.sleep(sleep)
+        clock.advance(every)
     return states, summary
 
 
 @pytest.mark.parametrize("refresh", [1, 10], ids=["every-poll", "every-mds-refresh"])
 def test_leaders_moving_with_no_transfer_fire_from_the_mds_alone(refresh: int) -> None:
     """`check --for 65` polls each second; the MDS refreshes its counts every 10 s."""
-    with CurveWire(leaders=LEADERS) as wire:
+    with CurveWire(leaders=LEADERS, clock=ManualClock()) as wire:
         src = mds_only(wire)
 
         def elect(i: int) -> None:
             if (i + 1) % refresh == 0:
                 wire.elect(8)
 
-        states, summary = engine_over(src, polls=66, every=1.0, between=elect)
+        states, summary = engine_over(wire, src, polls=66, every=1.0, between=elect)
         src.close()
     firing = [t for t, state in states if state == "firing"]
     assert firing and firing[0] <= 65.0, states
@@ -210,37 +217,38 @@ def test_leaders_moving_with_no_transfer_fire_from_the_mds_alone(refresh: int) -
 
 
 def test_a_balanced_pool_and_the_mds_schedulers_transfers_do_not_fire() -> None:
-    with CurveWire(leaders=CurveWire.spread(100, 6)) as wire:
-        states, _ = engine_over(mds_only(wire), polls=66, every=1.0, between=lambda i: None)
+    with CurveWire(leaders=CurveWire.spread(100, 6), clock=ManualClock()) as wire:
+        states, _ = engine_over(wire, mds_only(wire), polls=66, every=1.0,
+                                between=lambda i: None)
     assert all(state == "quiet" for _, state in states), states
-    # The periodic scheduler, a transfer a round; each lands a heartbeat later (0.3 s here,
-    # ten polls of stamped time), and the MDS shows its operator until then.
-    with CurveWire(leaders=LEADERS, heartbeat=0.3) as wire:
+    # The periodic scheduler, a transfer a round; each lands a heartbeat (10 s) later, and
+    # the MDS shows its operator until then.
+    with CurveWire(leaders=LEADERS, heartbeat=10.0, clock=ManualClock()) as wire:
         def scheduler(i: int) -> None:
             if i % 10 == 0:
                 wire.leader_schedule(1, rapid=False)
 
-        src = mds_only(wire)
-        src.TRANSFER_MEMORY *= 0.05  # its clock runs at the sleeps' pace, 1/20 of the stamps'
-        states, _ = engine_over(src, polls=66, every=1.0, between=scheduler, sleep=0.05)
+        states, _ = engine_over(wire, mds_only(wire), polls=66, every=1.0, between=scheduler)
         assert wire.transfers_done >= 4
     assert all(state == "quiet" for _, state in states), states
 
 
 def test_the_rule_judges_the_schedules_the_snapshot_carries_not_todays_journal(
-        state: Path) -> None:
+        state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A replay must be judged by what was known when it was recorded."""
     change = Change("curve_leader_schedule", POOL, "rapid-leader-schedule", "range 12",
                     "range <= 5", "curve_ops_tool rapid-leader-schedule -logical_pool_id=1 "
                     "-scheduleAll=false", runtime=True, reversible=False,
                     args=(("pool_id", "1"),))
-    with CurveWire(leaders=LEADERS) as wire:
+    clock = ManualClock()
+    with CurveWire(leaders=LEADERS, clock=clock) as wire:
         src = mds_only(wire, schedules=own_schedule_times)
-        t0 = time.time()
+        t0 = src.wall()
         history = []
-        for i in range(12):
-            history.append(snap_at(src, t0 + i))
+        for _ in range(12):
+            history.append(snap_at(src, src.wall()))
             wire.elect(8)
+            clock.advance(1.0)
         src.close()
     params = load_settings()[CurveLeaderFlapping.id].params
 
@@ -249,7 +257,10 @@ def test_the_rule_judges_the_schedules_the_snapshot_carries_not_todays_journal(
         return check.fire
 
     assert judged(), "leaders moving with nothing to explain them"
-    # A schedule journaled since (or by a later session) changes nothing in what was seen.
+    # A schedule journaled since (or by a later session), dated as if it had run when the
+    # polls began so that its window covers every one, changes nothing in what was seen.
+    monkeypatch.setattr(journal_mod, "time", SimpleNamespace(time=lambda: t0,
+                                                             strftime=journal_mod.time.strftime))
     journal = Journal(journal_path())
     journal.end(journal.intent(change, None), "applied", "leadernum range 12 -> 1")
     assert own_schedule_times(), "the journal now holds a schedule"
@@ -258,18 +269,19 @@ def test_the_rule_judges_the_schedules_the_snapshot_carries_not_todays_journal(
 
 @pytest.mark.asyncio
 async def test_the_console_shows_the_mds_rows_and_their_leaders() -> None:
-    with CurveWire(leaders=LEADERS) as wire:
+    clock = ManualClock()
+    with CurveWire(leaders=LEADERS, clock=clock) as wire:
         src = mds_only(wire)
         session = Session(Engine(load_settings()))
         snaps: list[Snapshot] = []
         frames = []
-        t0 = time.time()
-        for i in range(3):
-            snaps.append(snap_at(src, t0 + i))
+        for _ in range(3):
+            snaps.append(snap_at(src, src.wall()))
             step = session.step(snaps[-1], snaps)
             frames.append(Frame(step.snapshot, step.findings, tuple(snaps),
                                 events=step.events))
             wire.elect(4)
+            clock.advance(1.0)
         src.close()
     last = frames[-1].snapshot
     app = StormdeckApp(StaticFeed(frames))

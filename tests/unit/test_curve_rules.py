@@ -7,9 +7,11 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from stormdeck.advisors import journal as journal_mod
 from stormdeck.advisors.actuators.curve import (
     ALL_POOLS,
     command_for,
@@ -29,6 +31,7 @@ from stormdeck.base.errors import UserError
 from stormdeck.collectors.curve.source import CurveSource
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import Snapshot, SourceHealth
+from tests.clock import ManualClock
 from tests.conftest import run_cli
 from tests.curve_wire import CurveWire
 
@@ -44,8 +47,14 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def snap(src: CurveSource) -> Snapshot:
-    t = time.time()
+    t = src.wall()
     return merge([src.poll()], {"curve": SourceHealth("curve", True, t)}, now=t)
+
+
+def on_clock(src: CurveSource, clock: ManualClock) -> CurveSource:
+    """The source reads the test's clock, the one the wire lands its transfers by."""
+    src.clock, src.wall = clock.clock, clock.wall
+    return src
 
 
 def judge(rule: type, history: list[Snapshot], **params: object) -> list[Check]:
@@ -162,7 +171,8 @@ def test_two_pools_two_schedules_each_verified_on_its_own_pool(tmp_path: Path) -
 
 def test_the_go_cli_runs_the_schedule_where_curve_ops_tool_is_missing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with CurveWire(pools=TWO_POOLS, heartbeat=0.1) as wire:
+    clock = ManualClock()
+    with CurveWire(pools=TWO_POOLS, heartbeat=0.1, clock=clock) as wire:
         wire.tool_script(tmp_path / "bin", "curve")
         monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
         change = Change("curve_leader_schedule", "pool_b", "rapid-leader-schedule",
@@ -174,7 +184,7 @@ def test_the_go_cli_runs_the_schedule_where_curve_ops_tool_is_missing(
                                            "--logicalpoolid", "2", "--format", "json"]
         ran = run_leader_schedule(change)
         assert ran.endswith("bs update leader-schedule --logicalpoolid 2 --format json")
-        time.sleep(0.5)
+        clock.advance(0.5)  # past both heartbeats its transfers wait for
         wire._tick()
         assert wire.pool(2).leader_range <= 1 and wire.pool(1).leader_range == 12
         with pytest.raises(UserError, match="invalid logical pool id"):
@@ -187,24 +197,30 @@ def test_the_go_cli_runs_the_schedule_where_curve_ops_tool_is_missing(
 # ---- flapping: elections fire it, transfers do not -----------------------------------------
 
 
-def watch(wire: CurveWire, seconds: float, every: float = 0.25, between=None) -> list[Snapshot]:
-    """Poll the wire as the console would, the raft pages every poll, for `seconds`."""
-    src = CurveSource(mds=[m.addr for m in wire.mds], chunkservers=list(wire.addrs()),
-                      schedules=own_schedule_times)
+def watch(wire: CurveWire, polls: int, every: float = 0.25, between=None) -> list[Snapshot]:
+    """Poll the wire as the console would, the raft pages every poll, `polls` times
+    `every` seconds apart on the wire's clock (a ManualClock: stepped here, not slept)."""
+    clock = wire.clock
+    assert isinstance(clock, ManualClock), "the wire must run on the test's clock"
+    src = on_clock(CurveSource(mds=[m.addr for m in wire.mds],
+                               chunkservers=list(wire.addrs()), schedules=own_schedule_times),
+                   clock)
     src.RAFT_EVERY = 0
     out = []
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        out.append(snap(src))
-        if between is not None:
-            between()
-        time.sleep(every)
+    try:
+        for _ in range(polls):
+            out.append(snap(src))
+            if between is not None:
+                between()
+            clock.advance(every)
+    finally:
+        src.close()
     return out
 
 
 def test_flapping_fires_on_elections() -> None:
-    with CurveWire() as wire:
-        history = watch(wire, 2.0, between=lambda: wire.elect(2))
+    with CurveWire(clock=ManualClock()) as wire:
+        history = watch(wire, 8, between=lambda: wire.elect(2))
     (check,) = judge(CurveLeaderFlapping, history)
     assert check.fire and not check.clear
     elections = next(e for e in check.evidence if e.metric == "raft elections")
@@ -213,9 +229,10 @@ def test_flapping_fires_on_elections() -> None:
 
 
 def test_flapping_stays_quiet_through_the_mds_schedulers_transfers() -> None:
-    with CurveWire(leaders=[24, 18, 16, 16, 14, 12], heartbeat=0.3) as wire:
+    with CurveWire(leaders=[24, 18, 16, 16, 14, 12], heartbeat=0.3,
+                   clock=ManualClock()) as wire:
         # The MDS's periodic leader scheduler: one transfer a round, each raising a term.
-        history = watch(wire, 3.0, between=lambda: wire.leader_schedule(1, rapid=False))
+        history = watch(wire, 12, between=lambda: wire.leader_schedule(1, rapid=False))
         done = wire.transfers_done
     assert done >= 3
     (check,) = judge(CurveLeaderFlapping, history)
@@ -225,15 +242,20 @@ def test_flapping_stays_quiet_through_the_mds_schedulers_transfers() -> None:
     assert "0 raft elections" in check.summary
 
 
-def test_flapping_stays_quiet_through_stormdecks_own_schedule(state: Path) -> None:
+def test_flapping_stays_quiet_through_stormdecks_own_schedule(
+        state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Transfers quicker than a poll: the MDS never shows their operators, the journal does."""
+    clock = ManualClock()
+    # The journal dates its entries on the same clock the snapshots are stamped by.
+    monkeypatch.setattr(journal_mod, "time", SimpleNamespace(time=clock.wall,
+                                                             strftime=time.strftime))
     change = Change("curve_leader_schedule", "default_logical_pool", "rapid-leader-schedule",
                     "range 12", "range <= 5", "curve_ops_tool rapid-leader-schedule "
                     "-logical_pool_id=1 -scheduleAll=false", runtime=True, reversible=False,
                     args=(("pool_id", "1"),))
 
     def run(journaled: bool) -> Check:
-        with CurveWire(leaders=[24, 18, 16, 16, 14, 12], heartbeat=0.02) as wire:
+        with CurveWire(leaders=[24, 18, 16, 16, 14, 12], heartbeat=0.02, clock=clock) as wire:
             journal = Journal(journal_path())
             entry = journal.intent(change, None) if journaled else None
             ran = []
@@ -242,7 +264,7 @@ def test_flapping_stays_quiet_through_stormdecks_own_schedule(state: Path) -> No
                 if not ran:
                     ran.append(wire.leader_schedule(1))
 
-            history = watch(wire, 1.5, every=0.3, between=schedule)
+            history = watch(wire, 5, every=0.3, between=schedule)
             if entry is not None:
                 journal.end(entry, "applied", "leadernum range 12 -> 1")
             assert wire.transfers_done >= 6 and wire.leader_range <= 1
@@ -257,37 +279,39 @@ def test_flapping_stays_quiet_through_stormdecks_own_schedule(state: Path) -> No
 
 def engine_over(wire: CurveWire, polls: int, every: float, between) -> list[tuple[float, str]]:
     """The engine with its shipped settings over a stretch of Curve time, polls `every`
-    seconds apart; real time runs at a tenth, the source's clocks scaled to match."""
-    scale = 0.1
-    src = CurveSource(mds=[m.addr for m in wire.mds], chunkservers=list(wire.addrs()))
-    src.RAFT_EVERY *= scale  # 10 s of Curve time between two looks at a raft page
-    src.TRANSFER_MEMORY *= scale
+    seconds apart on the wire's clock, stepped: the source's own periods (a raft page every
+    10 s, transfers remembered 30 s) run on it unscaled."""
+    clock = wire.clock
+    assert isinstance(clock, ManualClock), "the wire must run on the test's clock"
+    src = on_clock(CurveSource(mds=[m.addr for m in wire.mds], chunkservers=list(wire.addrs())),
+                   clock)
     engine = Engine(rules=[CurveLeaderFlapping])
     history: list[Snapshot] = []
     states = []
-    t0 = 1_800_000_000.0
-    for i in range(polls):
-        t = t0 + i * every
-        part = src.poll()
-        history.append(merge([part], {"curve": SourceHealth("curve", True, t)}, now=t))
-        found = [f for f in engine.evaluate(history) if f.rule == CurveLeaderFlapping.id]
-        states.append((t - t0, found[0].state if found else "quiet"))
-        between(i)
-        time.sleep(every * scale)
+    t0 = src.wall()
+    try:
+        for i in range(polls):
+            history.append(snap(src))
+            found = [f for f in engine.evaluate(history) if f.rule == CurveLeaderFlapping.id]
+            states.append((history[-1].time - t0, found[0].state if found else "quiet"))
+            between(i)
+            clock.advance(every)
+    finally:
+        src.close()
     return states
 
 
 def test_elections_every_few_seconds_fire_within_65_s() -> None:
     """The issue's stand-in: terms rising every few seconds while leaders move."""
-    with CurveWire() as wire:
+    with CurveWire(clock=ManualClock()) as wire:
         states = engine_over(wire, polls=34, every=2.0, between=lambda i: wire.elect(3))
     firing = [t for t, state in states if state == "firing"]
     assert firing and firing[0] <= 65.0, states
 
 
 def test_the_mds_scheduler_every_30_s_and_a_rapid_schedule_never_fire() -> None:
-    # A transfer lands a heartbeat (10 s of Curve time: 1 s here) after its operator.
-    with CurveWire(leaders=[24, 18, 16, 16, 14, 12], heartbeat=1.0) as wire:
+    # A transfer lands a heartbeat (10 s) after its operator.
+    with CurveWire(leaders=[24, 18, 16, 16, 14, 12], heartbeat=10.0, clock=ManualClock()) as wire:
         def scheduler(i: int) -> None:
             if i % 15 == 0:
                 wire.leader_schedule(1, rapid=False)  # the periodic scheduler's round
