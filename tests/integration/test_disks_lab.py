@@ -1,6 +1,7 @@
 """The disk rules on the lab, on the disk under the lab's loop files: the OSDs of each
-release's lab reach it through their loop devices; validate's fio measures its write cache,
-and a disk kept full is found at its hardware limit, once, there and not on the loops.
+release's lab reach it through their loop devices; validate's fio measures a write cache
+planted on a loop of its own and that disk's, and a disk kept full is found at its
+hardware limit, once, there and not on the loops.
 
 The two fio cases run on the host's (Pacific) lab only. What they judge is this host's disk,
 the same one under every release's loops; what differs by release is how an OSD reaches
@@ -89,38 +90,107 @@ def test_the_disk_under_each_releases_loops_carries_its_osds(
         assert set(snap.disks[f"{host}:/dev/{name}"].daemons) == set(loops)
 
 
-def test_a_measured_write_cache_under_the_loops_is_judged_there_without_a_change(
-        lab_cluster: LabCluster, tmp_path: Path) -> None:
-    """validate's fio check on the disk under the loop files (confirmed by name: it holds
-    the OSDs): with the kernel's view 'write back', every fdatasync sends it a flush and the
-    check fails; then disk.write_cache_on warns on that disk (rotational here), on no loop,
-    and a virtio disk gets the hypervisor's procedure and no change."""
-    lab = lab_cluster
-    dev = device_of(tmp_path)
-    assert dev is not None
-    (disk,) = disks_under(tmp_path)
-    kernel = Path(f"/sys/block/{disk}/queue/write_cache").read_text().strip()
-    if kernel != "write back":
-        pytest.skip(f"{disk}'s kernel view is {kernel!r}: no flush to count here")
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+@contextmanager
+def loop_of_its_own(directory: Path, mountpoint: Path) -> Iterator[str]:
+    """An ext4 on a loop device of the test's own, its file in `directory`, mounted at
+    `mountpoint`, its kernel write cache set to 'write back': the state validate's fio
+    judges, planted the same on every host. Loops take that setting (their
+    queue/write_cache is writable whenever the backing file can be fsynced), while a
+    physical disk reporting 'write through' refuses it, and a host disk is no test's to
+    change. Everything undone on the way out, the setting first."""
+    image = directory / "stormdeck-wc-loop.img"
+    with image.open("wb") as f:
+        f.truncate(128 << 20)  # validate --quick prefills 64 MiB
+    dev = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    name = Path(dev).name
+    knob = Path(f"/sys/block/{name}/queue/write_cache")
+    was = knob.read_text().strip()
+    try:
+        subprocess.run(["mkfs.ext4", "-q", "-F", dev], check=True, capture_output=True)
+        mountpoint.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", dev, str(mountpoint)], check=True, capture_output=True)
+        try:
+            knob.write_text("write back")
+            try:
+                yield name
+            finally:
+                knob.write_text(was)
+        finally:
+            subprocess.run(["umount", str(mountpoint)], check=True)
+    finally:
+        subprocess.run(["losetup", "-d", dev], check=True)
+        # A device still open is only marked to detach on close: wait, so the lab's own
+        # check that no loop of its directory is left never meets this one.
+        eventually(lambda: not subprocess.run(["losetup", "-j", str(image)], capture_output=True,
+                                              text=True).stdout.strip(), 30, interval=0.2)
+        image.unlink()
+
+
+def validate_cache(lab: LabCluster, scratch: Path, state: Path, *confirm: str) -> dict:
+    """`stormdeck validate`'s write-cache check alone (the hosts step), as an operator runs
+    it: its JSON report."""
+    env = {**os.environ, "XDG_STATE_HOME": str(state)}
     res = subprocess.run([sys.executable, "-m", "stormdeck", "validate", "--headless",
                           "--quick", "--json", "-c", str(lab.conf), "--scratch-dir",
-                          str(tmp_path), "--confirm", dev, "--skip", "settings",
-                          "--skip", "curve", "--skip", "peering"],
+                          str(scratch), *[a for d in confirm for a in ("--confirm", d)],
+                          "--skip", "settings", "--skip", "curve", "--skip", "peering"],
                          capture_output=True, text=True, env=env, timeout=600)
-    assert res.returncode in (1, 2), res.stderr
-    report = json.loads(res.stdout)
+    assert res.returncode in (1, 2), res.stderr  # a check failed, as each call here expects
+    return json.loads(res.stdout)
+
+
+def cache_verdict(report: dict, disk: str) -> dict:
     (hosts,) = [s for s in report["steps"] if s["id"] == "hosts"]
     (v,) = [v for v in hosts["verdicts"] if v["check"] == f"write cache of {disk}"]
+    return v
+
+
+def test_a_measured_write_cache_under_the_loops_is_judged_there_without_a_change(
+        lab_cluster: LabCluster, tmp_path: Path) -> None:
+    """validate's fio check on a loop device of the test's own, its write cache planted
+    'write back': every fdatasync sends it a flush and the check fails, on every host.
+    disk.write_cache_on judges no loop, though the lab's report 'write back' as well and
+    carry the OSDs: a loop's flush is an fsync of its file, whose cache is the disk's under
+    it. That disk, the one under the lab's loop files, is judged by its own view: where it
+    reports 'write back' (this project's machines), validate's fio fails there too
+    (confirmed by name: it holds the OSDs) and the rule warns on it (rotational here), on
+    no loop, and a virtio disk gets the hypervisor's procedure and no change; where it
+    reports 'write through' it has no volatile cache and the rule is silent."""
+    lab = lab_cluster
+    host = short_hostname()
+    state = tmp_path / "state"
+    with loop_of_its_own(lab.dir, tmp_path / "loop") as loop:
+        v = cache_verdict(validate_cache(lab, tmp_path / "loop", state), loop)
     assert v["verdict"] == "fail", v
     assert v["data"]["flushes_per_write"] >= 0.3, v["evidence"]
 
-    path = tmp_path / "state" / "stormdeck" / "validate" / validated.FILE
-    engine = Engine(quick(WC, seconds=3.0), mutes=None, validated=ValidatedStore(path))
-    found = judge_for(lab, engine, 10)
+    for osd, name in lab_loops(lab).items():
+        view = Path(f"/sys/block/{name}/queue/write_cache").read_text().strip()
+        assert view == "write back", (osd, name, view)
+    (disk,) = disks_under(lab.dir)
+    kernel = Path(f"/sys/block/{disk}/queue/write_cache").read_text().strip()
+    cached = kernel == "write back"
+    if cached:
+        dev = device_of(lab.dir)
+        assert dev is not None
+        v = cache_verdict(validate_cache(lab, lab.dir, state, dev), disk)
+        assert v["verdict"] == "fail", v
+        assert v["data"]["flushes_per_write"] >= 0.3, v["evidence"]
+    store = ValidatedStore(state / "stormdeck" / "validate" / validated.FILE)
+    measured = validated.load(store.path)
+    assert measured.cache_of(f"{host}:/dev/{loop}").verdict == "fail"
+
+    engine = Engine(quick(WC, seconds=1.0), mutes=None, validated=store)
+    # Silence needs the whole window the rule would take to fire (two samples, one second).
+    found = judge_for(lab, engine, 10 if cached else 4, until=(lambda now: any(
+        f.rule == WC and f.state == "firing" for f in now)) if cached else None)
     said = [f for f in found if f.rule == WC and f.state == "firing"]
+    if not cached:
+        assert not said, f"{disk} reports {kernel!r}, yet: {said}"
+        return
     (f,) = said
-    assert f.target == f"{short_hostname()}:/dev/{disk}", said
+    assert f.target == f"{host}:/dev/{disk}", said
     rotational = Path(f"/sys/block/{disk}/queue/rotational").read_text().strip() == "1"
     assert f.severity == (Severity.WARNING if rotational else Severity.INFO)
     assert "fio measured" in f.summary and "through loop" in f.summary
