@@ -1,8 +1,11 @@
-"""Two lab clusters side by side, named in a config file: two tabs in one console, and a
-change made in one tab reaches that cluster only."""
+"""Two lab clusters side by side, named in a config file: two tabs in one console, a
+change made in one tab reaches that cluster only, and a mute made on one silences that
+one only."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -10,7 +13,7 @@ import pytest
 from stormdeck.base.errors import UserError
 from stormdeck.cli import build_parser
 from stormdeck.tui.views import FindingTable, JournalTable
-from tests.conftest import LabCluster, ceph_json, free_ports, lab_port_args, run_cli
+from tests.conftest import LabCluster, ceph_json, eventually, free_ports, lab_port_args, run_cli
 from tests.unit.test_tui import confirm_with_phrase, open_review, until
 
 pytestmark = pytest.mark.integration
@@ -92,7 +95,52 @@ async def test_two_labs_two_tabs_and_a_change_in_one_stays_there(
                 app.executor_factory().undo(entry)
         assert pg_target(conf_b, "twin") == 128
         assert pg_target(conf_a, "twin") == 100
+        mutes_stay_on_their_cluster(conf_a, conf_b, tmp_path / "mutes")
     finally:
         twin(conf_a, False)
         down = run_cli("lab", "down", "--dir", str(lab_dir))
         assert down.rc == 0, down.err
+
+
+RULE = "ceph.release.advisory"  # fires on an idle Pacific lab: past its end of life
+
+
+def advisory(conf: Path, env: dict[str, str]) -> dict:
+    res = run_cli("check", "-c", str(conf), "--json", "--for", "2", env=env)
+    assert res.rc in (0, 1, 2), res.err
+    found = [f for f in json.loads(res.out)["findings"] if f["rule"] == RULE]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def mutes_stay_on_their_cluster(conf_a: Path, conf_b: Path, state: Path) -> None:
+    """A mute names the fsid of the cluster it was made on: the other lab's same finding
+    stays loud, and it cannot be unmuted as the other's."""
+    env = {**os.environ, "XDG_STATE_HOME": str(state)}
+    eventually(lambda: advisory(conf_a, env)["state"] == "firing", 60)
+    res = run_cli("mute", RULE, "--for", "1h", "--reason", "known", "-c", str(conf_a),
+                  env=env, timeout=120)
+    assert res.rc == 0, res.err
+    mutes_file = state / "stormdeck" / "mutes.json"
+    (entry,) = json.loads(mutes_file.read_text())["mutes"]
+    fsid_a, fsid_b = (fsid_of(c) for c in (conf_a, conf_b))
+    assert entry["fsid"] == fsid_a and fsid_a in res.out
+    assert advisory(conf_a, env)["muted"]
+    other = advisory(conf_b, env)
+    assert other["state"] == "firing" and not other["muted"], other
+    listed = run_cli("mute", "--list", env=env)
+    assert fsid_a in listed.out and RULE in listed.out
+    res = run_cli("unmute", RULE, entry["target"], "--fsid", fsid_b, env=env)
+    assert res.rc == 3 and f"held on cluster {fsid_a}" in res.err, res.err
+    res = run_cli("unmute", RULE, entry["target"], "--fsid", fsid_a, env=env)
+    assert res.rc == 0, res.err
+    assert json.loads(mutes_file.read_text())["mutes"] == []
+    assert not advisory(conf_a, env)["muted"]
+
+
+def fsid_of(conf: Path) -> str:
+    cluster = rados(conf)
+    try:
+        return ceph_json(cluster, "fsid")["fsid"]  # type: ignore[index]
+    finally:
+        cluster.shutdown()
