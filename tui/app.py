@@ -70,6 +70,11 @@ def source_state(s: Any, now: float, interval: float) -> tuple[str, str]:
     if s.last_success is None:
         return "bold red", "ERROR" if s.error else "waiting"
     if not s.ok:
+        # Answered, with some commands failing (a dead mgr's parts, one command refused):
+        # its figures are current but for those parts, which the body marks. "error"
+        # stays for a poll that failed as a whole.
+        if not s.stale and s.last_success is not None:
+            return "yellow", "partial"
         return "bold red", "error"
     return "green", "ok"
 

@@ -247,3 +247,21 @@ def test_snapshot_text_names_the_dead_mgr() -> None:
     text = render_text(down_snapshots(1)[0])
     assert "mgr x down since 04:02:27: none active in the mgr map; PG states, latency and " \
         "fill not read" in text, text
+
+
+def test_the_header_says_partial_not_error_while_the_mons_answer_and_the_mgr_does_not(
+        ) -> None:
+    """Beside "mgr DOWN", the Ceph source answered: its word is "partial" (yellow), not
+    "error", which is kept for a poll that failed as a whole."""
+    from stormdeck.collectors.model import SourceHealth
+    from stormdeck.tui.app import source_state
+
+    now = 1_800_000_000.0
+    answered = SourceHealth("ceph", ok=False, last_success=now - 1.0,
+                            error="mgr parts not read (osd perf): no active mgr in the mgr map")
+    assert source_state(answered, now, 5.0) == ("yellow", "partial")
+    # A failed poll marks the source stale: the header says so by its age.
+    failed = replace(answered, stale=True)
+    assert source_state(failed, now, 5.0) == ("bold reverse red", "STALE 1s")
+    never = SourceHealth("ceph", ok=False, error="no answer for 10 s")
+    assert source_state(never, now, 5.0) == ("bold red", "ERROR")
