@@ -43,6 +43,7 @@ from stormdeck.collectors.model import SourceHealth  # noqa: E402
 
 FILL = 600  # snapshots of History: ten minutes at 1 s
 VARIANTS = 8  # distinct answers cycled through by the moving commands
+CONFIG_SHOW = ROOT / "tests" / "data" / "pacific" / "config_show" / "osd.0-file-over-mon.json"
 
 
 def prepare(osds: int, directory: Path, seed: int = 5) -> Path:
@@ -137,6 +138,10 @@ class MovingCeph(CannedCeph):
             return self._moving("status", sec, status)
         if prefix == "pg dump":
             return self.pgdump.read_bytes()
+        if prefix == "config show":
+            # As a cluster whose ceph.conf sets each OSD's memory target (the lab's does),
+            # under a database that says another: each OSD read keeps one value.
+            return CONFIG_SHOW.read_bytes()
         if prefix == "osd dump":
             dump = self.dump.read_bytes()
             head = b'{"epoch": '

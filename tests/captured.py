@@ -18,6 +18,7 @@ from stormdeck.advisors.findings import Finding
 from stormdeck.advisors.rules import ALL
 from stormdeck.advisors.settings import load_settings
 from stormdeck.advisors.validated import ValidatedStore
+from stormdeck.collectors.ceph.connection import CommandError
 from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.hub import merge
 from stormdeck.collectors.model import Daemon, Disk, Host, Partial, Snapshot, SourceHealth
@@ -39,6 +40,9 @@ class CannedCeph(CephSource):
         if cmd["prefix"] == "config help":
             found = self.helps.get(cmd["key"])
             return json.dumps(found).encode() if found is not None else b""
+        if cmd["prefix"] == "config show" and "config show" not in self.outputs:
+            # The mgr's answer for a daemon it has no report of (a capture without one).
+            raise CommandError(f"config show: no config state for daemon {cmd['who']}")
         return self.outputs[cmd["prefix"]]
 
 
