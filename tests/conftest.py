@@ -10,11 +10,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -61,9 +61,94 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         # tests among Reef's and start each lab twice).
         marker = metafunc.definition.get_closest_marker("releases")
         params = [r if marker is None or r in marker.args else
-                  pytest.param(r, marks=pytest.mark.skip(reason=f"not on {r}: see the test"))
+                  pytest.param(r, marks=pytest.mark.skip(reason=not_on(r)))
                   for r in releases]
         metafunc.parametrize("release_cluster", params, indirect=True, scope="session")
+
+
+# ---- skips: a lab test that skips where it is required fails the run ------------------
+# A lab test that plants no state of its own can skip wherever an earlier test left the lab
+# otherwise, and pass for years without running (issue 42). An integration test's skip is
+# declared or it fails the session: the releases marker's "not on X", the soak's opt-in,
+# and not_required(reason) where a test by design has nothing to run.
+
+SOAK_OPT_IN = "opt-in: STORMDECK_SOAK=1"
+
+
+def not_on(release: str) -> str:
+    """The reason a test marked @pytest.mark.releases(...) skips on a release it leaves out."""
+    return f"not on {release}: see the test"
+
+
+class NotRequired(pytest.skip.Exception):
+    """A declared skip: the test is not required where it stands (say why)."""
+
+    # As pytest's own Skipped does, so -rs reads "NotRequired: why", not a module path.
+    __module__ = "builtins"
+
+
+def not_required(reason: str) -> NoReturn:
+    """Skip an integration test that by design has nothing to run here; any other skip of
+    an integration test makes the run fail."""
+    __tracebackhide__ = True
+    raise NotRequired(reason)
+
+
+def declared_skip(item: pytest.Item, call: pytest.CallInfo[None]) -> bool:
+    """not_required's skips by their type; a skip mark carries nothing but its reason, so
+    the releases marker's and the soak's are known by theirs."""
+    exc = call.excinfo.value if call.excinfo is not None else None
+    if isinstance(exc, NotRequired):
+        return True
+    callspec = getattr(item, "callspec", None)
+    release = callspec.params.get("release_cluster") if callspec is not None else None
+    return getattr(exc, "msg", None) in {SOAK_OPT_IN, *([not_on(release)] if release else [])}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.skipped and not hasattr(report, "wasxfail") \
+            and item.get_closest_marker("integration") is not None:
+        # Carried in user_properties, which reach an xdist controller with the report.
+        report.user_properties.append(("declared_skip", declared_skip(item, call)))
+    return report
+
+
+class SkipAudit:
+    """Collects undeclared skips of integration tests; fails the session on any."""
+
+    def __init__(self) -> None:
+        self.undeclared: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.skipped and ("declared_skip", False) in report.user_properties:
+            self._add(report)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        # A module-level skip (importorskip, allow_module_level) hides every test in it.
+        if report.skipped and "/integration/" in f"/{report.nodeid}":
+            self._add(report)
+
+    def _add(self, report: pytest.TestReport | pytest.CollectReport) -> None:
+        why = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        self.undeclared.append(f"{report.nodeid}: {str(why).removeprefix('Skipped: ')}")
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        for line in self.undeclared:
+            terminalreporter.write_line(f"UNDECLARED SKIP of a lab test, which fails the run: "
+                                        f"{line}", red=True, bold=True)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.undeclared and session.exitstatus in (pytest.ExitCode.OK,
+                                                      pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # an xdist worker's reports reach the controller
+        config.pluginmanager.register(SkipAudit(), "stormdeck-skip-audit")
 
 
 @dataclass

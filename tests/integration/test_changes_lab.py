@@ -19,7 +19,7 @@ from stormdeck.advisors.actuators.table import change as make
 from stormdeck.advisors.findings import Change
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.plan import Plan
-from tests.conftest import LabCluster, Result, ceph_json, eventually, run_cli
+from tests.conftest import LabCluster, Result, ceph_json, eventually, not_required, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -153,7 +153,7 @@ def test_a_recovery_limit_mclock_removes_is_reported_and_undone(release_cluster:
                                                                 env, tmp_path: Path) -> None:
     lab_cluster = release_cluster
     if lab_cluster.release == "pacific":
-        pytest.skip("wpq takes osd_max_backfills: test_osd_specific_class_wide_and_flag_changes")
+        not_required("wpq takes osd_max_backfills: test_osd_specific_class_wide_and_flag_changes")
     plan = write_plan(tmp_path / "p.json", make(
         "ceph_config", "osd", "osd_max_backfills", get(lab_cluster, "osd", "osd_max_backfills"),
         "3", runtime=True))
@@ -208,7 +208,7 @@ def test_the_mclock_profile_the_advice_proposes_is_applied_and_undone(
     answers it bare, which the staleness check and the read-back must read as such."""
     lab_cluster = release_cluster
     if lab_cluster.release == "pacific":
-        pytest.skip("wpq ignores the profile: test_an_option_the_scheduler_ignores_...")
+        not_required("wpq ignores the profile: test_an_option_the_scheduler_ignores_...")
     before = get(lab_cluster, "osd", "osd_mclock_profile")
     assert before == "balanced"  # the default since Quincy 17.2.6 (osd.yaml.in)
     plan = write_plan(tmp_path / "p.json", make(

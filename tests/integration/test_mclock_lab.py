@@ -26,6 +26,7 @@ from tests.conftest import (
     ceph_json,
     eventually,
     lab_home,
+    not_required,
     selected_releases,
     started_lab,
 )
@@ -65,7 +66,7 @@ def test_under_load_no_finding_proposes_an_option_mclock_overrides(
     queue = out.decode().strip()
     if lab.release == "pacific":
         assert queue == "wpq"
-        pytest.skip("Pacific runs wpq, where the sleeps work: test_changes_lab applies one")
+        not_required("Pacific runs wpq, where the sleeps work: test_changes_lab applies one")
     assert queue == "mclock_scheduler"
     rules = tmp_path / "rules.toml"
     rules.write_text(RULES)
@@ -118,7 +119,7 @@ def mclock_lab(request: pytest.FixtureRequest) -> Iterator[LabCluster]:
     """A lab of the test's own: an OSD marked out moves data for minutes after it is
     marked in again, which the shared lab's next test would wait on."""
     if request.param == "pacific":
-        pytest.skip("Pacific runs wpq: the rule is for mclock_scheduler")
+        not_required("Pacific runs wpq: the rule is for mclock_scheduler")
     with lab_home() as home:
         yield from started_lab(home / "cluster", request.param)
 

@@ -18,7 +18,15 @@ from stormdeck.collectors.exporter import HostCollector
 from stormdeck.collectors.host.processes import fsid_from_conf
 from stormdeck.collectors.host.source import HostSource
 from stormdeck.lab import roots
-from tests.conftest import LabCluster, eventually, free_ports, lab_home, lab_port_args, run_cli
+from tests.conftest import (
+    LabCluster,
+    eventually,
+    free_ports,
+    lab_home,
+    lab_port_args,
+    not_required,
+    run_cli,
+)
 
 pytestmark = pytest.mark.integration
 ROOT_VENV = "/opt/stormdeck-venv"
@@ -99,7 +107,7 @@ def test_cephadm_shaped_osds_on_the_host_release(lab_dir: Path) -> None:
 
 def test_cephadm_shaped_osds_of_a_release_root(release_cluster: LabCluster) -> None:
     if release_cluster.osd_cpu_limit is None:
-        pytest.skip(f"the {release_cluster.release} lab starts bare OSDs (Tentacle's is "
+        not_required(f"the {release_cluster.release} lab starts bare OSDs (Tentacle's is "
                     "cephadm-shaped)")
     assert_cephadm_shaped(release_cluster.dir, release_cluster.conf,
                           release_cluster.osd_cpu_limit)
@@ -116,7 +124,7 @@ def test_stormdeck_inside_the_tentacle_root(release_cluster: LabCluster, tmp_pat
                                             ) -> None:
     """The other client: stormdeck with Tentacle's own Python 3.14 and librados."""
     if release_cluster.release != "tentacle":
-        pytest.skip("stormdeck runs inside the Tentacle root only")
+        not_required("stormdeck runs inside the Tentacle root only")
     root = roots.root_path("tentacle")
     wheels = tmp_path / "wheels"
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",

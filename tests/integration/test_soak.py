@@ -23,12 +23,12 @@ from stormdeck.collectors.host.source import HostSource
 from stormdeck.collectors.prometheus.source import PrometheusSource
 from stormdeck.tui.app import StormdeckApp
 from stormdeck.tui.feed import Feed
-from tests.conftest import LabCluster
+from tests.conftest import SOAK_OPT_IN, LabCluster
 from tests.unit.test_tui import until
 
 MINUTES = float(os.environ.get("STORMDECK_SOAK_MINUTES", "10"))
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(
-    os.environ.get("STORMDECK_SOAK") != "1", reason="opt-in: STORMDECK_SOAK=1"),
+    os.environ.get("STORMDECK_SOAK") != "1", reason=SOAK_OPT_IN),
     pytest.mark.timeout(int(MINUTES * 60) + 900)]
 
 VIEWS = "12345678"
