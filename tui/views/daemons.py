@@ -101,6 +101,11 @@ class DaemonTable(View, VirtualTable):
         else:
             lat = f"{ms(d.raft_append_latency)}/{ms(d.raft_send_latency)}"
             share = d.leaders
+        if d.up is False:
+            # Its latency and IOPS are the last figures from before it died: never shown
+            # as if current (issue 42).
+            iops = per_core = None
+            lat = "down"
         devs = d.devices or ()
         disks = [s.disks.get(disk_key(d.host, x)) for x in devs]
         utils = [k.util for k in disks if k is not None and k.util is not None]
