@@ -156,11 +156,19 @@ def test_the_database_alone_does_not_claim_what_the_osds_run_with() -> None:
     assert "939524096 from file" in f.summary and "21474836480" in f.summary, f.summary
 
 
-def test_an_osd_not_read_yet_is_said_so() -> None:
-    found = run(history(3, edit=ran("10737418240", "override", osds=("osd.0", "osd.1"))),
-                rules=(OsdMemory,))
+def test_an_osd_not_read_yet_is_said_so_with_the_reason() -> None:
+    def edit(s: Snapshot, i: int) -> Snapshot:
+        s = ran("10737418240", "override", osds=("osd.0", "osd.1"))(s, i)
+        assert s.cluster is not None
+        opt = s.cluster.config["osd_memory_target"]
+        return with_cluster(s, config={**s.cluster.config, "osd_memory_target": replace(
+            opt, running_error="config show did not answer (timed out)")})
+
+    found = run(history(3, edit=edit), rules=(OsdMemory,))
     (f,) = [f for f in found if f.target.startswith("host ")]
-    assert "1 not read yet" in f.summary, f.summary
+    assert "1 not read yet (`config show`), the config database's value taken (config " \
+        "show did not answer (timed out))" in f.summary, f.summary
+    assert "2 set at runtime" in f.summary
 
 
 def test_the_sleeps_mclock_forces_at_every_start_are_not_a_runtime_value() -> None:
