@@ -36,8 +36,9 @@ class CephConfig(Actuator):
 
     def vet(self, cluster: Cluster | None, c: Change) -> str | None:
         """An option the release lacks (K3.8) or the running scheduler overrides
-        (advisors/overrides.py) is not proposed."""
-        return overrides.vet(cluster, c.key, c.target)
+        (advisors/overrides.py) is not proposed, nor one every OSD it is for runs from a
+        layer that outranks the database (docs/knowledge.md, running-config)."""
+        return overrides.vet(cluster, c.key, c.target) or outranked(cluster, c.key, c.target)
 
     def runtime(self, ceph: CephAdmin | None, c: Change) -> bool | None:
         """What the running cluster's `config help` says (can_update_at_runtime)."""
@@ -197,6 +198,43 @@ OSD_ID = re.compile(r"osd\.\d+")
 
 # The flags `osd set-group` takes for one OSD (OSDMonitor: noup, nodown, noin, noout).
 GROUP_FLAGS = ("noup", "nodown", "noin", "noout")
+
+
+# Where a running value came from, for a sentence (Ceph's level names).
+_LAYER = {"file": "ceph.conf", "env": "the environment", "cmdline": "the command line",
+          "override": "a runtime setting (`ceph tell`)", "final": "the daemon itself"}
+
+
+def outranked(cluster: Cluster | None, key: str, target: str) -> str | None:
+    """Why a `ceph config set TARGET KEY` would change nothing the OSDs run: every OSD it
+    is for that stormdeck has read (`config show`) runs the option from ceph.conf, the
+    command line or a runtime setting, which outrank the database. None where any of
+    them takes the database's value, or none was read."""
+    opt = cluster.config.get(key) if cluster is not None else None
+    if opt is None or not opt.running:
+        return None
+    section = target.partition("/")[0]
+    if section.startswith("osd."):
+        scope = {section} & opt.running_read
+    elif section in ("osd", "global"):
+        scope = set(opt.running_read)  # a class or host mask: its OSDs among these
+    else:
+        return None
+    above = sorted((o for o in scope if o in opt.running), key=_osd_number)
+    if not scope or len(above) < len(scope):
+        return None
+    layers = sorted({_LAYER.get(opt.running[o].source or "", "another layer") for o in above})
+    named = ", ".join(above[:4]) + (f" and {len(above) - 4} more" if len(above) > 4 else "")
+    return (f"{named} run {key} from {' and '.join(layers)}, which outranks the config "
+            f"database: `ceph config set {target} {key}` would change nothing they run; "
+            "change it where it is set (docs/knowledge.md, running-config); not proposed")
+
+
+def _osd_number(osd: str) -> int:
+    try:
+        return int(osd.split(".", 1)[1])
+    except (IndexError, ValueError):
+        return 0
 
 
 class OsdFlag(Actuator):

@@ -217,3 +217,28 @@ def test_running_values_survive_a_recording() -> None:
     snap = with_cluster(snap, config={**snap.cluster.config, opt.name: opt})
     back = Decoder().snapshot(json.loads(json.dumps(Encoder().snapshot(snap))))
     assert back.cluster is not None and back.cluster.config[opt.name] == opt
+
+
+def test_a_change_the_osds_would_not_run_is_not_proposed() -> None:
+    """The scrub rule proposes `ceph config set osd osd_scrub_sleep 0.1`: where every OSD
+    read runs the option from ceph.conf, which outranks the database, the change would
+    do nothing, and the finding says so in place of proposing it. One OSD that takes
+    the database's value is enough to propose it."""
+    def edit(few: tuple[str, ...]):
+        def e(s: Snapshot, i: int) -> Snapshot:
+            s = with_cluster(s, pg_states={"active+clean": 30, "active+clean+scrubbing+deep": 3})
+            assert s.cluster is not None
+            opt = s.cluster.config["osd_scrub_sleep"]
+            osds = frozenset(d for d in s.daemons if d.startswith("osd."))
+            return with_cluster(s, config={**s.cluster.config, "osd_scrub_sleep": replace(
+                opt, running_read=osds,
+                running={d: RunningValue("0", "file", read_at=0.0) for d in few})})
+        return e
+
+    every = tuple(d for d in lab_snapshot().daemons if d.startswith("osd."))
+    (f,) = firing(run(history(41, edit=edit(every))), "ceph.scrub.during_load")
+    assert f.changes == ()
+    assert any("run osd_scrub_sleep from ceph.conf, which outranks the config database"
+               in n for n in f.notes), f.notes
+    (g,) = firing(run(history(41, edit=edit(every[:-1]))), "ceph.scrub.during_load")
+    assert [c.key for c in g.changes] == ["osd_scrub_sleep"]
