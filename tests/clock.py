@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 # 2027-01-15 08:00 UTC: a fixed instant, far from any daylight-saving change in the zones
 # the suite is run under, and never "now".
 EPOCH = 1_800_000_000.0
@@ -28,3 +33,21 @@ class ManualClock:
     def advance(self, seconds: float) -> float:
         self.now += seconds
         return self.now
+
+
+@contextmanager
+def zone(name: str) -> Iterator[None]:
+    """Local time in zone `name` for the block (screens draw local times), and the zone the
+    suite was started in after it: glibc keeps a zone until tzset() is called again, so a
+    test that set one and only restored $TZ would leave it to the tests after it."""
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = name
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = before
+        time.tzset()

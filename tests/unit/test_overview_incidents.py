@@ -5,6 +5,7 @@ recorded lab storm (assets/demo.sdrec: osd.1 restarted under client load)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,15 +18,16 @@ from stormdeck.collectors.recording import Recording
 from stormdeck.tui.app import StormdeckApp
 from stormdeck.tui.feed import Frame, StaticFeed, stale_part, stale_sources
 from stormdeck.tui.views.overview import Overview, io_stall, recovery
+from tests.clock import zone
 
 DEMO = Path(__file__).resolve().parents[2] / "assets" / "demo.sdrec"
 
 
 @pytest.fixture(autouse=True)
-def utc(monkeypatch: pytest.MonkeyPatch) -> None:
+def utc() -> Iterator[None]:
     # Times on screen are local: the snapshots are drawn in UTC wherever the suite runs.
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
+    with zone("UTC"):
+        yield
 
 
 def replayed(seconds: float) -> Frame:
@@ -152,7 +154,7 @@ async def test_the_tables_strike_a_late_sources_figures() -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         for key, kind in (("2", DaemonTable), ("4", LatencyTable), ("5", DiskTable)):
             await pilot.press(key)
-            await pilot.pause(0.1)
+            await pilot.pause()
             table = app.query_one(kind)
             row = table.keys[0]
             cells = table.row_cells(row)
@@ -164,7 +166,7 @@ async def test_the_tables_strike_a_late_sources_figures() -> None:
         # The frame before, all current: nothing struck, no note.
         await pilot.press("2")
         app.feed.step(-1)
-        await pilot.pause(0.2)
+        await pilot.pause()
         assert app.frame.snapshot.time == fresh.snapshot.time
         row = daemons.keys[0]
         assert not any("strike" in str(c.style) for c in daemons.row_cells(row))
@@ -178,10 +180,10 @@ async def test_in_replay_the_headline_counts_the_stale_pgs() -> None:
 
     rec = Recording(DEMO)
     feed = ReplayFeed(Recording(DEMO), Engine, speed=1, start=rec.start + 70)
+    feed.paused = True  # held from the start: no frame plays on, however slow the host
     app = StormdeckApp(feed, journal=RecordedJournal(DEMO), read_only=True)
     async with app.run_test(size=(160, 48)) as pilot:
-        await pilot.press("p")
-        await pilot.pause(0.3)
+        await pilot.pause()
         assert app.frame.snapshot.time == pytest.approx(rec.start + 70, abs=1.5)
         text = app.query_one(Overview).text.plain
         assert "not active+clean 98" in text and "98 stale+active+clean" in text

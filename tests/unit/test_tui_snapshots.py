@@ -3,6 +3,7 @@ Curve wire). Regenerate after an intended change: pytest --snapshot-update."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -12,10 +13,19 @@ from stormdeck.collectors.model import Pool, SourceHealth
 from stormdeck.tui.app import StormdeckApp
 from stormdeck.tui.feed import Frame, StaticFeed
 from tests.captured import with_cluster, with_daemon
+from tests.clock import zone
 from tests.unit.test_tui import EVIL, frames, incident
 
 VIEWS = {"overview": "1", "daemons": "2", "leaders": "3", "latency": "4", "disks": "5",
          "findings": "6", "journal": "7", "triage": "8", "fullness": "9"}
+
+
+@pytest.fixture(autouse=True)
+def utc() -> Iterator[None]:
+    # The views draw local times: the committed SVGs are drawn in UTC, wherever and
+    # whenever the suite runs.
+    with zone("UTC"):
+        yield
 
 
 def recorded() -> list[Frame]:
