@@ -92,6 +92,38 @@ async def until(pilot, check, timeout: float) -> None:
     raise AssertionError("not within the time")
 
 
+async def waited(pilot, check, timeout: float = 30.0) -> None:
+    """Let the app run until `check()` holds or `timeout` seconds pass, whichever first:
+    the asserts after it say what is wrong, on a host of any speed."""
+    deadline = time.monotonic() + timeout
+    await pilot.pause()
+    while not check() and time.monotonic() < deadline:
+        await pilot.pause(0.05)
+
+
+def palette_searched(app) -> bool:
+    """The command palette has no search under way for what was typed into it (it
+    searches in a worker, which a busy host may not have run yet)."""
+    from textual.command import CommandPalette
+    from textual.worker import WorkerState
+
+    screen = app.screen
+    return isinstance(screen, CommandPalette) and not any(
+        w.node is screen and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
+        for w in app.workers)
+
+
+async def palette_settled(pilot, timeout: float = 30.0) -> None:
+    """Wait, however long the host takes, for the palette's search of what was typed."""
+    await pilot.pause()
+    deadline = time.monotonic() + timeout
+    while not palette_searched(pilot.app):
+        if time.monotonic() > deadline:
+            raise AssertionError("the command palette's search did not end")
+        await pilot.pause(0.05)
+    await pilot.pause()
+
+
 async def confirm_with_phrase(app: StormdeckApp, pilot, review: PlanReview) -> None:
     """Type the review's phrase, press Apply, wait for the change to be done."""
     review.query_one("#phrase").focus()
@@ -399,7 +431,7 @@ async def test_the_command_palette_finds_views_and_the_findings_reviews() -> Non
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"view leaders")
-        await pilot.pause(0.5)
+        await palette_settled(pilot)
         await pilot.press("down", "enter")
         await pilot.pause()
         assert app.query_one(ContentSwitcher).current == "leaders"

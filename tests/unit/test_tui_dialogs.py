@@ -16,7 +16,14 @@ from stormdeck.tui.app import PlanReview, StormdeckApp
 from stormdeck.tui.feed import StaticFeed
 from stormdeck.tui.screens import Confirm, MutesList
 from stormdeck.tui.views import FindingTable
-from tests.unit.test_tui import Recording, frames, open_review
+from tests.unit.test_tui import (
+    Recording,
+    frames,
+    open_review,
+    palette_searched,
+    palette_settled,
+    until,
+)
 
 SCRUB = "ceph.scrub.during_load|osd"
 
@@ -69,9 +76,10 @@ async def palette(app: StormdeckApp, pilot, query: str) -> None:
     await pilot.pause()
     assert isinstance(app.screen, CommandPalette)
     await pilot.press(*query)
-    await pilot.pause(0.6)
+    await palette_settled(pilot)
     await pilot.press("enter")
-    await pilot.pause(0.3)
+    await until(pilot, lambda: not isinstance(app.screen, CommandPalette), 30)
+    await pilot.pause()
 
 
 def memory_frames() -> list:
@@ -104,7 +112,10 @@ async def test_theme_and_enter_in_the_palette_mutes_nothing(tmp_path: Path) -> N
         assert [h.text async for h in provider.search("mute memory")] == [mute_text]
         # At 3 a.m. speed: Enter as soon as the word is typed.
         await pilot.press("colon", *"theme", "enter")
-        await pilot.pause(0.5)
+        # Whatever the Enter led to, once the palette's search for "theme" has ended.
+        await until(pilot, lambda: not isinstance(app.screen, CommandPalette)
+                    or palette_searched(app), 30)
+        await pilot.pause()
         assert not isinstance(app.screen, Confirm)
         for _ in range(3):
             if len(app.screen_stack) == 1:
