@@ -137,6 +137,18 @@ def test_udev_encodings_and_absent_wwns() -> None:
 # ---- disks that come and go -----------------------------------------------------------
 
 
+def announced(src: HostSource, name: str, present: bool, timeout: float = 60.0) -> None:
+    """Wait until the watch's thread has queued an event of `name` (with a size, or gone),
+    however long a busy host takes to run it; the next poll drains it. The asserts after
+    say what is missing if it never comes."""
+    assert src.watch is not None
+    deadline = time.monotonic() + timeout
+    while not any(n == name and p is present for _, n, p in list(src.watch._queue)):
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.02)
+
+
 def _ours(part, name: str) -> list[DiskEvent]:
     return [e for e in part.hosts["h1"].disk_events if e.name == name]
 
@@ -153,10 +165,10 @@ def test_a_disk_attached_and_detached_between_two_polls_is_seen_by_the_monitor(
         began = time.time()
         name = attach(image)
         try:
-            time.sleep(1.0)  # the watch reads the size at the event: let it, on a busy host
+            announced(src, name, True)  # the watch reads the size at the event: let it
         finally:
             detach(name)
-        time.sleep(0.5)
+        announced(src, name, False)
         ended = time.time()
         second = src.poll()
         # Other people's labs share the machine: one may have taken the freed number since.
@@ -188,14 +200,14 @@ def test_a_disk_that_stays_is_news_once_with_what_it_is(image: Path) -> None:
         src.poll()
         name = attach(image)
         try:
-            time.sleep(0.5)
+            announced(src, name, True)
             events = _ours(src.poll(), name)
             assert [e.appeared for e in events] == [True]
             assert events[0].detail.startswith("0.0625 GiB")
             assert _ours(src.poll(), name) == []  # told once
         finally:
             detach(name)
-        time.sleep(0.5)
+        announced(src, name, False)
         assert [e.appeared for e in _ours(src.poll(), name)][:1] == [False]
     finally:
         src.close()

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -76,10 +75,14 @@ def test_a_second_builder_waits_for_the_first_and_reuses_its_root(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STORMDECK_ROOTS_DIR", str(tmp_path))
     built: list[str] = []
+    # The first build runs until the second builder has said it waits: no sleep decides
+    # which of the two comes first, however busy the host.
+    building, waiting = threading.Event(), threading.Event()
 
     def slow_build(rel: roots.Release, progress: roots.Progress) -> Path:
         built.append(rel.name)
-        time.sleep(0.5)
+        building.set()
+        waiting.wait(60)
         root = roots.root_path(rel.name)
         root.mkdir()
         (root / roots.MARKER).write_text(json.dumps({"recipe": roots.RECIPE}))
@@ -87,10 +90,17 @@ def test_a_second_builder_waits_for_the_first_and_reuses_its_root(
 
     monkeypatch.setattr(roots, "_build", slow_build)
     said: list[str] = []
+
+    def say(message: str) -> None:
+        said.append(message)
+        if "another process is building" in message:
+            waiting.set()
+
     first = threading.Thread(target=roots.ensure_root, args=("tentacle", lambda m: None))
     first.start()
-    time.sleep(0.1)
-    assert roots.ensure_root("tentacle", said.append) == tmp_path / "stormdeck-root-tentacle"
+    assert building.wait(60)
+    assert roots.ensure_root("tentacle", say) == tmp_path / "stormdeck-root-tentacle"
+    waiting.set()
     first.join()
     assert built == ["tentacle"], "built once"
     assert any("another process is building the tentacle root" in m for m in said)

@@ -119,6 +119,7 @@ from pathlib import Path
 from stormdeck.advisors.findings import Finding, Severity
 from stormdeck.advisors.mutes import MuteStore
 go = Path(sys.argv[2])
+Path(sys.argv[4]).touch()
 while not go.exists():
     time.sleep(0.001)
 now = time.time()
@@ -131,9 +132,14 @@ def test_twenty_mutes_at_once_are_all_kept(tmp_path: Path) -> None:
     path = tmp_path / "state" / "mutes.json"
     go = tmp_path / "go"
     rules = [f"test.rule{i}" for i in range(20)]
-    procs = [subprocess.Popen([sys.executable, "-c", ADD, str(path), str(go), r],
-                              cwd=ROOT, stderr=subprocess.PIPE, text=True) for r in rules]
-    time.sleep(1.0)  # every one imported and waiting: they start together
+    ready = [tmp_path / f"ready{i}" for i in range(len(rules))]
+    procs = [subprocess.Popen([sys.executable, "-c", ADD, str(path), str(go), r, str(mark)],
+                              cwd=ROOT, stderr=subprocess.PIPE, text=True)
+             for r, mark in zip(rules, ready, strict=True)]
+    # Every one imported and waiting, however long a busy host takes: they start together.
+    deadline = time.monotonic() + 120
+    while not all(m.exists() for m in ready) and time.monotonic() < deadline:
+        time.sleep(0.02)
     go.touch()
     for p in procs:
         _, err = p.communicate(timeout=120)

@@ -3,7 +3,6 @@ behind a proxy that adds a round trip (tests/prometheus_wire.py)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,9 +49,7 @@ def test_queries_are_in_flight_together_over_kept_connections(proxy: DelayProxy,
                            token_file=str(tmp_path / "token"))
     n = len(src.query_names())
     try:
-        start = time.monotonic()
         src.poll()
-        took = time.monotonic() - start
         src.poll()
     finally:
         src.close()
@@ -60,10 +57,10 @@ def test_queries_are_in_flight_together_over_kept_connections(proxy: DelayProxy,
     # what is read once a minute (SLOW_QUERIES); the
     # first asks which recording rules' series exist.
     assert proxy.requests == 2 * n - len(STATIC_QUERIES) - len(SLOW_QUERIES) + 1
-    # One after another, the poll would hold at most one query at the proxy at a time
-    # and take at least n round trips; at most `concurrency` at once, never more.
+    # One after another, the poll would hold at most one query at the proxy at a time;
+    # at most `concurrency` at once, never more. Counted at the proxy, not timed: how long
+    # the poll takes says more about the host than about the pool.
     assert 2 <= proxy.max_in_flight <= 6, proxy.max_in_flight
-    assert took < n * DELAY * 0.6, (took, n)
     # One pool for every query of both polls: no connection opened per query or per poll.
     assert proxy.connections <= 6, proxy.connections
     # Every concurrent request carried the bearer token, and nothing else.
