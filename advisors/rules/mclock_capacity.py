@@ -27,15 +27,17 @@ def kind(d: Daemon) -> str:
 class MclockCapacity(Rule):
     id = "ceph.mclock.capacity"
     title = "mClock works from an IOPS capacity nobody measured"
-    source = "mclock-recovery-limits-profiles, mclock-forces-sleeps-zero"
+    source = "mclock-osd-capacity, mclock-recovery-limits-profiles"
     explanation = (
         "Under mclock_scheduler every profile's shares are fractions of the OSD's IOPS "
         "capacity (osd_mclock_max_capacity_iops_hdd/ssd). At boot the OSD measures it with "
-        "a short bench; a result outside osd_mclock_iops_capacity_low/threshold is "
-        "discarded, the default (315 for HDD, 21500 for SSD) stays, and the OSD says so in "
-        "the cluster log. An OSD far from the OSDs of its class (3 x or 1/3 of their "
-        "median, judged from three OSDs of a class on) likely measured something else "
-        "than its disk (a cache, a busy moment). "
+        "a short bench; a result outside osd_mclock_iops_capacity_low_threshold_* and "
+        "osd_mclock_iops_capacity_threshold_* (50-500 IOPS for HDD, 1000-80000 for SSD by "
+        "default) is discarded, the last valid value or the default (315 for HDD, 21500 "
+        "for SSD) stays, and the OSD says so in the cluster log. An OSD far from the OSDs "
+        "of its class (outlier_factor times their median or less than its inverse, judged "
+        "from min_class_osds OSDs of a class on: stormdeck's own judgement) likely measured "
+        "something else than its disk (a cache, a busy moment). "
         "Either way, profile advice means little with a wrong capacity: the mClock docs "
         "recommend measuring the device with fio (4K random writes) and setting the value "
         "per OSD.")
@@ -74,9 +76,10 @@ class MclockCapacity(Rule):
             # outlier, the median of each healthy OSD's two peers is the mean of a healthy
             # figure and the outlier, and made both healthy ones outliers too (the Reef lab).
             same = list(stored[kind(d)].values())
-            mid = median(same) if len(same) >= 3 else None
+            factor = float(ctx.p("outlier_factor"))
+            mid = median(same) if len(same) >= int(ctx.p("min_class_osds")) else None
             outlier = mine is not None and mid is not None and mid > 0 and (
-                mine > 3 * mid or mine < mid / 3)
+                mine > factor * mid or mine < mid / factor)
             fire = (fell is not None and not set_by_hand) or outlier
             if not ctx.matters(d.id, fire):
                 continue
