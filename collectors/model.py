@@ -263,12 +263,10 @@ class ConfigOption:
     type: str | None = None
     values: Mapping[str, str] = field(default_factory=dict)  # who ("osd", "osd.3") -> value
     # What the OSDs read so far (`config show`) run with from a layer above the database
-    # ("osd.3" -> RunningValue: ceph.conf, command line, runtime). An OSD in
-    # `running_read` but not here runs the database's value; one in neither is not
-    # read yet (a sample at scale), for `running_error`'s reason if one failed.
+    # ("osd.3" -> RunningValue: ceph.conf, command line, runtime). An OSD in the
+    # cluster's `running_read` but not here runs the database's value; one in neither is
+    # not read yet (a sample at scale).
     running: Mapping[str, RunningValue] = field(default_factory=dict)
-    running_read: frozenset[str] = frozenset()
-    running_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,6 +350,10 @@ class Cluster:
     num_in_osds: int | None = None
     pools: tuple[Pool, ...] = ()
     config: Mapping[str, ConfigOption] = field(default_factory=dict)
+    # The OSDs whose running values were read (`config show`; ConfigOption.running), and
+    # why the newest read failed, if one did.
+    running_read: frozenset[str] = frozenset()
+    running_error: str | None = None
     release: str | None = None  # "pacific", "reef", ...
     version: str | None = None  # "16.2.15"; the oldest running, if mixed
     versions_mixed: bool = False
@@ -651,6 +653,8 @@ def plain(value: Any) -> Any:
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, tuple | list):
         return [plain(v) for v in value]
+    if isinstance(value, frozenset):
+        return sorted(plain(v) for v in value)
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)  # JSON has no inf/nan; keep the fact, as text
     return value

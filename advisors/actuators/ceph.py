@@ -211,13 +211,13 @@ def outranked(cluster: Cluster | None, key: str, target: str) -> str | None:
     command line or a runtime setting, which outrank the database. None where any of
     them takes the database's value, or none was read."""
     opt = cluster.config.get(key) if cluster is not None else None
-    if opt is None or not opt.running:
+    if cluster is None or opt is None or not opt.running:
         return None
     section = target.partition("/")[0]
     if section.startswith("osd."):
-        scope = {section} & opt.running_read
+        scope = {section} & cluster.running_read
     elif section in ("osd", "global"):
-        scope = set(opt.running_read)  # a class or host mask: its OSDs among these
+        scope = set(cluster.running_read)  # a class or host mask: its OSDs among these
     else:
         return None
     above = sorted((o for o in scope if o in opt.running), key=_osd_number)

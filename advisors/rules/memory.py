@@ -87,7 +87,8 @@ class OsdMemory(Rule):
         # each host's targets). The config and the OSDs' hosts rarely move; their RSS
         # does, so only the RSS is read again each tick.
         self._made: tuple[Any, list[str], list[Any], list[float],
-                          dict[str, list[float]], dict[str, list[str]]] | None = None
+                          dict[str, list[float]], dict[str, list[str]],
+                          frozenset[str]] | None = None
         # host -> where each of its OSDs' targets came from, as last worked out.
         self._sources: dict[str, list[str]] = {}
         # The OSDs past their limit, by the RSS column and targets they were found in.
@@ -96,13 +97,14 @@ class OsdMemory(Rule):
     def _targets(self, ctx: Context, ids: list[str], host_of: list[Any]
                  ) -> tuple[list[float], dict[str, list[float]]]:
         opt = ctx.option("osd_memory_target")
+        read = ctx.cluster.running_read if ctx.cluster is not None else frozenset()
         made = self._made
-        if made is not None and made[0] is opt and made[1] == ids and made[2] == host_of:
+        if made is not None and made[0] is opt and made[6] is read and made[1] == ids \
+                and made[2] == host_of:
             self._sources = made[5]
             return made[3], made[4]
         own = opt.values if opt is not None else {}
         running = opt.running if opt is not None else {}
-        read = opt.running_read if opt is not None else frozenset()
         # What an OSD without its own value runs with depends only on its host:
         # target_of once per host, not per OSD (10,000 a tick on the librados path).
         per_host: dict[str | None, float] = {}
@@ -133,7 +135,7 @@ class OsdMemory(Rule):
                 by_host.setdefault(host, []).append(target)
             targets.append(target)
         if ctx.columns is not None:  # the walk (the reference) keeps nothing
-            self._made = (opt, ids, host_of, targets, by_host, sources)
+            self._made = (opt, ids, host_of, targets, by_host, sources, read)
         return targets, by_host
 
     def check(self, ctx: Context) -> Iterable[Check]:
@@ -180,8 +182,7 @@ class OsdMemory(Rule):
                     "A long pglog (many PGs per OSD, long recovery) is memory no cache "
                     "setting gives back: fewer PGs per OSD, or more RAM."),
                 badness=rss / target)
-        opt = ctx.option("osd_memory_target")
-        why = opt.running_error if opt is not None else None
+        why = ctx.cluster.running_error if ctx.cluster is not None else None
         for host, osds in sorted(by_host.items()):
             h = hosts.get(host)
             ram = h.mem_total if h is not None else None

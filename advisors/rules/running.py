@@ -102,7 +102,7 @@ class RunningDiffers(Rule):
                     # A file's value beside an empty database is the operator's choice of
                     # layer, not a conflict: only one the database contradicts is.
                     outranked.append((osd, r, db))
-            read = len(opt.running_read)
+            read = len(c.running_read)
             for kind, found in (("runtime", runtime), ("outranked", outranked)):
                 if ctx.matters(_target(name, kind), bool(found)):
                     yield self._check(ctx, name, kind, found, read)

@@ -472,11 +472,10 @@ class CephSource:
             options = self._options[1]
         else:
             options = {}
-            above, read, why = running
+            above = running[0]
             for name, opt in (helps or {}).items():
                 options[name] = replace(opt, values=dict((config or {}).get(name, {})),
-                                        running=above.get(name, {}), running_read=read,
-                                        running_error=why)
+                                        running=above.get(name, {}))
             self._options = (options_key, options)
         pools = self._filled(pools, getattr(self, "_usage", None))
         pools = self._autoscaled(pools, getattr(self, "_targets", None))
@@ -488,7 +487,8 @@ class CephSource:
             osd_flags=tuple(f for f in dump["flags"] if f not in ROUTINE_FLAGS),
             require_min_compat_client=dump.get("require_min_compat_client"),
             primary_affinity=dump.get("primary_affinity") or {}, pools=pools,
-            config=options, release=release, version=version, versions_mixed=mixed)
+            config=options, running_read=running[1], running_error=running[2],
+            release=release, version=version, versions_mixed=mixed)
         prim_counts = primaries.by_osd if primaries else None
         inputs = (meta, df, perf, io, dump["osds"], prim_counts, health)
         if self._daemon_map and _same_objects(self._inputs, inputs):

@@ -353,8 +353,8 @@ def running(value: str, source: str, *overrides: tuple[str, str]) -> Callable[
         opt = s.cluster.config["osd_memory_target"]
         ran = {d: RunningValue(value, source, tuple(overrides), read_at=0.0)
                for d in s.daemons if d.startswith("osd.")}
-        return with_cluster(s, config={**s.cluster.config, "osd_memory_target": replace(
-            opt, running=ran, running_read=frozenset(ran))})
+        return with_cluster(s, running_read=frozenset(ran), config={
+            **s.cluster.config, "osd_memory_target": replace(opt, running=ran)})
     return edit
 
 

@@ -127,8 +127,8 @@ def ran(value: str, source: str, *over: tuple[str, str], osds: tuple[str, ...] =
         running = {d: RunningValue(value, source, over, read_at=0.0) for d in who}
         host = next(iter(s.hosts))
         s = replace(s, hosts={**s.hosts, host: replace(s.hosts[host], mem_total=24 << 30)})
-        return with_cluster(s, config={**s.cluster.config, "osd_memory_target": replace(
-            opt, running=running, running_read=frozenset(who))})
+        return with_cluster(s, running_read=frozenset(who), config={
+            **s.cluster.config, "osd_memory_target": replace(opt, running=running)})
     return edit
 
 
@@ -160,9 +160,7 @@ def test_an_osd_not_read_yet_is_said_so_with_the_reason() -> None:
     def edit(s: Snapshot, i: int) -> Snapshot:
         s = ran("10737418240", "override", osds=("osd.0", "osd.1"))(s, i)
         assert s.cluster is not None
-        opt = s.cluster.config["osd_memory_target"]
-        return with_cluster(s, config={**s.cluster.config, "osd_memory_target": replace(
-            opt, running_error="config show did not answer (timed out)")})
+        return with_cluster(s, running_error="config show did not answer (timed out)")
 
     found = run(history(3, edit=edit), rules=(OsdMemory,))
     (f,) = [f for f in found if f.target.startswith("host ")]
@@ -192,53 +190,34 @@ def test_the_sleeps_mclock_forces_at_every_start_are_not_a_runtime_value() -> No
             # would under wpq): the OSDs still run 0.
             values = {"osd": "0.1"} if "sleep" in name else opt.values
             osds = frozenset(d for d in s.daemons if d.startswith("osd."))
-            config[name] = replace(opt, values=values, running_read=osds, running={
+            config[name] = replace(opt, values=values, running={
                 d: got[name] for d in osds if got[name].source == "override"})
-        return with_cluster(s, config=config)
+        return with_cluster(s, config=config, running_read=osds)
 
     found = run(history(3, base=base, edit=edit), rules=(RunningDiffers,))
     assert not firing(found, "ceph.config.running_differs"), [f.summary for f in found]
 
 
-def test_running_values_survive_a_recording() -> None:
+def test_running_values_survive_a_recording_and_the_snapshots_json() -> None:
     """A replay judges what the live console judged: the running values and the OSDs read
-    are recorded and read back as they were (the set as a sorted list)."""
-    from stormdeck.collectors.model import ConfigOption
+    are recorded and read back as they were (the set as a sorted list), and `snapshot
+    --json` writes them."""
+    from stormdeck.collectors.model import ConfigOption, to_json_dict
     from stormdeck.collectors.recording import Decoder, Encoder, decode, encode
 
     opt = ConfigOption("osd_memory_target", True, values={"osd": "21474836480"},
                        running={"osd.1": RunningValue("10737418240", "override",
-                                                      (("file", "939524096"),), 3.0)},
-                       running_read=frozenset({"osd.0", "osd.1", "osd.2", "osd.3", "osd.4"}),
-                       running_error="config show did not answer (gone)")
+                                                      (("file", "939524096"),), 3.0)})
     assert decode(ConfigOption, json.loads(json.dumps(encode(opt)))) == opt
     snap = lab_snapshot()
     assert snap.cluster is not None
-    snap = with_cluster(snap, config={**snap.cluster.config, opt.name: opt})
+    snap = with_cluster(snap, config={**snap.cluster.config, opt.name: opt},
+                        running_read=frozenset({"osd.0", "osd.1", "osd.2", "osd.3", "osd.4"}),
+                        running_error="config show did not answer (gone)")
     back = Decoder().snapshot(json.loads(json.dumps(Encoder().snapshot(snap))))
     assert back.cluster is not None and back.cluster.config[opt.name] == opt
-
-
-def test_a_change_the_osds_would_not_run_is_not_proposed() -> None:
-    """The scrub rule proposes `ceph config set osd osd_scrub_sleep 0.1`: where every OSD
-    read runs the option from ceph.conf, which outranks the database, the change would
-    do nothing, and the finding says so in place of proposing it. One OSD that takes
-    the database's value is enough to propose it."""
-    def edit(few: tuple[str, ...]):
-        def e(s: Snapshot, i: int) -> Snapshot:
-            s = with_cluster(s, pg_states={"active+clean": 30, "active+clean+scrubbing+deep": 3})
-            assert s.cluster is not None
-            opt = s.cluster.config["osd_scrub_sleep"]
-            osds = frozenset(d for d in s.daemons if d.startswith("osd."))
-            return with_cluster(s, config={**s.cluster.config, "osd_scrub_sleep": replace(
-                opt, running_read=osds,
-                running={d: RunningValue("0", "file", read_at=0.0) for d in few})})
-        return e
-
-    every = tuple(d for d in lab_snapshot().daemons if d.startswith("osd."))
-    (f,) = firing(run(history(41, edit=edit(every))), "ceph.scrub.during_load")
-    assert f.changes == ()
-    assert any("run osd_scrub_sleep from ceph.conf, which outranks the config database"
-               in n for n in f.notes), f.notes
-    (g,) = firing(run(history(41, edit=edit(every[:-1]))), "ceph.scrub.during_load")
-    assert [c.key for c in g.changes] == ["osd_scrub_sleep"]
+    assert (back.cluster.running_read, back.cluster.running_error) == \
+        (snap.cluster.running_read, snap.cluster.running_error)
+    doc = json.loads(json.dumps(to_json_dict(snap), allow_nan=False))
+    assert doc["cluster"]["running_read"] == ["osd.0", "osd.1", "osd.2", "osd.3", "osd.4"]
+    assert doc["cluster"]["config"][opt.name]["running"]["osd.1"]["source"] == "override"
