@@ -39,11 +39,13 @@ class SlowestOsd(Rule):
             order = list(range(len(means)))
         for i in order:
             osd_id, avg = means.ids[i], means.mean(i)
-            fire = avg > factor * median and avg > floor
+            d = ctx.latest.daemons[osd_id]
+            # A down OSD's latency is the mgr's last figure from before it died: never
+            # "the slowest now" (its being down is a finding of its own).
+            fire = avg > factor * median and avg > floor and d.up is not False
             if not ctx.matters(osd_id, fire):
                 continue  # neither firing nor tracked: the check would change nothing
             series = ctx.daemon_values(osd_id, "commit_latency")
-            d = ctx.latest.daemons[osd_id]
             disks = [ctx.latest.disks.get(disk_key(d.host, dev)) for dev in d.devices or ()]
             util = [k.util for k in disks if k is not None and k.util is not None]
             where = f" on {', '.join(d.devices)}" if d.devices else ""
@@ -51,7 +53,7 @@ class SlowestOsd(Rule):
                    if d.cores_used is not None and d.cores_allowed else "")
             yield Check(
                 target=osd_id, fire=fire,
-                clear=avg <= factor * 0.8 * median or avg <= floor * 0.8,
+                clear=avg <= factor * 0.8 * median or avg <= floor * 0.8 or d.up is False,
                 severity=Severity.WARNING,
                 summary=f"{osd_id} commits in {avg * 1000:.1f} ms against a median of "
                         f"{median * 1000:.1f} ms{where}"

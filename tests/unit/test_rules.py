@@ -858,3 +858,16 @@ def test_storm_is_not_judged_on_a_real_mgr_failover_capture(release: str) -> Non
     states = {"unknown": n - 1, "active+clean": 1}
     known = with_cluster(snap, pg_states=states, pg_flags=pg_flags_from_states(states))
     assert firing(run(history(41, step=10.0, base=known)), "ceph.peering.storm")
+
+
+def test_a_down_osd_is_never_the_slowest_now() -> None:
+    """Its commit latency is the mgr's last figure from before it died (issue 42): the
+    slowest-OSD finding clears once Ceph says it is down, and does not fire for it."""
+    def dies(s: Snapshot, i: int) -> Snapshot:
+        s = slow_osd(s, i)
+        return with_daemon(s, "osd.1", up=False) if i >= 20 else s
+
+    assert firing(run(long(slow_osd)), "ceph.osd.slowest")
+    assert not firing(run(long(dies)), "ceph.osd.slowest")
+    assert not firing(run(long(lambda s, i: with_daemon(slow_osd(s, i), "osd.1", up=False))),
+                      "ceph.osd.slowest")
