@@ -14,6 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from stormdeck.base import pgstate
+from stormdeck.collectors.curve_model import CurveCluster, CurvePool, MdsStatus
+from stormdeck.collectors.options import ConfigChange, ConfigOption, RunningValue
+
+# Re-exported: the model is where readers look for every type a Snapshot holds.
+__all__ = ["ConfigChange", "ConfigOption", "CurveCluster", "CurvePool", "MdsStatus",
+           "RunningValue"]
 
 T = TypeVar("T")
 
@@ -243,33 +249,6 @@ class Pool:
 
 
 @dataclass(frozen=True, slots=True)
-class RunningValue:
-    """What one daemon runs an option with, as it reported to the mgr (`config show`)."""
-
-    value: str | None
-    source: str | None  # "default", "mon", "file", "env", "cmdline", "override"
-    overrides: tuple[tuple[str, str], ...] = ()  # (source, value) it wins over
-    read_at: float | None = None  # the console's clock when read
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigOption:
-    """One option the rules need: does it exist here, can it change live, what is it set to."""
-
-    name: str
-    exists: bool
-    runtime: bool | None = None  # can_update_at_runtime
-    default: str | None = None
-    type: str | None = None
-    values: Mapping[str, str] = field(default_factory=dict)  # who ("osd", "osd.3") -> value
-    # What the OSDs read so far (`config show`) run with from a layer above the database
-    # ("osd.3" -> RunningValue: ceph.conf, command line, runtime). An OSD in the
-    # cluster's `running_read` but not here runs the database's value; one in neither is
-    # not read yet (a sample at scale).
-    running: Mapping[str, RunningValue] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
 class LogEntry:
     """One line of the cluster log, as `ceph -w` shows it."""
 
@@ -279,17 +258,6 @@ class LogEntry:
     priority: str  # "[INF]", "[WRN]", "[ERR]", "[DBG]"
     message: str
     channel: str = "cluster"
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigChange:
-    """One option changed in the monitors' config database (`ceph config log`)."""
-
-    version: int
-    stamp: float | None
-    name: str  # "osd/osd_max_backfills": who, then the option
-    old: str | None  # None: it was not set
-    new: str | None  # None: it was removed
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,57 +378,6 @@ def pg_flags_from_states(states: Mapping[str, int]) -> dict[str, int]:
         for word in state.split("+"):
             flags[word] = flags.get(word, 0) + n
     return flags
-
-
-# ---- Curve -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class CurvePool:
-    """One logical pool as the leader MDS's topology metrics describe it."""
-
-    name: str  # the bvar-mangled name, as in the metric names
-    leader_range: float | None = None  # max - min leaders per chunkserver
-    leader_min: float | None = None
-    leader_max: float | None = None
-    leader_avg: float | None = None
-    leader_stddev: float | None = None
-    copysets: int | None = None
-    chunkservers: int | None = None
-    copyset_range: float | None = None
-    pool_id: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class MdsStatus:
-    addr: str  # dummy address
-    role: str | None  # "leader" | "follower" | None when unreachable
-    error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CurveCluster:
-    mds: tuple[MdsStatus, ...] = ()
-    leader_mds: str | None = None
-    pools: tuple[CurvePool, ...] = ()
-    version: str | None = None
-    operators: int | None = None  # scheduler operators in flight
-    transfer_leader_ops: int | None = None
-    chunkservers_online: int | None = None
-    chunkservers_offline: int | None = None
-    copysets_total: int | None = None
-    copysets_unhealthy: int | None = None
-    endpoint_errors: Mapping[str, str] = field(default_factory=dict)  # addr -> error
-    # Copysets ("pool:copyset") with a TransferLeader operator the MDS showed lately.
-    transfer_copysets: tuple[str, ...] = ()
-    # Tool calls that failed this time: their values are None, not the last good ones.
-    tool_errors: Mapping[str, str] = field(default_factory=dict)  # call -> error
-    # stormdeck's own leader schedules (start, end or None while running), epoch seconds,
-    # as its journal said when this was collected: a replay judges what was known then.
-    own_schedules: tuple[tuple[float, float | None], ...] = ()
-    # Where each pool's id came from (pool name -> "curve bs list logical-pool", "the MDS's
-    # topology service", ...), or why no id: said where a schedule must target every pool.
-    pool_ids_from: Mapping[str, str] = field(default_factory=dict)
 
 
 # ---- sources and the whole ------------------------------------------------------
