@@ -204,16 +204,18 @@ def test_an_option_the_scheduler_ignores_is_not_called_applied(release_cluster: 
 
 def test_the_mclock_profile_the_advice_proposes_is_applied_and_undone(
         release_cluster: LabCluster, env, tmp_path: Path) -> None:
-    """A string option, as ceph.mclock.background_vs_clients proposes it: `config get`
-    answers it bare, which the staleness check and the read-back must read as such."""
+    """A string option, as ceph.mclock.background_vs_clients proposes it, through `stormdeck
+    apply` as an operator applies that plan: `config get` answers it bare, which the
+    staleness check and the read-back must read as such."""
     lab_cluster = release_cluster
     if lab_cluster.release == "pacific":
         not_required("wpq ignores the profile: test_an_option_the_scheduler_ignores_...")
     before = get(lab_cluster, "osd", "osd_mclock_profile")
     assert before == "balanced"  # the default since Quincy 17.2.6 (osd.yaml.in)
     plan = write_plan(tmp_path / "p.json", make(
-        "ceph_config", "osd", "osd_mclock_profile", before, "high_client_ops", runtime=True))
-    res = run_plan(lab_cluster, env, plan)
+        "ceph_config", "osd", "osd_mclock_profile", before, "high_client_ops", runtime=True),
+        rule="ceph.mclock.background_vs_clients", fsid=lab_fsid(lab_cluster))
+    res = cli(lab_cluster, env, "apply", str(plan), "--yes")
     assert res.rc == 0, res.err
     assert "applied: ceph config set osd osd_mclock_profile high_client_ops" in res.out, res.out
     assert {get(lab_cluster, f"osd.{i}", "osd_mclock_profile") for i in range(3)} == \
