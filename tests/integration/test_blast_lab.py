@@ -117,9 +117,10 @@ def drop_pool(cluster, name: str) -> None:
 
 
 def down_and_split(lab: LabCluster, cluster, pool: str, pool_id: int, tmp_path: Path) -> None:
-    """Reef and Tentacle (Pacific's lab does both through stormdeck apply, below): two OSDs
-    down under min_size 2 report their shared PGs inactive and a noup plan is refused; pg_num
-    2x moves the predicted copies once pgp_num reaches the target, within 10%."""
+    """Reef and Tentacle (Pacific's lab does both in its own test, below): two OSDs down
+    under min_size 2 report their shared PGs inactive and a noup plan is refused; pg_num 2x
+    through `stormdeck apply` moves the predicted copies once pgp_num reaches the target,
+    within 10%, and the journal keeps what apply predicted."""
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
     ceph_json(cluster, "osd pool set", pool=pool, var="min_size", val="2")
     down = whatif(lab, "down", "osd.0", "osd.1")
@@ -143,7 +144,13 @@ def down_and_split(lab: LabCluster, cluster, pool: str, pool_id: int, tmp_path: 
                        if pg.startswith(f"{pool_id}.")}
         ceph_json(cluster, "config set", who="mgr", name="target_max_misplaced_ratio",
                   value="1")
-        ceph_json(cluster, "osd pool set", pool=pool, var="pg_num", val="64")
+        # The split as an operator makes it, so the pool_set path (review, guard, send,
+        # pg_num followed to its target, journal) runs on this release's mons and mgr too.
+        plan = write_plan(tmp_path / "pg.json", fsid, "ceph.pool.pg_not_power_of_two",
+                          change("pool_set", pool, "pg_num", "32", "64"))
+        res = run_cli("apply", str(plan), "--yes", "-c", str(lab.conf), env=env, timeout=400)
+        assert res.rc == 0, res.err
+        assert f"predicted: pg_num of {pool} 32 -> 64" in res.out, res.out
         eventually(lambda: ceph_json(cluster, "osd pool get", pool=pool,
                                      var="pgp_num")["pgp_num"] == 64, 240, interval=1)
         children = up_sets(cluster, pg_ids(cluster, pool))
@@ -154,6 +161,11 @@ def down_and_split(lab: LabCluster, cluster, pool: str, pool_id: int, tmp_path: 
     assert abs(predicted["copies_to_create"] - copies) <= 0.1 * copies, \
         (predicted, copies, upmaps(cluster, pool_id))
     assert parent_size  # the bytes are checked on Pacific's lab, through apply
+    (entry,) = Journal(tmp_path / "state" / "stormdeck" / "journal.jsonl").entries()
+    assert entry.status == "applied" and entry.change.kind == "pool_set", entry
+    assert entry.prediction is not None and entry.prediction["copies_to_create"] == \
+        predicted["copies_to_create"]
+    assert entry.observed is not None and "misplaced_objects" in entry.observed
 
 
 def read_as_whatif_does(lab: LabCluster, predicted: dict) -> None:
