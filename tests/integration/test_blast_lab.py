@@ -1,11 +1,13 @@
 """Blast radius against the real lab: what `whatif` predicts, then what really happens.
 
 On every release's lab, an OSD marked out: the PGs whose up set changes (exact) and the bytes
-(within 10%), with that release's own osdmaptool. On Pacific's, one pool of its own (size 2,
-40 MiB of objects) for two more acts: pg_num doubled through `stormdeck apply` (copies moved
-once pgp_num reaches the target: within 10%; the journal keeps prediction and outcome), and
-two OSDs held down under min_size 2 (inactive PGs predicted; the plan to set noup on both
-refused). Each test leaves the lab as it found it.
+(within 10%), with that release's own osdmaptool; then two OSDs held down under min_size 2
+(inactive PGs predicted; the plan to set noup on both refused by `stormdeck apply`) and pg_num
+doubled through `stormdeck apply` (copies moved once pgp_num reaches the target: within 10%;
+the journal keeps prediction and outcome). On Pacific's, one pool of its own (size 2, 40 MiB
+of objects) for those two acts, each plan also asked of `whatif plan` (the prediction of the
+file an operator is about to apply), the split followed to active+clean. Each test leaves
+the lab as it found it.
 """
 
 from __future__ import annotations
@@ -57,10 +59,25 @@ def clean(cluster) -> bool:
         sum(s["count"] for s in states) == pgmap["num_pgs"]
 
 
+def unclean(cluster) -> str:
+    """What `clean` saw, for its failure message."""
+    pgmap = ceph_json(cluster, "status")["pgmap"]
+    return f"{pgmap.get('pgs_by_state')} of {pgmap.get('num_pgs')} PGs"
+
+
 def whatif(lab: LabCluster, *args: str) -> dict:
     res = run_cli("whatif", *args, "-f", "json", "-c", str(lab.conf), timeout=300)
     assert res.rc == 0, res.err
     return json.loads(res.out)
+
+
+def assert_same_prediction(planned: dict, direct: dict) -> None:
+    """`whatif plan FILE` predicts what the plan's changes move as the maintenance form
+    (`whatif pg_num`, `whatif down`) does for the same act: its title aside, the same PGs,
+    copies and bytes."""
+    keys = ("pgs_remapped_ids", "copies_to_create", "bytes_to_move", "pgs_inactive_ids",
+            "pgs_undersized_ids")
+    assert {k: planned[k] for k in keys} == {k: direct[k] for k in keys}, (planned, direct)
 
 
 def write_plan(path: Path, fsid: str, rule: str, *changes) -> Path:
@@ -260,6 +277,7 @@ def test_pg_num_and_down_predictions_and_the_guard_refuses_inactive_pgs(
         fsid = ceph_json(cluster, "status")["fsid"]
         plan = write_plan(tmp_path / "pg.json", fsid, "ceph.pool.pg_not_power_of_two",
                           change("pool_set", POOL, "pg_num", "32", "64"))
+        assert_same_prediction(whatif(lab, "plan", str(plan)), predicted)
         # --follow 2: too short for the mgr to step pgp_num and the PGs to backfill, so the
         # watch gives up and journals what it saw; a later `journal --refresh` finds the
         # cluster clean and says between which reads it became so. Both paths, one split.
@@ -302,7 +320,7 @@ def test_pg_num_and_down_predictions_and_the_guard_refuses_inactive_pgs(
         journal = run_cli("journal", env=env)
         assert "predicted:" in journal.out and "seen right after" in journal.out
         assert "active+clean" in journal.out and "after" in journal.out
-        assert clean(cluster)
+        assert clean(cluster), unclean(cluster)
         # Undo (pg_num 64 -> 32, a merge) is predicted before it asks; with no terminal to
         # confirm on, nothing is sent.
         res = run_cli("undo", entry.id, "-c", str(lab.conf), env=env, timeout=300)
@@ -340,6 +358,9 @@ def test_pg_num_and_down_predictions_and_the_guard_refuses_inactive_pgs(
         plan = write_plan(tmp_path / "noup.json", fsid, "ceph.osd.flapping",
                           change("osd_flag", "osd.0", "noup", "unset", "set"),
                           change("osd_flag", "osd.1", "noup", "unset", "set"))
+        held_down = whatif(lab, "plan", str(plan))
+        assert_same_prediction(held_down, down)
+        assert held_down["refused"] and "inactive" in held_down["refused"], held_down
         res = run_cli("apply", str(plan), "--yes", "-c", str(lab.conf), env=env)
         assert res.rc == 3, (res.out, res.err)
         assert "inactive" in res.err and "refused" in res.err
