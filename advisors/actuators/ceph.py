@@ -201,23 +201,27 @@ GROUP_FLAGS = ("noup", "nodown", "noin", "noout")
 
 
 # Where a running value came from, for a sentence (Ceph's level names).
-_LAYER = {"file": "ceph.conf", "env": "the environment", "cmdline": "the command line",
-          "override": "a runtime setting (`ceph tell`)", "final": "the daemon itself"}
+_LAYER = {"file": "ceph.conf", "cmdline": "the command line",
+          "env": "the environment (Rook sets osd_memory_target there from the pod's memory)",
+          "override": "a runtime setting (`ceph tell`)"}
 
 
 def outranked(cluster: Cluster | None, key: str, target: str) -> str | None:
     """Why a `ceph config set TARGET KEY` would change nothing the OSDs run: every OSD it
-    is for that stormdeck has read (`config show`) runs the option from ceph.conf, the
-    command line or a runtime setting, which outrank the database. None where any of
-    them takes the database's value, or none was read."""
+    is for runs the option from ceph.conf, the environment, the command line or a runtime
+    setting, which outrank the database (`config show`). Said only when that is known of
+    every OSD: one OSD's section once it was read; `osd` or `global` once every up OSD
+    was read (a sample says nothing of the rest). A masked section (osd/class:ssd,
+    osd/host:X) is not judged here: its OSDs are not known to this check."""
     opt = cluster.config.get(key) if cluster is not None else None
-    if cluster is None or opt is None or not opt.running:
+    if cluster is None or opt is None or not opt.running or "/" in target:
         return None
-    section = target.partition("/")[0]
-    if section.startswith("osd."):
-        scope = {section} & cluster.running_read
-    elif section in ("osd", "global"):
-        scope = set(cluster.running_read)  # a class or host mask: its OSDs among these
+    if target.startswith("osd."):
+        scope = {target} & cluster.running_read
+    elif target in ("osd", "global"):
+        scope = set(cluster.running_read)
+        if cluster.num_up_osds is None or len(scope) < cluster.num_up_osds:
+            return None
     else:
         return None
     above = sorted((o for o in scope if o in opt.running), key=_osd_number)

@@ -32,8 +32,7 @@ def size(text: str | None) -> float | None:
 # Where a running value came from, as the host finding names it (Ceph's source names).
 _FROM = {"override": "set at runtime (`ceph tell` or the admin socket)",
          "file": "from ceph.conf", "cmdline": "from the command line",
-         "env": "from the environment", "mon": "from the config database",
-         "default": "Ceph's default"}
+         "env": "from the environment", "mon": "as the config database gives them"}
 
 
 def running_target(opt: ConfigOption | None, osd_id: str) -> tuple[float, str] | None:
@@ -216,10 +215,14 @@ def _winning_layer(sources: list[str], host: str) -> tuple[str, ...]:
         steps.append("Targets set at runtime outrank the config database until the OSDs "
                      "restart: `ceph tell osd.N config unset osd_memory_target` hands each "
                      "back to it (a `ceph config set` alone changes nothing they run with).")
-    if "file" in sources or "cmdline" in sources or "env" in sources:
+    if "file" in sources or "cmdline" in sources:
         steps.append(f"ceph.conf (or the command line) on {host} sets the target and "
                      "outranks the config database: change it there and restart the OSDs, "
                      "or remove it there and set it with `ceph config set`.")
+    if "env" in sources:
+        steps.append("The OSDs' environment sets the target and outranks the database: "
+                     "under Rook it follows the OSD pod's memory request or limit "
+                     "(POD_MEMORY_REQUEST); change the pod's resources.")
     return tuple(steps)
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from stormdeck.advisors.findings import Check, Severity
-from stormdeck.advisors.overrides import TABLE
+from stormdeck.advisors.overrides import override
 from stormdeck.advisors.rules.base import Context, Rule
 from stormdeck.advisors.rules.memory import size
-from stormdeck.collectors.model import Cluster, ConfigOption, RunningValue
+from stormdeck.collectors.model import ConfigOption, RunningValue
 
 # Layers above the config database, in Ceph's order of precedence (lowest first).
 ABOVE_DATABASE = ("file", "env", "cmdline", "override")
@@ -28,21 +28,17 @@ def same(a: str | None, b: str | None) -> bool:
     return truth.get(a.lower(), a) == truth.get(b.lower(), b)
 
 
-def scheduler(c: Cluster, osd: str) -> str | None:
-    """The op queue `osd` runs: as it reported it, else the database's or the default."""
-    opt = c.config.get("osd_op_queue")
-    if opt is None:
-        return None
-    r = opt.running.get(osd)
-    if r is not None and r.value is not None:
-        return r.value
-    return database_value(opt, osd, None)[0]
-
-
-def database_value(opt: ConfigOption, osd: str, host: str | None) -> tuple[str | None, bool]:
-    """What the config database gives `osd` (its own, its host's mask, osd, global) and
-    whether it holds a value at all (False: the option's default)."""
-    for who in (osd, f"osd/host:{host}" if host else "", "osd", "global"):
+def database_value(opt: ConfigOption, osd: str, host: str | None = None,
+                   device_class: str | None = None) -> tuple[str | None, bool]:
+    """What the config database gives `osd` and whether it holds a value at all (False:
+    the option's default). Ceph's order: the daemon's own section, then `osd`, then
+    `global`; within a section a value under a mask that matches the OSD (its host, its
+    device class) before the plain one."""
+    chain = [osd]
+    for section in ("osd", "global"):
+        chain += [f"{section}/host:{host}" if host else "",
+                  f"{section}/class:{device_class}" if device_class else "", section]
+    for who in chain:
         if who and who in opt.values:
             return opt.values[who], True
     return opt.default, False
@@ -69,52 +65,53 @@ class RunningDiffers(Rule):
         c = ctx.cluster
         if c is None:
             return
-        hosts: dict[str, str | None] | None = None
+        where: dict[str, tuple[str | None, str | None]] | None = None
 
-        def host_of(osd: str) -> str | None:
-            # Made once a tick and only when a value above the database is seen.
-            nonlocal hosts
-            if hosts is None:
-                ids, (col,) = ctx.osd_columns("host")
-                hosts = dict(zip(ids, col, strict=True))
-            return hosts.get(osd)
+        def place(osd: str) -> tuple[str | None, str | None]:
+            # Host and device class, made once a tick and only when a value above the
+            # database is seen: the masks the database may hold a value under.
+            nonlocal where
+            if where is None:
+                ids, (hosts, classes) = ctx.osd_columns("host", "device_class")
+                where = {i: (h, k) for i, h, k in zip(ids, hosts, classes, strict=True)}
+            return where.get(osd, (None, None))
 
         for name, opt in sorted(c.config.items()):
             if not opt.running:
                 continue
-            runtime: list[tuple[str, RunningValue, str | None]] = []
-            outranked: list[tuple[str, RunningValue, str | None]] = []
+            runtime: list[tuple[str, RunningValue, str | None, bool]] = []
+            outranked: list[tuple[str, RunningValue, str | None, bool]] = []
             for osd, r in opt.running.items():
                 if r.value is None or r.source not in ABOVE_DATABASE:
                     continue
-                db, held = database_value(opt, osd, host_of(osd))
+                db, held = database_value(opt, osd, *place(osd))
                 if same(r.value, db):
                     continue
-                ov = TABLE.get(name)
+                ov = override(c, name, osd)
                 if r.source == "override" and ov is not None and ov.forced is not None \
-                        and same(r.value, ov.forced) and scheduler(c, osd) == ov.scheduler:
+                        and same(r.value, ov.forced):
                     # The OSD's own doing (mClock zeroes the sleeps at every start): no
                     # operator's value, and a restart does it again.
                     continue
                 if r.source == "override":
-                    runtime.append((osd, r, db))
+                    runtime.append((osd, r, db, held))
                 elif held:
                     # A file's value beside an empty database is the operator's choice of
                     # layer, not a conflict: only one the database contradicts is.
-                    outranked.append((osd, r, db))
+                    outranked.append((osd, r, db, held))
             read = len(c.running_read)
             for kind, found in (("runtime", runtime), ("outranked", outranked)):
                 if ctx.matters(_target(name, kind), bool(found)):
                     yield self._check(ctx, name, kind, found, read)
 
     def _check(self, ctx: Context, name: str, kind: str,
-               found: list[tuple[str, RunningValue, str | None]], read: int) -> Check:
+               found: list[tuple[str, RunningValue, str | None, bool]], read: int) -> Check:
         found.sort(key=lambda f: _number(f[0]))
         osds = [f[0] for f in found]
         named = ", ".join(osds[:SHOWN]) + (f" and {len(osds) - SHOWN} more"
                                            if len(osds) > SHOWN else "")
         values = sorted({f[1].value or "" for f in found})
-        dbs = sorted({f[2] if f[2] is not None else "unset" for f in found})
+        dbs = sorted({f[2] if f[3] else f"unset (Ceph's default {f[2]})" for f in found})
         layers = sorted({f[1].source or "" for f in found})
         of = f"{len(osds)} of {read} OSDs read"
         if kind == "runtime":
@@ -122,8 +119,9 @@ class RunningDiffers(Rule):
                        f"tell` or the admin socket); the config database gives "
                        f"{', '.join(dbs)}: a restart reverts it ({of})")
             procedure = (
-                f"To keep it: `ceph config set osd {name} {values[0] if values else 'VALUE'}`"
-                " (the database then agrees, and a restart keeps it).",
+                f"To keep it: `ceph config set osd {name} "
+                f"{values[0] if len(values) == 1 else 'VALUE'}` (or in the section or mask "
+                "that holds it now: the database then agrees, and a restart keeps it).",
                 f"To drop it: `ceph tell osd.N config unset {name}` on each, and the OSD "
                 "runs with the database's value again.")
         else:
@@ -136,6 +134,9 @@ class RunningDiffers(Rule):
                 "daemon's command line) on the OSDs' hosts and restart them, so the "
                 "database's value applies; or `ceph config rm` it from the database so "
                 "nothing claims a value the OSDs do not run with.",
+                *(("From the environment: under Rook, osd_memory_target comes from the "
+                   "OSD pod's memory request or limit (POD_MEMORY_REQUEST): change the "
+                   "pod's resources, not ceph.conf.",) if "env" in layers else ()),
                 "`ceph config assimilate-conf` moves a ceph.conf's settings into the "
                 "database.")
         return Check(

@@ -55,9 +55,10 @@ class RunningSampler:
     `config show` is one round trip to the mgr per daemon, with no bulk form: at 10,000
     OSDs they cannot all be read each poll. Each round reads `per_poll` OSDs: first one
     OSD per host (what a host's ceph.conf sets shows on any of its OSDs), then the
-    others, oldest read first; an OSD is read again after `every` seconds, and at once
-    when the config database changed (a new `config dump`). A value set by `ceph tell
-    osd.*` shows on the first OSD read.
+    others, oldest read first; an OSD is read again after `every` seconds. A value set by
+    `ceph tell osd.*` shows on the first OSD read. A change of the database does not make
+    them due: what is kept here does not come from it. An OSD that goes down, or whose
+    daemon the mgr has no report of (restarted), is unread again until read anew.
 
     Only values from a layer above the database (ceph.conf, the environment, the command
     line, runtime) are kept: an OSD read whose option is not among them runs what the
@@ -75,21 +76,22 @@ class RunningSampler:
     above: dict[str, dict[str, RunningValue]] = field(default_factory=dict)
     failed: dict[str, tuple[float, str]] = field(default_factory=dict)
     version: int = 0  # moves when what by_option() gives moves
-    _config: object | None = None
+    # OSDs newly read with nothing above the database move only the set of OSDs read:
+    # that is published at most once a `publish` seconds, so a sweep of 10,000 OSDs
+    # (3.5 h) does not make, judge and record a new set of 10,000 ids every round.
+    publish: float = 60.0
+    _unpublished: bool = False
+    _published_at: float = float("-inf")
 
-    def due(self, osds: Mapping[str, str | None], now: float, config: object) -> list[str]:
-        """Up to per_poll OSDs (id -> host) to read now, hosts not yet seen first."""
+    def due(self, osds: Mapping[str, str | None], now: float) -> list[str]:
+        """Up to per_poll OSDs (id -> host) to read now, hosts not yet seen first. An OSD
+        not among `osds` (down, or gone) forgets what it ran: it restarts with new values."""
         self._last_round = now
-        if config is not self._config:
-            # The database moved: every OSD's running value may have moved with it.
-            self._config = config
-            self.read = dict.fromkeys(self.read, float("-inf"))
         for gone in [o for o in self.read if o not in osds]:
-            del self.read[gone]
-            self.above.pop(gone, None)
-            self.version += 1
+            self._forget(gone)
         for gone in [o for o in self.failed if o not in osds]:
             del self.failed[gone]
+            self.version += 1
         seen_hosts = {osds.get(o) for o in self.read if osds.get(o)}
 
         def age(osd: str) -> float:
@@ -112,26 +114,45 @@ class RunningSampler:
         rest = [o for o in stale if o not in chosen]
         return (first + rest)[:self.per_poll]
 
-    def ready(self, now: float, config: object) -> bool:
-        """A round is due: `pace` seconds since the last, or the database changed."""
-        return now - self._last_round >= self.pace or config is not self._config
+    def ready(self, now: float) -> bool:
+        """A round is due: `pace` seconds since the last."""
+        return now - self._last_round >= self.pace
+
+    def _forget(self, osd: str) -> None:
+        if self.read.pop(osd, None) is not None:
+            self.above.pop(osd, None)
+            self.version += 1
 
     def take(self, osd: str, answer: Mapping[str, RunningValue], now: float) -> None:
         kept = {n: v for n, v in answer.items() if v.source in ABOVE_DATABASE}
         old = self.above.get(osd, {})
-        if osd not in self.read or _changed(old, kept):
+        if _changed(old, kept):
             self.above[osd] = kept
             self.version += 1
+        elif osd not in self.read:
+            self.above[osd] = kept
+            self._unpublished = True
         self.read[osd] = now
         if self.failed.pop(osd, None) is not None:
             self.version += 1
 
-    def fail(self, osd: str, why: str, now: float) -> None:
-        """A read that failed: the OSD's earlier values, if any, stand."""
+    def fail(self, osd: str, why: str, now: float, forget: bool = False) -> None:
+        """A read that failed: the OSD's earlier values stand, unless `forget` (the mgr has
+        no report of its daemon: a restart, whose values are new)."""
+        if forget:
+            self._forget(osd)
         before = self.failed.get(osd)
         self.failed[osd] = (now, why)
         if before is None or before[1] != why:
             self.version += 1
+
+    def settle(self, now: float) -> None:
+        """The end of a round: publish the OSDs newly read, if it is time (at once while
+        few are read: a small cluster's first rounds are not held back)."""
+        if self._unpublished and (now - self._published_at >= self.publish
+                                  or len(self.read) <= 3 * self.per_poll):
+            self.version += 1
+            self._unpublished, self._published_at = False, now
 
     def by_option(self) -> tuple[dict[str, dict[str, RunningValue]], frozenset[str],
                                  str | None]:
@@ -141,12 +162,13 @@ class RunningSampler:
         for osd, values in self.above.items():
             for name, v in values.items():
                 out.setdefault(name, {})[osd] = v
-        newest = max(self.failed.values(), default=None)
+        newest = max(self.failed.values(), key=lambda f: f[0], default=None)
         return out, frozenset(self.read), newest[1] if newest else None
 
 
-# Layers above the config database (md_config_t's levels past CONF_MON).
-ABOVE_DATABASE = frozenset({"file", "env", "cmdline", "override", "final"})
+# Layers above the config database an operator sets (md_config_t's levels past CONF_MON;
+# CONF_FINAL is the daemon's own forcing, not a setting of anyone's).
+ABOVE_DATABASE = frozenset({"file", "env", "cmdline", "override"})
 
 
 def _changed(old: Mapping[str, RunningValue], new: Mapping[str, RunningValue]) -> bool:
@@ -158,11 +180,18 @@ def _changed(old: Mapping[str, RunningValue], new: Mapping[str, RunningValue]) -
 
 
 def read_running(sampler: RunningSampler, osds: Mapping[str, str | None], now: float,
-                 config: object, send: Callable[[str], bytes],
-                 errors: Callable[[str], None]) -> None:
+                 send: Callable[[str], bytes], errors: Callable[[str], None]) -> None:
     """One poll's reads. `send(who)` asks the mgr; it raises what the connection raises
     (a busy or dead mgr stops the poll's reads, to be tried at the next)."""
-    for osd in sampler.due(osds, now, config):
+    try:
+        _round(sampler, osds, now, send, errors)
+    finally:
+        sampler.settle(now)
+
+
+def _round(sampler: RunningSampler, osds: Mapping[str, str | None], now: float,
+           send: Callable[[str], bytes], errors: Callable[[str], None]) -> None:
+    for osd in sampler.due(osds, now):
         try:
             raw = send(osd)
             sampler.take(osd, parse_config_show(json.loads(raw), sampler.names, now), now)
@@ -177,8 +206,11 @@ def read_running(sampler: RunningSampler, osds: Mapping[str, str | None], now: f
             # ENOENT "no config state for daemon": a daemon not yet reporting (just
             # started, or down since the mgr started).
             text = str(exc)
-            sampler.fail(osd, "its daemon has reported no config to the mgr yet"
-                         if "no config state" in text else f"config show refused: {text}", now)
+            if "no config state" in text:
+                sampler.fail(osd, "its daemon has reported no config to the mgr yet", now,
+                             forget=True)
+            else:
+                sampler.fail(osd, f"config show refused: {text}", now)
         except (ValueError, TypeError, KeyError) as exc:
             sampler.fail(osd, f"config show: unexpected output ({exc})", now)
 

@@ -312,11 +312,11 @@ class CephSource:
             errors.append(problem)
         helps = r("config help", self.RARE, now, self._config_help, errors)
         if self._running.names and dump is not None and not gate and \
-                self._running.ready(now, config):
+                self._running.ready(now):
             hosts = {i: m.host for i, m in (meta or {}).items()}
             up = {f"osd.{i}": hosts.get(i) for i, (is_up, _) in dump["osds"].items() if is_up}
-            read_running(self._running, up, now, config,
-                         lambda who: mgr("config show", who=who), errors.append)
+            read_running(self._running, up, now, lambda who: mgr("config show", who=who),
+                         errors.append)
         fresh = r("log last", self.FAST, now, lambda: mon(
             "log last", num=self.LOG_FETCH, level="debug", channel="cluster"), errors,
             parse=lambda raw: parse_log_last(json.loads(raw)))

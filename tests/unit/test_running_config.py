@@ -55,21 +55,22 @@ def test_a_malformed_answer_is_refused_not_guessed() -> None:
             raise AssertionError(f"{bad!r} accepted")
 
 
-def test_one_osd_per_host_first_then_the_rest_and_again_when_the_database_moves() -> None:
+def test_one_osd_per_host_first_then_the_rest_and_a_down_one_forgotten() -> None:
     osds = {f"osd.{i}": f"h{i // 4}" for i in range(12)}  # 3 hosts of 4
     s = RunningSampler(NAMES, per_poll=4, every=60.0)
-    first = s.due(osds, 0.0, config=None)
+    first = s.due(osds, 0.0)
     assert first == ["osd.0", "osd.4", "osd.8", "osd.1"]
     for o in first:
         s.take(o, {}, 0.0)
-    assert s.due(osds, 5.0, None) == ["osd.2", "osd.3", "osd.5", "osd.6"]
+    assert s.due(osds, 5.0) == ["osd.2", "osd.3", "osd.5", "osd.6"]
     for o in ("osd.2", "osd.3", "osd.5", "osd.6", "osd.7", "osd.9", "osd.10", "osd.11"):
         s.take(o, {}, 5.0)
-    assert s.due(osds, 10.0, None) == []  # every OSD read within `every`
-    assert s.due(osds, 61.0, None) == ["osd.0", "osd.1", "osd.4", "osd.8"]  # oldest first
-    # A new config dump: every OSD is due again at once.
-    assert len(s.due(osds, 12.0, config=object())) == 4
-    assert s.ready(12.0, config=object())
+    assert s.due(osds, 10.0) == []  # every OSD read within `every`
+    assert s.due(osds, 61.0) == ["osd.0", "osd.1", "osd.4", "osd.8"]  # oldest first
+    # An OSD that went down forgets what it ran: read anew once it is back.
+    version = s.version
+    s.due({o: h for o, h in osds.items() if o != "osd.9"}, 62.0)
+    assert "osd.9" not in s.read and s.version > version
 
 
 def test_a_failed_read_keeps_the_last_value_and_a_dead_mgr_stops_the_round() -> None:
@@ -85,7 +86,7 @@ def test_a_failed_read_keeps_the_last_value_and_a_dead_mgr_stops_the_round() -> 
             raise NoAnswer("config show: timed out")
         return answers[who]
 
-    read_running(s, osds, 0.0, None, send, errors.append)
+    read_running(s, osds, 0.0, send, errors.append)
     above, read, why = s.by_option()
     assert read == {"osd.0"}
     # Only what outranks the database is kept: osd.0's ceph.conf target.
@@ -98,7 +99,7 @@ def test_a_failed_read_keeps_the_last_value_and_a_dead_mgr_stops_the_round() -> 
     # Later, osd.0's read fails: its last value stands.
     version = s.version
     s.every = 0.0
-    read_running(s, {"osd.0": "h"}, 70.0, None,
+    read_running(s, {"osd.0": "h"}, 70.0,
                  lambda who: (_ for _ in ()).throw(NoAnswer("gone")), errors.append)
     above, read, why = s.by_option()
     assert above["osd_memory_target"]["osd.0"].value == "939524096" and read == {"osd.0"}
@@ -221,3 +222,75 @@ def test_running_values_survive_a_recording_and_the_snapshots_json() -> None:
     doc = json.loads(json.dumps(to_json_dict(snap), allow_nan=False))
     assert doc["cluster"]["running_read"] == ["osd.0", "osd.1", "osd.2", "osd.3", "osd.4"]
     assert doc["cluster"]["config"][opt.name]["running"]["osd.1"]["source"] == "override"
+
+
+def test_a_daemon_the_mgr_has_no_report_of_is_unread_again() -> None:
+    """ENOENT "no config state" after a value was read: the daemon restarted (its runtime
+    values went with it), so its old values are dropped, not kept as if still run."""
+    s = RunningSampler(NAMES, per_poll=1, pace=0.0, every=0.0)
+    s.take("osd.1", parse_config_show(shown("osd.1-override.json"), NAMES, 0.0), 0.0)
+    read_running(s, {"osd.1": "h"}, 9.0, lambda who: (_ for _ in ()).throw(
+        CommandError("config show: no config state for daemon osd.1")), lambda _e: None)
+    above, read, why = s.by_option()
+    assert above["osd_memory_target"] == {} and read == frozenset()
+    assert why == "its daemon has reported no config to the mgr yet"
+
+
+def test_a_change_the_osds_would_not_run_is_not_proposed() -> None:
+    """The scrub rule proposes `ceph config set osd osd_scrub_sleep 0.1`: where every up
+    OSD was read and runs the option from ceph.conf, which outranks the database, the
+    change would do nothing, and the finding says so in place of proposing it. One OSD
+    that takes the database's value, or one not read yet, is enough to propose it."""
+    def edit(few: tuple[str, ...], read: tuple[str, ...]):
+        def e(s: Snapshot, i: int) -> Snapshot:
+            s = with_cluster(s, pg_states={"active+clean": 30, "active+clean+scrubbing+deep": 3})
+            assert s.cluster is not None
+            opt = s.cluster.config["osd_scrub_sleep"]
+            return with_cluster(s, running_read=frozenset(read), config={
+                **s.cluster.config, "osd_scrub_sleep": replace(opt, running={
+                    d: RunningValue("0", "file", read_at=0.0) for d in few})})
+        return e
+
+    every = tuple(d for d in lab_snapshot().daemons if d.startswith("osd."))
+    (f,) = firing(run(history(41, edit=edit(every, every))), "ceph.scrub.during_load")
+    assert f.changes == ()
+    assert any("run osd_scrub_sleep from ceph.conf, which outranks the config database"
+               in n for n in f.notes), f.notes
+    for few, read in ((every[:-1], every), (every[:-1], every[:-1])):
+        (g,) = firing(run(history(41, edit=edit(few, read))), "ceph.scrub.during_load")
+        assert [c.key for c in g.changes] == ["osd_scrub_sleep"], (few, read)
+
+
+def test_the_database_is_read_with_its_masks() -> None:
+    """A value under the OSD's device class or host outranks the plain section's, as in
+    Ceph's config map: `osd/class:ssd` is what an SSD OSD gets, not `osd`'s."""
+    from stormdeck.advisors.rules.running import database_value
+    from stormdeck.collectors.model import ConfigOption
+
+    opt = ConfigOption("osd_memory_target", True, default="4294967296",
+                       values={"osd": "1G", "osd/class:ssd": "8G", "global/host:a": "2G"})
+    assert database_value(opt, "osd.0", "b", "ssd") == ("8G", True)
+    assert database_value(opt, "osd.0", "b", "hdd") == ("1G", True)
+    bare = replace(opt, values={"global/host:a": "2G"})
+    assert database_value(bare, "osd.0", "a", "hdd") == ("2G", True)
+    assert database_value(bare, "osd.0", "b", "hdd") == ("4294967296", False)
+
+
+def test_a_sweep_publishes_the_osds_read_once_a_minute_and_values_at_once() -> None:
+    """At 10,000 OSDs a sweep takes hours: OSDs read with nothing above the database move
+    only the set read, which is published once a minute past the first few rounds; a
+    value above the database is published in the round that found it."""
+    s = RunningSampler(NAMES, per_poll=4, pace=0.0)
+    osds = {f"osd.{i}": f"h{i // 10}" for i in range(100)}
+    plain = json.dumps([]).encode()
+    versions = []
+    for t in range(0, 50, 5):
+        read_running(s, osds, float(t), lambda who: plain, lambda _e: None)
+        versions.append(s.version)
+    # The first three rounds (12 OSDs) at once; then nothing new until a minute has passed.
+    assert versions[:3] == [1, 2, 3] and set(versions[3:]) == {3}, versions
+    read_running(s, osds, 71.0, lambda who: plain, lambda _e: None)
+    assert s.version == 4 and len(s.by_option()[1]) == 44
+    told = json.dumps(shown("osd.1-override.json")).encode()
+    read_running(s, osds, 76.0, lambda who: told, lambda _e: None)
+    assert s.version > 4 and len(s.by_option()[0]["osd_memory_target"]) == 4
