@@ -202,7 +202,7 @@ GROUP_FLAGS = ("noup", "nodown", "noin", "noout")
 
 # Where a running value came from, for a sentence (Ceph's level names).
 _LAYER = {"file": "ceph.conf", "cmdline": "the command line",
-          "env": "the environment (Rook sets osd_memory_target there from the pod's memory)",
+          "env": "the daemon's environment (set where it is deployed: its container)",
           "override": "a runtime setting (`ceph tell`)"}
 
 

@@ -221,8 +221,8 @@ def _winning_layer(sources: list[str], host: str) -> tuple[str, ...]:
                      "or remove it there and set it with `ceph config set`.")
     if "env" in sources:
         steps.append("The OSDs' environment sets the target and outranks the database: "
-                     "under Rook it follows the OSD pod's memory request or limit "
-                     "(POD_MEMORY_REQUEST); change the pod's resources.")
+                     "change it where the OSDs are deployed (their container's "
+                     "environment), not in ceph.conf or the database.")
     return tuple(steps)
 
 

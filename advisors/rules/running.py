@@ -134,9 +134,9 @@ class RunningDiffers(Rule):
                 "daemon's command line) on the OSDs' hosts and restart them, so the "
                 "database's value applies; or `ceph config rm` it from the database so "
                 "nothing claims a value the OSDs do not run with.",
-                *(("From the environment: under Rook, osd_memory_target comes from the "
-                   "OSD pod's memory request or limit (POD_MEMORY_REQUEST): change the "
-                   "pod's resources, not ceph.conf.",) if "env" in layers else ()),
+                *(("From the environment: it is set where the OSDs are deployed (their "
+                   "container's environment); change it there, not in ceph.conf.",)
+                  if "env" in layers else ()),
                 "`ceph config assimilate-conf` moves a ceph.conf's settings into the "
                 "database.")
         return Check(
