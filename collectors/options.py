@@ -42,3 +42,11 @@ class ConfigChange:
     name: str  # "osd/osd_max_backfills": who, then the option
     old: str | None  # None: it was not set
     new: str | None  # None: it was removed
+
+
+def osd_number(osd: str) -> int:
+    """osd.12 -> 12, for ordering OSD ids as numbers (0 for a name without one)."""
+    try:
+        return int(osd.split(".", 1)[1])
+    except (IndexError, ValueError):
+        return 0

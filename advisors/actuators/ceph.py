@@ -11,6 +11,7 @@ from stormdeck.advisors.ceph_admin import CephAdmin, Refused
 from stormdeck.advisors.findings import Change
 from stormdeck.base.errors import UserError
 from stormdeck.collectors.model import Cluster
+from stormdeck.collectors.options import osd_number
 
 
 class CephConfig(Actuator):
@@ -224,7 +225,7 @@ def outranked(cluster: Cluster | None, key: str, target: str) -> str | None:
             return None
     else:
         return None
-    above = sorted((o for o in scope if o in opt.running), key=_osd_number)
+    above = sorted((o for o in scope if o in opt.running), key=osd_number)
     if not scope or len(above) < len(scope):
         return None
     layers = sorted({_LAYER.get(opt.running[o].source or "", "another layer") for o in above})
@@ -232,13 +233,6 @@ def outranked(cluster: Cluster | None, key: str, target: str) -> str | None:
     return (f"{named} run {key} from {' and '.join(layers)}, which outranks the config "
             f"database: `ceph config set {target} {key}` would change nothing they run; "
             "change it where it is set (docs/knowledge.md, running-config); not proposed")
-
-
-def _osd_number(osd: str) -> int:
-    try:
-        return int(osd.split(".", 1)[1])
-    except (IndexError, ValueError):
-        return 0
 
 
 class OsdFlag(Actuator):

@@ -9,6 +9,7 @@ from stormdeck.advisors.overrides import override
 from stormdeck.advisors.rules.base import Context, Rule
 from stormdeck.advisors.rules.memory import size
 from stormdeck.collectors.model import ConfigOption, RunningValue
+from stormdeck.collectors.options import osd_number
 
 # Layers above the config database, in Ceph's order of precedence (lowest first).
 ABOVE_DATABASE = ("file", "env", "cmdline", "override")
@@ -106,7 +107,7 @@ class RunningDiffers(Rule):
 
     def _check(self, ctx: Context, name: str, kind: str,
                found: list[tuple[str, RunningValue, str | None, bool]], read: int) -> Check:
-        found.sort(key=lambda f: _number(f[0]))
+        found.sort(key=lambda f: osd_number(f[0]))
         osds = [f[0] for f in found]
         named = ", ".join(osds[:SHOWN]) + (f" and {len(osds) - SHOWN} more"
                                            if len(osds) > SHOWN else "")
@@ -149,13 +150,6 @@ class RunningDiffers(Rule):
 
 def _target(name: str, kind: str) -> str:
     return f"{name} ({'runtime' if kind == 'runtime' else 'above the database'})"
-
-
-def _number(osd: str) -> int:
-    try:
-        return int(osd.split(".", 1)[1])
-    except (IndexError, ValueError):
-        return 0
 
 
 RULES = (RunningDiffers,)

@@ -10,18 +10,7 @@ from typing import Any
 from stormdeck.base.secrets import redact_value
 from stormdeck.collectors.ceph.connection import CommandError, MgrBusy, NoAnswer
 from stormdeck.collectors.model import RunningValue
-
-# Ceph's names for where a running value came from (md_config_t's levels, lowest first),
-# as an operator would say them.
-SOURCE_WORDS: Mapping[str, str] = {
-    "default": "Ceph's default",
-    "mon": "the config database",
-    "file": "ceph.conf",
-    "env": "the environment",
-    "cmdline": "the command line",
-    "override": "set at runtime (`ceph tell` or the admin socket)",
-    "final": "forced by the daemon",
-}
+from stormdeck.collectors.options import osd_number
 
 
 def parse_config_show(rows: Any, names: Iterable[str], now: float
@@ -101,7 +90,7 @@ class RunningSampler:
 
         stale = [o for o in osds if now - age(o) >= self.every]
         # A host not yet read first, then the longest unread; ids keep the order stable.
-        stale.sort(key=lambda o: (osds[o] in seen_hosts, age(o), _osd_number(o)))
+        stale.sort(key=lambda o: (osds[o] in seen_hosts, age(o), osd_number(o)))
         # One OSD of each host not yet read, then the rest in that order.
         first: list[str] = []
         hosts: set[str | None] = set()
@@ -213,10 +202,3 @@ def _round(sampler: RunningSampler, osds: Mapping[str, str | None], now: float,
                 sampler.fail(osd, f"config show refused: {text}", now)
         except (ValueError, TypeError, KeyError) as exc:
             sampler.fail(osd, f"config show: unexpected output ({exc})", now)
-
-
-def _osd_number(osd: str) -> int:
-    try:
-        return int(osd.split(".", 1)[1])
-    except (IndexError, ValueError):
-        return 0
