@@ -2,8 +2,48 @@
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+# Layers of a value above the config database, in Ceph's order of precedence (lowest
+# first): what `config show` names as a value's source.
+ABOVE_DATABASE = ("file", "env", "cmdline", "override")
+# Each layer as a sentence names where the value came from.
+LAYER_FROM = {"override": "set at runtime (`ceph tell` or the admin socket)",
+              "file": "from ceph.conf", "cmdline": "from the command line",
+              "env": "from the daemon's environment (where it is deployed: its container)",
+              "mon": "as the config database gives them"}
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*")
+_UNIT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+@functools.lru_cache(maxsize=256)
+def size(text: str | None) -> float | None:
+    """A size option's value as Ceph takes it: bytes, or with a K/M/G/T suffix (binary)."""
+    # Cached: the same few values are read for every OSD, every tick (10,000 at scale).
+    if text is None:
+        return None
+    m = _SIZE.fullmatch(text)
+    if not m:
+        return None
+    return float(m.group(1)) * _UNIT[m.group(2).lower()]
+
+
+def same_value(a: str | None, b: str | None) -> bool:
+    """Two spellings of one value: "10G" and "10737418240", "0.1" and "0.100000", "true"
+    and "1"."""
+    if a == b:
+        return True
+    if a is None or b is None:
+        return False
+    na, nb = size(a), size(b)
+    if na is not None and nb is not None:
+        return na == nb
+    truth = {"true": "1", "false": "0"}
+    return truth.get(a.strip().lower(), a.strip()) == truth.get(b.strip().lower(), b.strip())
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from stormdeck.advisors.ceph_admin import CephAdmin, Refused
 from stormdeck.advisors.findings import Change
 from stormdeck.base.errors import UserError
 from stormdeck.collectors.model import Cluster
-from stormdeck.collectors.options import osd_number
+from stormdeck.collectors.options import LAYER_FROM, osd_number
 
 
 class CephConfig(Actuator):
@@ -201,12 +201,6 @@ OSD_ID = re.compile(r"osd\.\d+")
 GROUP_FLAGS = ("noup", "nodown", "noin", "noout")
 
 
-# Where a running value came from, for a sentence (Ceph's level names).
-_LAYER = {"file": "ceph.conf", "cmdline": "the command line",
-          "env": "the daemon's environment (set where it is deployed: its container)",
-          "override": "a runtime setting (`ceph tell`)"}
-
-
 def outranked(cluster: Cluster | None, key: str, target: str) -> str | None:
     """Why a `ceph config set TARGET KEY` would change nothing the OSDs run: every OSD it
     is for runs the option from ceph.conf, the environment, the command line or a runtime
@@ -228,9 +222,10 @@ def outranked(cluster: Cluster | None, key: str, target: str) -> str | None:
     above = sorted((o for o in scope if o in opt.running), key=osd_number)
     if not scope or len(above) < len(scope):
         return None
-    layers = sorted({_LAYER.get(opt.running[o].source or "", "another layer") for o in above})
+    layers = sorted({LAYER_FROM.get(opt.running[o].source or "", "from another layer")
+                     for o in above})
     named = ", ".join(above[:4]) + (f" and {len(above) - 4} more" if len(above) > 4 else "")
-    return (f"{named} run {key} from {' and '.join(layers)}, which outranks the config "
+    return (f"{named} run {key} {' and '.join(layers)}, which outranks the config "
             f"database: `ceph config set {target} {key}` would change nothing they run; "
             "change it where it is set (docs/knowledge.md, running-config); not proposed")
 

@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.findings import Change, Check, Evidence, Thresholds
-from stormdeck.collectors.model import Cluster, ConfigOption, Daemon, Records, Snapshot
+from stormdeck.collectors.model import (
+    Cluster,
+    ConfigOption,
+    Daemon,
+    Records,
+    RunningValue,
+    Snapshot,
+)
+from stormdeck.collectors.options import ABOVE_DATABASE, LAYER_FROM, osd_number, same_value
 from stormdeck.collectors.packing import value_of, values_of
 
 if TYPE_CHECKING:
@@ -777,9 +785,10 @@ class Context:
         c = self.cluster
         return c.config.get(name) if c is not None else None
 
-    def effective(self, name: str, who: str = "osd") -> str | None:
-        """The value `who` runs with as far as the config database says: the most
-        specific section set (osd.3 > osd > global), else the option's default."""
+    def database(self, name: str, who: str = "osd") -> str | None:
+        """The value the config database gives `who`: the most specific section set
+        (osd.3 > osd > global), else the option's default. What a proposal compares and
+        changes (`ceph config set`), not always what the daemons run."""
         opt = self.option(name)
         if opt is None:
             return None
@@ -792,15 +801,79 @@ class Context:
                 return opt.values[section]
         return opt.default
 
+    def effective(self, name: str, who: str = "osd") -> str | None:
+        """The value `who` runs with: what an OSD reported (`config show`) from a layer
+        above the config database (ceph.conf, environment, command line, runtime), else
+        the database's (docs/knowledge.md, running-config). For a section (`osd`,
+        `global`) the OSDs' value only where every up OSD was read and all of them run
+        the same one from above the database; where they differ, or not all were read,
+        the database's, and `provenance` says who runs what."""
+        run = self.running_value(name, who)
+        return run.value if run is not None else self.database(name, who)
+
+    def running_value(self, name: str, who: str = "osd") -> RunningValue | None:
+        """The value `who` runs with from a layer above the database, as `effective`
+        takes it; None where the database's value stands (or nothing was read)."""
+        opt, c = self.option(name), self.cluster
+        if opt is None or c is None or not opt.running:
+            return None
+        if who.startswith("osd."):
+            r = opt.running.get(who)
+            return r if r is not None and r.source in ABOVE_DATABASE else None
+        if who not in ("osd", "global") or not c.running_read or \
+                c.num_up_osds is None or len(c.running_read) < c.num_up_osds:
+            return None
+        seen = [opt.running.get(o) for o in c.running_read]
+        first = seen[0]
+        if first is None or first.source not in ABOVE_DATABASE or any(
+                r is None or r.source not in ABOVE_DATABASE or r.value != first.value
+                for r in seen):
+            return None
+        return first
+
+    def provenance(self, name: str, who: str = "osd") -> str:
+        """Where the value the OSDs of `who` run with comes from, when that is not the
+        config database: "osd.1, osd.2 run osd_scrub_sleep = 0.1 set at runtime (`ceph
+        tell`); the config database gives 0: a restart reverts it (2 of 3 OSDs read)".
+        Empty where every OSD read runs the database's value."""
+        opt, c = self.option(name), self.cluster
+        if opt is None or c is None or not opt.running:
+            return ""
+        scope = {who} & c.running_read if who.startswith("osd.") else c.running_read
+        differ: dict[str, RunningValue] = {}
+        for osd in scope:
+            r = opt.running.get(osd)
+            if r is not None and r.source in ABOVE_DATABASE and \
+                    not same_value(r.value, self.database(name, osd)):
+                differ[osd] = r
+        if not differ:
+            return ""
+        osds = sorted(differ, key=osd_number)
+        named = ", ".join(osds[:4]) + (f" and {len(osds) - 4} more" if len(osds) > 4 else "")
+        values = sorted({r.value or "?" for r in differ.values()})
+        layers = sorted({LAYER_FROM.get(r.source or "", r.source or "?")
+                         for r in differ.values()})
+        db = self.database(name, who)
+        revert = ": a restart reverts it" if all(
+            r.source == "override" for r in differ.values()) else ""
+        read = "" if who.startswith("osd.") else f" ({len(osds)} of {len(scope)} OSDs read)"
+        return (f"{named} {'runs' if len(osds) == 1 else 'run'} {name} = "
+                f"{', '.join(values)} {' and '.join(layers)}; the config database gives "
+                f"{db}{revert}{read}")
+
     def effective_per_osd(self, name: str) -> Callable[[str], str | None]:
-        """`effective(name, who)` for any OSD `who`, the option read once: the OSD's own
-        section where set, else what every OSD without one runs with (osd, global,
-        default): for rules that ask it of 10,000 OSDs a tick."""
+        """`effective(name, who)` for any OSD `who`, the option read once: the value it
+        reported from above the database, else its own section where set, else what
+        every OSD without one is given (osd, global, default): for rules that ask it of
+        10,000 OSDs a tick."""
         opt = self.option(name)
         if opt is None:
             return lambda who: None
-        shared, values = self.effective(name, "osd"), opt.values
-        return lambda who: values.get(who, shared)
+        shared, values = self.database(name, "osd"), opt.values
+        above = {o: r.value for o, r in opt.running.items() if r.source in ABOVE_DATABASE}
+        if not above:
+            return lambda who: values.get(who, shared)
+        return lambda who: above[who] if who in above else values.get(who, shared)
 
     def number(self, name: str, who: str, default: float) -> float:
         """`effective` as a number; `default` where it is unknown or not a number."""
@@ -869,8 +942,35 @@ def mean(values: Sequence[float]) -> float | None:
 def config_change(ctx: Context, option: str, proposed: str, who: str = "osd",
                   note: str = "") -> Change:
     opt = ctx.option(option)
-    return change("ceph_config", who, option, ctx.effective(option, who), proposed,
+    # The database's value: what `ceph config set` replaces and apply checks has not moved.
+    return change("ceph_config", who, option, ctx.database(option, who), proposed,
                   runtime=opt.runtime if opt else None, note=note)
+
+
+def unset_step(ctx: Context, name: str, who: str = "osd") -> str:
+    """The step where the config database already gives what a rule wants and OSDs run
+    another value from a layer above it: a `ceph config set` would change nothing, so
+    the runtime value is dropped (`config unset`) or the ceph.conf line removed."""
+    opt, db = ctx.option(name), ctx.database(name, who)
+    above = sorted((o for o, r in (opt.running.items() if opt is not None else ())
+                    if r.source in ABOVE_DATABASE
+                    and not same_value(r.value, ctx.database(name, o))), key=osd_number)
+    told = [o for o in above if opt is not None and opt.running[o].source == "override"]
+    rest = [o for o in above if o not in told]
+
+    def named(osds: list[str]) -> str:
+        return ", ".join(osds[:4]) + (f" and {len(osds) - 4} more" if len(osds) > 4 else "")
+
+    steps = []
+    if told:
+        steps.append(f"`ceph tell {told[0] if len(told) == 1 else 'osd.N'} config unset "
+                     f"{name}` on {named(told)}, set at runtime: they run the database's "
+                     "value at once")
+    if rest:
+        steps.append(f"remove {name} from ceph.conf (or the command line, the container's "
+                     f"environment) of {named(rest)} and restart them")
+    return (f"The config database already gives {name} = {db}: " + "; ".join(steps) + "."
+            if steps else f"The config database already gives {name} = {db}.")
 
 
 @dataclass(frozen=True, slots=True)

@@ -309,11 +309,15 @@ class OpThreadsVsCores(Rule):
             if not ctx.matters(d.id, total > factor * d.cores_allowed):
                 continue
             need = math.ceil(total / factor)
+            where = "; ".join(w for w in (ctx.provenance(o, d.id) for o in (
+                "osd_op_num_shards", "osd_op_num_threads_per_shard", shards_opt,
+                threads_opt)) if w)
             yield Check(
                 target=d.id, fire=total > factor * d.cores_allowed,
                 clear=total <= factor * d.cores_allowed, severity=Severity.INFO,
                 summary=f"{d.id} runs {shards:g} x {threads:g} = {total:g} op threads on "
-                        f"{d.cores_allowed:g} allowed core(s), more than {factor:g} per core",
+                        f"{d.cores_allowed:g} allowed core(s), more than {factor:g} per core"
+                        + (f" ({where})" if where else ""),
                 evidence=(ctx.evidence("op threads", [total], "threads"),
                           ctx.evidence("cores allowed", [d.cores_allowed], "cores")),
                 # Never fewer threads: under mClock an HDD OSD runs 1 shard x 5 threads,

@@ -7,8 +7,9 @@ from collections.abc import Iterable
 
 from stormdeck.advisors import overrides
 from stormdeck.advisors.findings import Check, Severity
-from stormdeck.advisors.rules.base import Context, Proposes, Rule, config_change, mean
+from stormdeck.advisors.rules.base import Context, Proposes, Rule, config_change, mean, unset_step
 from stormdeck.collectors.model import Snapshot
+from stormdeck.collectors.options import same_value
 
 BACKGROUND = ("recovering", "backfilling", "scrubbing")
 
@@ -102,11 +103,15 @@ class MclockBackgroundVsClients(Rule):
             during > factor * before and during > floor
         loaded = (mean(iops) or 0) >= float(ctx.p("min_client_iops"))
         profile = (ctx.effective("osd_mclock_profile") or "").strip().lower()
+        where = ctx.provenance("osd_mclock_profile")
         changes = []
         procedure = []
         blocked = profile_blocked(ctx, profile)
         if blocked:
             procedure.append(blocked)
+        elif profile not in ("high_client_ops", "custom") and \
+                same_value(ctx.database("osd_mclock_profile"), "high_client_ops"):
+            procedure.append(unset_step(ctx, "osd_mclock_profile"))
         elif profile not in ("high_client_ops", "custom") and ctx.option("osd_mclock_profile"):
             changes.append(config_change(
                 ctx, "osd_mclock_profile", "high_client_ops",
@@ -125,7 +130,7 @@ class MclockBackgroundVsClients(Rule):
             summary=(f"client {attr.replace('_', ' ')} {(during or 0) * 1000:.1f} ms while "
                      f"PGs recover, backfill or scrub, against {(before or 0) * 1000:.1f} ms "
                      f"without ({ratio:.1f}x), under {scheduler} with osd_mclock_profile "
-                     f"{profile or 'unknown'}"),
+                     f"{profile or 'unknown'}" + (f" ({where})" if where else "")),
             evidence=(ctx.evidence(f"{attr} with background work", busy, "s"),
                       ctx.evidence(f"{attr} without", quiet, "s"),
                       ctx.evidence("PGs recovering, backfilling or scrubbing", work, "PGs",

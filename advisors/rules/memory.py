@@ -2,37 +2,17 @@
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Iterable
 from typing import Any
 
 from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.rules.base import Context, Rule
 from stormdeck.collectors.model import ConfigOption, Daemon
+from stormdeck.collectors.options import LAYER_FROM, size
 
 GIB = float(1 << 30)
 DEFAULT_TARGET = 4 * (1 << 30)  # osd_memory_target's default (osd.yaml.in: 4 GiB)
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*")
-_UNIT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-@functools.lru_cache(maxsize=256)
-def size(text: str | None) -> float | None:
-    """A size option's value as Ceph takes it: bytes, or with a K/M/G/T suffix (binary)."""
-    # Cached: the same few values are read for every OSD, every tick (10,000 at scale).
-    if text is None:
-        return None
-    m = _SIZE.fullmatch(text)
-    if not m:
-        return None
-    return float(m.group(1)) * _UNIT[m.group(2).lower()]
-
-
-# Where a running value came from, as the host finding names it (Ceph's source names).
-_FROM = {"override": "set at runtime (`ceph tell` or the admin socket)",
-         "file": "from ceph.conf", "cmdline": "from the command line",
-         "env": "from the environment", "mon": "as the config database gives them"}
+_FROM = LAYER_FROM
 
 
 def running_target(opt: ConfigOption | None, osd_id: str) -> tuple[float, str] | None:

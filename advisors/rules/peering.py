@@ -7,8 +7,17 @@ from collections.abc import Iterable
 from stormdeck.advisors import overrides
 from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.findings import Change, Check, Severity
-from stormdeck.advisors.rules.base import NUMBER, Context, Proposes, Rule, config_change, mean
+from stormdeck.advisors.rules.base import (
+    NUMBER,
+    Context,
+    Proposes,
+    Rule,
+    config_change,
+    mean,
+    unset_step,
+)
 from stormdeck.advisors.rules.mclock import client_iops, client_latency, profile_blocked
+from stormdeck.collectors.options import same_value
 
 
 def _inactive(s) -> float | None:  # Snapshot -> PGs not active
@@ -164,23 +173,32 @@ class ScrubDuringLoad(Rule):
             yield self._mclock(ctx, iops, loaded, scheduler)
             return
         changes = []
+        procedure: list[str] = []
+        # What the OSDs run (a value set at runtime or in ceph.conf wins over the
+        # database's): the judgement; the database's: what a change replaces.
         sleep = ctx.effective("osd_scrub_sleep")
-        if scheduler == overrides.WPQ and sleep is not None and _num(sleep) == 0:
-            changes.append(config_change(ctx, "osd_scrub_sleep", str(ctx.p("scrub_sleep"))))
+        where = ctx.provenance("osd_scrub_sleep")
+        short = scheduler == overrides.WPQ and sleep is not None and _num(sleep) == 0
+        if short:
+            want = str(ctx.p("scrub_sleep"))
+            if same_value(ctx.database("osd_scrub_sleep"), want):
+                procedure.append(unset_step(ctx, "osd_scrub_sleep"))
+            else:
+                changes.append(config_change(ctx, "osd_scrub_sleep", want))
         # A sleep between chunks matters only while a scrub runs: no scrub, nothing to say.
         scrubbing = ctx.kept("pgs_scrubbing", lambda s: s.cluster.pgs_in("scrubbing"))
         busy = max(scrubbing, default=0.0)
         yield Check(
-            target="osd", fire=loaded and busy > 0 and bool(changes),
-            clear=not changes or busy == 0,
+            target="osd", fire=loaded and busy > 0 and short,
+            clear=not short or busy == 0,
             severity=Severity.INFO,
-            summary="; ".join(f"{ch.key} is {ch.current}" for ch in changes) +
+            summary=f"osd_scrub_sleep is {sleep}" + (f" ({where})" if where else "") +
                     f" under {scheduler} while up to {busy:.0f} PGs scrub and clients do "
                     f"{mean(iops) or 0:.0f} IOPS"
-                    if changes else "scrub settings fit the load",
+                    if short else "scrub settings fit the load",
             evidence=(ctx.evidence("client IOPS", iops, "IOPS"),
                       ctx.evidence("PGs scrubbing", scrubbing, "PGs")),
-            changes=tuple(changes), badness=float(len(changes)))
+            changes=tuple(changes), procedure=tuple(procedure), badness=float(short))
 
     @staticmethod
     def _mclock(ctx: Context, iops: list[float], loaded: bool, scheduler: str | None) -> Check:
@@ -188,6 +206,7 @@ class ScrubDuringLoad(Rule):
         point to the profile and the scrub hours instead."""
         scrubbing = ctx.kept("pgs_scrubbing", lambda s: s.cluster.pgs_in("scrubbing"))
         profile = (ctx.effective("osd_mclock_profile") or "").strip().lower()
+        where = ctx.provenance("osd_mclock_profile")
         during, before = ScrubDuringLoad._latency(ctx)
         factor, floor = float(ctx.p("factor")), float(ctx.p("min_latency"))
         # The evidence that scrubs hurt clients: their latency while PGs scrub, above the
@@ -199,6 +218,9 @@ class ScrubDuringLoad(Rule):
         blocked = profile_blocked(ctx, profile)
         if blocked:
             procedure.append(blocked)
+        elif profile not in ("high_client_ops", "custom") and \
+                same_value(ctx.database("osd_mclock_profile"), "high_client_ops"):
+            procedure.append(unset_step(ctx, "osd_mclock_profile"))
         elif profile not in ("high_client_ops", "custom") and ctx.option("osd_mclock_profile"):
             changes.append(config_change(
                 ctx, "osd_mclock_profile", "high_client_ops",
@@ -221,7 +243,8 @@ class ScrubDuringLoad(Rule):
         return Check(
             target="osd", fire=fire, clear=not fire, severity=Severity.INFO,
             summary=f"up to {busy:.0f} PGs scrubbing while clients do {mean(iops) or 0:.0f} "
-                    f"IOPS under {scheduler}, osd_mclock_profile {profile or 'unknown'}" + lat,
+                    f"IOPS under {scheduler}, osd_mclock_profile {profile or 'unknown'}"
+                    + (f" ({where})" if where else "") + lat,
             evidence=(ctx.evidence("client IOPS", iops, "IOPS"),
                       ctx.evidence("PGs scrubbing", scrubbing, "PGs")),
             changes=tuple(changes), procedure=tuple(procedure), badness=busy)
@@ -290,7 +313,11 @@ class OsdmapCache(Rule):
                 target="osd_map_cache_size", fire=small, clear=not small,
                 severity=Severity.WARNING,
                 summary=f"osd_map_cache_size {cache:g} is not above "
-                        f"osd_pg_epoch_persisted_max_stale {stale:g} + 2",
+                        f"osd_pg_epoch_persisted_max_stale {stale:g} + 2" + "".join(
+                            f" ({w})" for w in (ctx.provenance("osd_map_cache_size"),
+                                                ctx.provenance(
+                                                    "osd_pg_epoch_persisted_max_stale"))
+                            if w),
                 evidence=(ctx.evidence("osd_map_cache_size", [cache]),
                           ctx.evidence("osd_pg_epoch_persisted_max_stale", [stale])),
                 procedure=(f"Raise osd_map_cache_size above {stale + 2:g} (`ceph config set "

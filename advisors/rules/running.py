@@ -7,26 +7,11 @@ from collections.abc import Iterable
 from stormdeck.advisors.findings import Check, Severity
 from stormdeck.advisors.overrides import override
 from stormdeck.advisors.rules.base import Context, Rule
-from stormdeck.advisors.rules.memory import size
 from stormdeck.collectors.model import ConfigOption, RunningValue
-from stormdeck.collectors.options import osd_number
+from stormdeck.collectors.options import ABOVE_DATABASE, osd_number, same_value
 
-# Layers above the config database, in Ceph's order of precedence (lowest first).
-ABOVE_DATABASE = ("file", "env", "cmdline", "override")
 SHOWN = 4  # OSDs named in a summary; the rest are counted
-
-
-def same(a: str | None, b: str | None) -> bool:
-    """Two spellings of one value: "10G" and "10737418240", "true" and "1"."""
-    if a == b:
-        return True
-    if a is None or b is None:
-        return False
-    na, nb = size(a), size(b)
-    if na is not None and nb is not None:
-        return na == nb
-    truth = {"true": "1", "false": "0"}
-    return truth.get(a.lower(), a) == truth.get(b.lower(), b)
+same = same_value
 
 
 def database_value(opt: ConfigOption, osd: str, host: str | None = None,

@@ -294,3 +294,74 @@ def test_a_sweep_publishes_the_osds_read_once_a_minute_and_values_at_once() -> N
     told = json.dumps(shown("osd.1-override.json")).encode()
     read_running(s, osds, 76.0, lambda who: told, lambda _e: None)
     assert s.version > 4 and len(s.by_option()[0]["osd_memory_target"]) == 4
+
+
+def scrub_history(running: dict[str, RunningValue], read: tuple[str, ...],
+                  database: str | None = None):
+    """The lab's snapshots with scrubs under load (the scrub rule's case on wpq), the OSDs
+    in `read` read, `running` what they run from above the database, and `database` the
+    value `ceph config set osd osd_scrub_sleep` stored (None: unset, the default 0)."""
+    def e(s: Snapshot, i: int) -> Snapshot:
+        s = with_cluster(s, pg_states={"active+clean": 30, "active+clean+scrubbing+deep": 3})
+        assert s.cluster is not None
+        opt = s.cluster.config["osd_scrub_sleep"]
+        values = {**opt.values, "osd": database} if database is not None else opt.values
+        return with_cluster(s, running_read=frozenset(read), config={
+            **s.cluster.config, "osd_scrub_sleep": replace(opt, running=running,
+                                                            values=values)})
+    return run(history(41, edit=e))
+
+
+EVERY = tuple(d for d in lab_snapshot().daemons if d.startswith("osd."))
+
+
+def test_the_scrub_rule_judges_the_sleep_the_osds_run_not_the_databases() -> None:
+    """Every OSD told `config set osd_scrub_sleep 0.1` at runtime over a database that
+    holds nothing (0): they run 0.1, and the rule is quiet. The other way round (the
+    database says 0.1, the OSDs were told 0): it speaks, names the runtime layer, and
+    proposes no `ceph config set` that would change nothing, but the `config unset`."""
+    told = {d: RunningValue("0.100000", "override", read_at=0.0) for d in EVERY}
+    assert firing(scrub_history(told, EVERY), "ceph.scrub.during_load") == []
+    zero = {d: RunningValue("0.000000", "override", read_at=0.0) for d in EVERY}
+    (f,) = firing(scrub_history(zero, EVERY, database="0.1"), "ceph.scrub.during_load")
+    assert f.changes == ()
+    assert "osd_scrub_sleep is 0.000000" in f.summary
+    assert "set at runtime" in f.summary and "the config database gives 0.1" in f.summary
+    assert "a restart reverts it" in f.summary, f.summary
+    assert any(f"`ceph tell osd.N config unset osd_scrub_sleep` on {', '.join(EVERY)}" in p
+               for p in f.procedure), f.procedure
+
+
+def test_a_sample_of_the_osds_is_named_not_taken_for_all() -> None:
+    """Two OSDs of three read, both told 0.1 at runtime: what the third runs is not known,
+    so the database's 0 is judged, and the finding names the two that run otherwise."""
+    told = {d: RunningValue("0.100000", "override", read_at=0.0) for d in EVERY[:2]}
+    (f,) = firing(scrub_history(told, EVERY[:2]), "ceph.scrub.during_load")
+    assert [c.key for c in f.changes] == ["osd_scrub_sleep"]
+    assert f"{EVERY[0]}, {EVERY[1]} run osd_scrub_sleep = 0.100000 set at runtime" in \
+        f.summary, f.summary
+    assert "(2 of 2 OSDs read)" in f.summary
+
+
+def test_op_threads_are_judged_as_each_osd_runs_them() -> None:
+    """An OSD started with `osd op num shards = 32` in its ceph.conf runs 32 shards
+    whatever the database says: effective_per_osd answers with the file's value for it and
+    the database's for the others."""
+    from stormdeck.advisors.rules.base import Context
+
+    snap = lab_snapshot()
+    assert snap.cluster is not None
+    opt = snap.cluster.config["osd_op_num_shards"]
+    opt = replace(opt, running={EVERY[0]: RunningValue("32", "file", read_at=0.0)},
+                  values={**opt.values, "osd": "8"})
+    snap = with_cluster(snap, running_read=frozenset(EVERY),
+                        config={**snap.cluster.config, opt.name: opt})
+    ctx = Context(snap, [snap], {})
+    per = ctx.effective_per_osd("osd_op_num_shards")
+    assert per(EVERY[0]) == "32" and per(EVERY[1]) == "8"
+    assert ctx.effective("osd_op_num_shards", EVERY[0]) == "32"
+    assert ctx.effective("osd_op_num_shards") == "8", "one OSD is not all of them"
+    assert ctx.database("osd_op_num_shards", EVERY[0]) == "8"
+    assert ctx.provenance("osd_op_num_shards", EVERY[0]) == (
+        f"{EVERY[0]} runs osd_op_num_shards = 32 from ceph.conf; the config database "
+        "gives 8")
