@@ -21,7 +21,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from stormdeck import __version__
-from stormdeck.collectors.host.cgroup import cgroup_cpu_throttled
 from stormdeck.collectors.host.disks import disk_info, list_disks
 from stormdeck.collectors.host.processes import (
     OSD_NAMES,
@@ -73,7 +72,11 @@ class HostCollector(Collector):
             allowed.add_metric(values, p.cores_allowed)
             threads.add_metric(values, p.threads)
             rss.add_metric(values, p.rss_bytes)
-            seconds = cgroup_cpu_throttled(p.pid)
+            # The scan's, read while the process ran: read again by pid, a process that
+            # died since would be served 0 (no cgroup found), a counter reset of a daemon
+            # that no longer runs.
+            seconds = p.cpu_stat.throttled_seconds if p.cpu_stat is not None else \
+                0.0 if p.cpu_quota is None else None
             if seconds is not None:
                 throttled.add_metric(values, seconds)
         yield from (cpu, allowed, threads, rss, throttled)

@@ -266,6 +266,10 @@ def scan_processes(proc_names: frozenset[str] = OSD_NAMES,
         unit = systemd_unit(p.pid)
         if unit is None and kind == "osd":
             unit = unit_from_shape(argv, fsid_of(p.pid, argv) if fsid_of else None)
+        # Its cgroup files are read by pid after psutil's: a process that died between
+        # gives no quota and no unit, figures that would be served as a running daemon's.
+        if not p.is_running():
+            continue
         out.append(ProcInfo(daemon_id, kind, p.pid, p.info["create_time"], tuple(argv),
                             t.user + t.system, threads, rss, allowed, explicit, quota, stat,
                             unit))

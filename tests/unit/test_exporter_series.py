@@ -190,3 +190,98 @@ def test_series_names_build_info_and_cluster_label(tmp_path: Path) -> None:
     bare.register(HostCollector(hostname="h1"))
     text = generate_latest(bare).decode()
     assert 'stormdeck_host_tuned_profile_info{cluster=""' in text
+
+
+def osd_process(tmp_path: Path, osd_id: int, script: str) -> subprocess.Popen:
+    """A process the exporter takes for ceph-osd `osd_id` (its name and command line)."""
+    shell = tmp_path / "ceph-osd"
+    if not shell.exists():
+        shell.symlink_to(shutil.which("sh") or "/bin/sh")
+    body = tmp_path / f"osd{osd_id}.sh"
+    body.write_text(script)
+    return subprocess.Popen([str(shell), str(body), "-i", str(osd_id)])
+
+
+def served(collector: HostCollector) -> dict[tuple[str, str], float]:
+    registry = CollectorRegistry()
+    registry.register(collector)
+    return {(s.name, s.labels["ceph_daemon"]): s.value
+            for fam in text_string_to_metric_families(generate_latest(registry).decode())
+            for s in fam.samples if s.labels.get("ceph_daemon")}
+
+
+def test_a_dead_osd_process_has_no_series(tmp_path: Path) -> None:
+    """A process gone (reaped or a zombie) drops out of the scrape, so Prometheus marks its
+    series stale instead of reading its last values as current."""
+    import psutil
+
+    zombie = osd_process(tmp_path, 91, "exit 0\n")
+    deadline = time.monotonic() + 30
+    while psutil.Process(zombie.pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    live = osd_process(tmp_path, 92, "while :; do sleep 1; done\n")
+    try:
+        deadline = time.monotonic() + 30
+        while ("stormdeck_daemon_threads", "osd.92") not in served(HostCollector()):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert not {k for k in served(HostCollector()) if k[1] == "osd.91"}
+    finally:
+        live.kill()
+        live.wait()
+        zombie.wait()
+    assert not {k for k in served(HostCollector()) if k[1] in ("osd.91", "osd.92")}
+
+
+def test_a_process_that_dies_during_the_scan_is_not_served(tmp_path: Path,
+                                                           monkeypatch) -> None:
+    """Its cgroup is read after psutil's figures: dead by then, it would be served with no
+    quota, its limit and throttling made up, as if it ran."""
+    from stormdeck.collectors.host import processes
+
+    osd = osd_process(tmp_path, 93, "while :; do sleep 1; done\n")
+    real = processes.cgroup_cpu_limit
+
+    def dies_first(pid: int, *args: object) -> float | None:
+        if pid == osd.pid:
+            osd.kill()
+            osd.wait()
+        return real(pid, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(processes, "cgroup_cpu_limit", dies_first)
+    try:
+        deadline = time.monotonic() + 30
+        while psutil_argv(osd.pid) is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert not {k for k in served(HostCollector()) if k[1] == "osd.93"}
+    finally:
+        osd.kill()
+        osd.wait()
+
+
+def psutil_argv(pid: int) -> list[str] | None:
+    """The command line once the shell has it (before exec it is the parent's)."""
+    import psutil
+
+    try:
+        argv = psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return None
+    return argv if "-i" in argv else None
+
+
+def test_throttling_is_served_as_the_scan_read_it(monkeypatch) -> None:
+    """Read again by pid after the scan, a process that died meanwhile was served 0: a
+    counter reset, a figure from no process at all."""
+    from stormdeck.collectors import exporter
+    from stormdeck.collectors.host.processes import ProcInfo
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    info = ProcInfo("osd.94", "osd", dead.pid, 0.0, ("ceph-osd", "-i", "94"), 12.0, 60,
+                    2**30, 1.0, True, 1.0, CpuStat(100, 7, 1.5))
+    monkeypatch.setattr(exporter, "scan_processes", lambda *a, **kw: [info])
+    got = served(HostCollector(hostname="h1"))
+    assert got["stormdeck_daemon_cpu_throttled_seconds_total", "osd.94"] == 1.5
