@@ -9,7 +9,7 @@ comparing a snapshot with the one before it.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from stormdeck.collectors.model import Cluster, Records, Snapshot, SourceHealth, disk_key
@@ -218,6 +218,32 @@ _TURNS = (
     ("in_", "osd", "{name} marked out", WARN, "{name} marked in"),
     ("online", "chunkserver", "chunkserver {name} offline", ERR, "chunkserver {name} online"),
 )
+
+
+# The flag whose turning False means a daemon serves nothing: an OSD down, a chunkserver
+# offline (Curve's MDS says ONLINE or OFFLINE, and gives no time it changed).
+DOWN_ATTR = {"osd": "up", "chunkserver": "online"}
+
+
+def turned_off(attr: str, name: str) -> tuple[str, str]:
+    """The kind and the opening words of the event told when `name`'s `attr` turns False
+    ("osd.3 down", "chunkserver 10.0.0.3:8200 offline"), for a reader looking for it."""
+    kind, off = next((k, o) for a, k, o, *_ in _TURNS if a == attr)
+    return kind, off.format(name=name, where="")
+
+
+def off_since(history: Sequence[Snapshot], name: str, attr: str) -> tuple[float, bool] | None:
+    """The first tick of the newest run of ticks that have `name`'s `attr` False, and
+    whether that tick is where it turned (the tick before had it True); None when the
+    newest tick does not have it False. Walked from the newest: the run is short."""
+    first = None
+    for x in reversed(history):
+        d = x.daemons.get(name)
+        flag = getattr(d, attr) if d is not None else None
+        if flag is not False:
+            return (first, flag is True) if first is not None else None
+        first = x.time
+    return (first, False) if first is not None else None
 
 
 def _daemons(a: Snapshot, b: Snapshot, t: float) -> Iterator[Event]:

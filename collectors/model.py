@@ -100,6 +100,12 @@ class Daemon:
             return None
         return (self.read_iops or 0.0) + (self.write_iops or 0.0)
 
+    @property
+    def down(self) -> bool:
+        """The cluster says it serves nothing now: a Ceph OSD down, a Curve chunkserver
+        offline. Its own figures (latency, IOPS, CPU) are then from before, not current."""
+        return self.up is False or self.online is False
+
 
 # ---- per disk ----------------------------------------------------------------
 

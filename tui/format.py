@@ -15,10 +15,11 @@ from rich.text import Text
 from stormdeck.advisors.findings import Finding, Severity
 from stormdeck.base.text import printable
 from stormdeck.base.units import ms, num, pct
+from stormdeck.collectors.model import Daemon
 
 # num, ms and pct live at the ground floor (the CLI prints with them too).
-__all__ = ["ASCII", "BLOCKS", "SEVERITY_STYLE", "bar", "finding_line", "inert", "ms", "num",
-           "pct", "rate", "spark"]
+__all__ = ["ASCII", "BLOCKS", "SEVERITY_STYLE", "bar", "cores_now", "finding_line", "inert",
+           "ms", "num", "pct", "rate", "spark"]
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 ASCII = " .:-=+*#%"
@@ -39,6 +40,14 @@ def spark(values: Sequence[float], width: int = 20, ascii_only: bool = False) ->
     top = max(vals) or 1.0
     return "".join(chars[max(0, min(len(chars) - 1, int(v / top * (len(chars) - 1))))]
                    for v in vals)
+
+
+def cores_now(d: Daemon) -> float | None:
+    """The cores a daemon uses, where that is a current figure. A down OSD's or offline
+    chunkserver's counts only when this host read its live process this poll (it has a
+    pid): a hung OSD still burns CPU; else the figure is a rate over a window that ends
+    before it died (Prometheus' rate() reads on past the series' end)."""
+    return d.cores_used if not d.down or d.pid is not None else None
 
 
 def bar(used: float | None, allowed: float | None, width: int = 8, ascii_only: bool = False) -> str:

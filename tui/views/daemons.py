@@ -10,7 +10,7 @@ from textual.binding import Binding, BindingType
 
 from stormdeck.collectors.model import Daemon, Records, Snapshot, disk_key
 from stormdeck.tui.feed import Frame
-from stormdeck.tui.format import bar, inert, ms, num, pct
+from stormdeck.tui.format import bar, cores_now, inert, ms, num, pct
 from stormdeck.tui.keys import in_scope
 from stormdeck.tui.stale import note, show_note, stale_parts, struck, wrapped
 from stormdeck.tui.table import Column, VirtualTable
@@ -94,29 +94,29 @@ class DaemonTable(View, VirtualTable):
 
     def cells(self, d: Daemon, s: Snapshot) -> tuple[Text, ...]:
         iops = d.iops
-        per_core = iops / d.cores_used if iops is not None and d.cores_used else None
+        used = cores_now(d)
+        per_core = iops / used if iops is not None and used else None
         if d.kind == "osd":
             lat = f"{ms(d.commit_latency)}/{ms(d.apply_latency)}"
             share = d.primary_pgs
         else:
             lat = f"{ms(d.raft_append_latency)}/{ms(d.raft_send_latency)}"
             share = d.leaders
-        if d.up is False:
+        if d.down:
             # Its latency and IOPS are the last figures from before it died: never shown
             # as if current (issue 42).
             iops = per_core = None
-            lat = "down"
+            lat = "down" if d.kind == "osd" else "offline"
         devs = d.devices or ()
         disks = [s.disks.get(disk_key(d.host, x)) for x in devs]
         utils = [k.util for k in disks if k is not None and k.util is not None]
-        busy = bool(d.cores_used is not None and d.cores_allowed
-                    and d.cores_used / d.cores_allowed > 0.85)
-        return (inert(d.id, "bold red" if d.up is False else ""), inert(d.host or "-"),
-                inert(bar(d.cores_used, d.cores_allowed, ascii_only=self.ascii_only),
-                  "yellow" if busy else ""),
+        busy = bool(used is not None and d.cores_allowed and used / d.cores_allowed > 0.85)
+        cores = bar(used, d.cores_allowed, ascii_only=self.ascii_only) \
+            if used is not None or not d.down else "down"
+        return (inert(d.id, "bold red" if d.down else ""), inert(d.host or "-"),
+                inert(cores, "yellow" if busy else "dim" if used is None else ""),
                 inert(num(iops)), inert(num(per_core)), inert(lat), inert(num(share)),
                 inert(",".join(devs) or "-"), inert(pct(max(utils)) if utils else "-"))
-
 
 def inner(m: Mapping[str, Any]) -> Mapping[str, Any]:
     return m.inner if isinstance(m, Records) else m

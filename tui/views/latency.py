@@ -43,8 +43,14 @@ class LatencyTable(View, VirtualTable):
         else:
             first, second = d.raft_append_latency, d.raft_send_latency
             p99, attr = d.raft_append_latency_p99, "raft_append_latency"
-        return (inert(d.id), inert(d.kind), inert(ms(first)), inert(ms(second)), inert(ms(p99)),
-                inert(f"{ms(d.op_read_latency)}/{ms(d.op_write_latency)}"),
+        ops = f"{ms(d.op_read_latency)}/{ms(d.op_write_latency)}"
+        if d.down:
+            # The last figures the cluster had from it, from before it went down: its
+            # history stays in the sparkline, no figure is shown as current (issue 42).
+            first = second = p99 = None
+            ops = "down" if d.kind == "osd" else "offline"
+        return (inert(d.id, "bold red" if d.down else ""), inert(d.kind), inert(ms(first)),
+                inert(ms(second)), inert(ms(p99)), inert(ops),
                 inert(spark(newest(history, d.id, attr, SPARK), SPARK, self.ascii_only)))
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from rich.text import Text
 
 from stormdeck.advisors.rules.mgr import mgr_name
+from stormdeck.advisors.timeline import off_since, turned_off
 from stormdeck.base import pgstate, units
 from stormdeck.collectors.model import Cluster, Daemon, Snapshot
 from stormdeck.collectors.packing import values_of
@@ -93,6 +94,10 @@ class Overview(FrameText):
             _mark_stale(out, begin, frame, "disks", stale, said)
         if s.curve is not None:
             begin = len(out)
+            css = [d for d in s.daemons.values() if d.kind == "chunkserver"]
+            for line, style in _incidents(css, frame, "chunkserver"):
+                out.append_text(inert(line, style))
+                out.append("\n")
             limit = self.threshold("curve.leaders.spread", "max_range")
             for pool in s.curve.pools:
                 over = (pool.leader_range or 0) > limit
@@ -155,7 +160,7 @@ class Overview(FrameText):
         if c.num_osds is not None:
             out.append(f"osds    {num(c.num_osds)}   up {num(c.num_up_osds)}   "
                        f"in {num(c.num_in_osds)}\n")
-        for line, style in _osd_incidents(osds, frame):
+        for line, style in _incidents(osds, frame, "osd"):
             out.append_text(inert(line, style))
             out.append("\n")
         out.append(f"slow ops {num(c.slow_ops)}")
@@ -224,14 +229,15 @@ def _mgr_down(c: Cluster, now: float) -> list[str]:
             f"({units.age(max(0.0, now - m.down_since))}), {why}{standby}", *aged]
 
 
-def _since(d: Daemon, frame: Frame, what: str) -> tuple[float, bool] | None:
-    """When the OSD went down or was marked out, and whether that is only a bound ("since
-    before"): Ceph's stamp where the console's own timeline does not contradict it, else
-    the tick that saw it change, else the oldest tick the History has it so."""
-    text = f"{d.id} down" if what == "down" else f"{d.id} marked out"
+def _since(d: Daemon, frame: Frame, attr: str) -> tuple[float, bool] | None:
+    """When the daemon's `attr` turned False (an OSD down or marked out, a chunkserver
+    offline), and whether that is only a bound ("since before"): Ceph's down stamp where
+    the console's own timeline does not contradict it, else the tick that saw it change,
+    else the oldest tick the History has it so."""
+    kind, text = turned_off(attr, d.id)
     seen = next((e.time for e in reversed(frame.events)
-                 if e.kind == "osd" and e.target == d.id and e.text.startswith(text)), None)
-    if what == "down" and d.down_since is not None:
+                 if e.kind == kind and e.target == d.id and e.text.startswith(text)), None)
+    if attr == "up" and d.down_since is not None:
         # Pacific keeps the down_stamp of an earlier `ceph osd down` when the mons mark an
         # OSD down on failure reports: a stamp older than a tick that saw it up is stale.
         # The tick before the one that saw it down saw it up.
@@ -240,31 +246,30 @@ def _since(d: Daemon, frame: Frame, what: str) -> tuple[float, bool] | None:
             return d.down_since, False
     if seen is not None:
         return seen, False
-    attr = "up" if what == "down" else "in_"
-    first = None
-    for x in frame.history:
-        o = x.daemons.get(d.id)
-        if o is not None and getattr(o, attr) is False:
-            first = x.time if first is None else first
-        else:
-            first = None  # a tick that had it up (or not at all): the run starts after
-    return (first, True) if first is not None else None
+    # No event saw it turn (the events kept start later, or a replay began mid-incident).
+    run = off_since(frame.history, d.id, attr)
+    return (run[0], True) if run is not None else None
 
 
+# What the overview names per kind of daemon: (word, flag that is False, style).
+_INCIDENTS = {"osd": (("down", "up", "bold red"), ("out", "in_", "yellow")),
+              "chunkserver": (("offline", "online", "bold red"),)}
+_PLURAL = {"osd": "OSDs", "chunkserver": "chunkservers"}
 
-def _osd_incidents(osds: Sequence[Daemon], frame: Frame) -> list[tuple[str, str]]:
-    """One line per OSD down or out (the first NAMED of each), naming its host and since
-    when, as the Dashboard's OSD list shows up/down and in/out."""
+
+def _incidents(daemons: Sequence[Daemon], frame: Frame, kind: str) -> list[tuple[str, str]]:
+    """One line per daemon down, out or offline (the first NAMED of each), naming its host
+    and since when, as the Dashboard's OSD list shows up/down and in/out."""
     now = frame.snapshot.time
     lines = []
-    # One pass over every OSD (10,000 at scale), not one per kind; Ceph's own up/in counts
-    # are not trusted to skip it: they come from another command than the OSDs' states.
-    odd = [d for d in osds if d.up is False or d.in_ is False]
-    for what, pick, style in (("down", lambda d: d.up is False, "bold red"),
-                              ("out", lambda d: d.in_ is False, "yellow")):
-        hit = [d for d in odd if pick(d)]
+    turns = _INCIDENTS[kind]
+    # One pass over every daemon (10,000 at scale), not one per flag; Ceph's own up/in
+    # counts are not trusted to skip it: they come from another command than the states.
+    odd = [d for d in daemons if any(getattr(d, attr) is False for _, attr, _ in turns)]
+    for what, attr, style in turns:
+        hit = [d for d in odd if getattr(d, attr) is False]
         for d in hit[:NAMED]:
-            found = _since(d, frame, what)
+            found = _since(d, frame, attr)
             when = ""
             if found is not None:
                 since, bound = found
@@ -274,7 +279,7 @@ def _osd_incidents(osds: Sequence[Daemon], frame: Frame) -> list[tuple[str, str]
             lines.append((f"  {what:<5} {d.id} on {d.host or 'an unknown host'}{when}{pgs}",
                           style))
         if len(hit) > NAMED:
-            lines.append((f"  {what:<5} and {len(hit) - NAMED} more OSDs", style))
+            lines.append((f"  {what:<5} and {len(hit) - NAMED} more {_PLURAL[kind]}", style))
     return lines
 
 
