@@ -17,6 +17,7 @@ from stormdeck.advisors.mutes import MuteStore
 from stormdeck.advisors.rules import ALL, Context, Rule, health
 from stormdeck.advisors.rules.base import Columns
 from stormdeck.advisors.settings import load_settings
+from stormdeck.advisors.timeline import DOWN_ATTR, off_since
 from stormdeck.advisors.validated import ValidatedStore
 from stormdeck.collectors.model import Records, Snapshot
 
@@ -158,6 +159,7 @@ class Engine:
             self._carried.update((rid, tuple(ts)) for rid, ts in carried.items())
         findings = [self._finding(by_rule[k[0]], t) for k, t in self._tracks.items()
                     if k[0] in by_rule]
+        findings = _mark_down(findings, snaps)
         findings = self._vet_changes(findings, latest)
         findings = self._apply_mutes(findings, now, snaps)
         findings = health.link(findings)  # Ceph's own checks: folded where a rule says more
@@ -255,6 +257,37 @@ class Engine:
     def badness(self, finding: Finding) -> float:
         t = self._tracks.get(finding.key)
         return t.check.badness if t else 0.0
+
+
+# The units of what a daemon measures of itself while it runs (CPU, IOPS, latency,
+# memory, shares of its time or capacity): a down daemon's are from before it went down.
+# Counts (PGs, OSDs, times marked down), its up flag and settings are current still.
+DAEMON_UNITS = frozenset({"cores", "IOPS", "s", "s/s", "B", "ratio"})
+
+
+def _mark_down(findings: list[Finding], snaps: Sequence[Snapshot]) -> list[Finding]:
+    """Mark, in every rule's findings at once, the figures of a daemon that is down at the
+    newest tick as from before it went down: a rule judged while it ran (or judging the
+    cluster's last figures for it) would quote them as its figures now."""
+    daemons = snaps[-1].daemons
+    out = []
+    for f in findings:
+        d = daemons.get(f.target) if f.evidence else None
+        if d is None or not d.down:
+            out.append(f)
+            continue
+        run = off_since(snaps, d.id, DOWN_ATTR.get(d.kind, "up"))
+        if run is None:  # down by one flag, not the one its kind turns (an OSD offline?)
+            out.append(f)
+            continue
+        at, exact = run
+        # A setting quoted by its option's name (osd_memory_target) is not its figure.
+        out.append(replace(f, evidence=tuple(
+            replace(e, down_since=at, down_bound=not exact)
+            if e.unit in DAEMON_UNITS and isinstance(e.now, int | float)
+            and not ("_" in e.metric and " " not in e.metric) else e
+            for e in f.evidence)))
+    return out
 
 
 def _inputs(snap: Snapshot, validated: Any) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -28,6 +29,19 @@ class Evidence:
     max: float | None = None
     unit: str = ""  # "s", "cores", "ratio", "IOPS", ... (SI inside, display converts)
     samples: int = 1
+    # Set when the finding's daemon is down (an OSD) or offline (a chunkserver) at the
+    # newest tick and this is one of its own figures: when it went down, so `now` is its
+    # last figure from before then, not a current one. down_bound: the History begins
+    # with it down, so it went down at or before down_since.
+    down_since: float | None = None
+    down_bound: bool = False
+
+    def down_note(self) -> str:
+        """What a reader is told of a figure from before its daemon went down."""
+        if self.down_since is None:
+            return ""
+        at = time.strftime("%H:%M:%S", time.localtime(self.down_since))
+        return f" (before it went down{', before' if self.down_bound else ' at'} {at})"
 
 
 @dataclass(frozen=True, slots=True)

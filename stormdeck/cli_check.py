@@ -139,11 +139,15 @@ def render(findings: list, errors: dict[str, str], snap: Any,
         lines.append(f"{str(f.severity).upper():<8} {flags:<13} {f.rule:<30} {p(f.target, 60)}")
         lines.append(f"    {p(f.summary, 300)}  [{f.source}]")
         for e in f.evidence:
+            # A down daemon's figure is its last, not its figure now.
+            now = "last" if e.down_since is not None else "now"
             if e.samples > 1 and e.min is not None:
-                lines.append(f"    {e.metric}: now {_fmt(e.now)}, min {_fmt(e.min)}, avg "
-                             f"{_fmt(e.avg)}, max {_fmt(e.max)} {e.unit} over {e.window:.0f} s")
+                lines.append(f"    {e.metric}: {now} {_fmt(e.now)}, min {_fmt(e.min)}, avg "
+                             f"{_fmt(e.avg)}, max {_fmt(e.max)} {e.unit} over {e.window:.0f} s"
+                             + e.down_note())
             else:
-                lines.append(f"    {e.metric}: {p(_fmt(e.now), 120)} {e.unit}".rstrip())
+                lines.append(f"    {e.metric}: {p(_fmt(e.now), 120)} {e.unit}".rstrip()
+                             + e.down_note())
         for ch in f.changes:
             how = "runtime" if ch.runtime else "restart" if ch.runtime is False else "?"
             lines.append(f"    change: {p(ch.command, 200)}   ({p(ch.current)} -> "

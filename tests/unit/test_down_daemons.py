@@ -6,13 +6,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from typing import ClassVar
 
 import pytest
 
+from stormdeck.advisors.engine import Engine
+from stormdeck.advisors.findings import Check, Evidence, RuleSettings, Severity
+from stormdeck.advisors.rules.base import Context, Rule
 from stormdeck.advisors.timeline import events_of
 from stormdeck.collectors.model import Cluster, CurveCluster, Daemon, Snapshot, SourceHealth
 from stormdeck.tui.app import StormdeckApp
 from stormdeck.tui.feed import Frame, StaticFeed
+from stormdeck.tui.views.findings import finding_detail
 from stormdeck.tui.views.overview import Overview
 from tests.clock import ManualClock, zone
 
@@ -119,3 +125,72 @@ async def test_the_tables_show_no_current_figure_of_a_down_daemon() -> None:
         rows = {k: [c.plain for c in lat.row_cells(k)] for k in lat.keys}
         assert rows["osd.1"][2:6] == ["-", "-", "-", "down"], rows["osd.1"]
         assert rows[CS][2:6] == ["-", "-", "-", "offline"], rows[CS]
+
+
+class DaemonFigures(Rule):
+    """Fires on every daemon with what it quotes of it, as the CPU or latency rules do."""
+
+    id = "test.daemon_figures"
+    title = "a daemon's figures"
+    source = "osd-cpu-cluster-knee"
+    explanation = "test"
+    reads: ClassVar[tuple[str, ...]] = ("daemons",)
+
+    def check(self, ctx: Context) -> Iterable[Check]:
+        for d in ctx.latest.daemons.values():
+            yield Check(target=d.id, fire=True, clear=False, severity=Severity.WARNING,
+                        summary="busy", evidence=(
+                            ctx.evidence("cores used", ctx.daemon_values(d.id, "cores_used"),
+                                         "cores"),
+                            ctx.evidence("osd_memory_target", [4 * 2.0**30], "B"),
+                            ctx.evidence("times marked down", [1.0], "times")))
+
+
+def judged(snaps: list[Snapshot]) -> list:
+    engine = Engine({DaemonFigures.id: RuleSettings()}, rules=[DaemonFigures])
+    findings: list = []
+    for i in range(len(snaps)):
+        findings = engine.evaluate(snaps[:i + 1])
+    return findings
+
+
+def test_evidence_of_a_down_daemon_is_marked_from_before_it_went_down() -> None:
+    busy = {"cores_used": 2.5}
+    snaps = ticks([osd(True, **busy)] * 3 + [osd(False, **busy)] * 2)
+    (f,) = judged(snaps)
+    cores, target, times = f.evidence
+    assert cores.down_since == snaps[3].time and not cores.down_bound
+    # A setting and a count are current still.
+    assert target.down_since is None and times.down_since is None
+    text = finding_detail(f).plain
+    line = next(ln for ln in text.splitlines() if "cores used" in ln)
+    assert line.startswith("  cores used: last 2.5, min 2.5") and line.endswith(
+        f" cores over 15 s (before it went down at {hhmmss(snaps[3].time)})"), line
+    assert "osd_memory_target: now 4294967296.0" in text
+    # Down from the History's start: a bound. Up: nothing marked.
+    (f,) = judged(ticks([chunkserver(False)] * 3))
+    assert f.evidence[0].down_bound and "went down, before" in finding_detail(f).plain
+    (f,) = judged(ticks([osd(True, **busy)] * 3))
+    assert all(e.down_since is None for e in f.evidence)
+    assert "now 2.5" in finding_detail(f).plain
+
+
+def test_check_prints_the_down_mark_too() -> None:
+    from stormdeck.cli_check import render
+
+    snaps = ticks([osd(True, cores_used=2.5)] * 2 + [osd(False, cores_used=2.5)])
+    findings = judged(snaps)
+    text = render(findings, {}, snaps[-1])
+    assert "cores used: last 2.5, min 2.5" in text and \
+        f"(before it went down at {hhmmss(snaps[-1].time)})" in text, text
+    assert replace(findings[0].evidence[0], down_since=None).down_note() == ""
+
+
+def test_evidence_json_carries_when_the_daemon_went_down() -> None:
+    from stormdeck.cli_check import finding_json
+
+    snaps = ticks([osd(True, cores_used=2.5)] * 2 + [osd(False, cores_used=2.5)])
+    (f,) = judged(snaps)
+    ev = finding_json(f)["evidence"][0]
+    assert ev["down_since"] == snaps[-1].time and ev["down_bound"] is False
+    assert Evidence("cores used", 0.0, 1.0).down_note() == ""

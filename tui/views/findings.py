@@ -65,9 +65,11 @@ def finding_detail(f: Finding | None) -> Text:
                           "dim", limit=1200))
     out.append("\n")
     for e in f.evidence:
-        line = (f"{e.metric}: now {e.now}, min {e.min:.4g}, avg {e.avg:.4g}, max {e.max:.4g} "
+        # A down daemon's figure is its last, not its figure now.
+        now = "last" if e.down_since is not None else "now"
+        line = (f"{e.metric}: {now} {e.now}, min {e.min:.4g}, avg {e.avg:.4g}, max {e.max:.4g} "
                 f"{e.unit} over {e.window:.0f} s" if e.min is not None and e.avg is not None
-                and e.max is not None else f"{e.metric}: {e.now} {e.unit}")
+                and e.max is not None else f"{e.metric}: {e.now} {e.unit}") + e.down_note()
         out.append_text(inert("  " + line, limit=300))
         out.append("\n")
     for line in f.detail:  # Ceph's own health detail lines: data, inert text
