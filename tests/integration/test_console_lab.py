@@ -1,7 +1,12 @@
-"""The console on the real lab: a finding's change applied from the screen, then undone."""
+"""The console on the real lab: a finding's change applied from the screen, then undone: a
+config option, and an OSD's flags (with `stormdeck plan` writing the same pair)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -72,3 +77,100 @@ async def test_apply_and_undo_from_the_console(lab_cluster: LabCluster, tmp_path
         lab_cluster.cli("lab", "load", "--stop")
     assert stored(lab_cluster, "osd", "osd_scrub_sleep") is None
     assert journal.entries()[0].undone_by
+
+
+FLAPPER = "osd.2"
+FLAP = "ceph.osd.flapping"
+
+
+def osd_state(lab: LabCluster, osd: str) -> list[str]:
+    cluster = lab.rados()
+    try:
+        dump = ceph_json(cluster, "osd dump")
+    finally:
+        cluster.shutdown()
+    return next(o["state"] for o in dump["osds"] if f"osd.{o['osd']}" == osd)
+
+
+async def confirm(app: StormdeckApp, pilot, review: PlanReview) -> None:
+    """Apply from the review: the typed phrase where the plan asks for one (a change
+    that moves data), else the Apply button alone."""
+    if review.needs_phrase:
+        await confirm_with_phrase(app, pilot, review)
+        return
+    await pilot.click("#apply")
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+@pytest.mark.asyncio
+async def test_a_flapping_osd_held_through_the_console_and_planned_through_the_cli(
+        lab_cluster: LabCluster, tmp_path: Path) -> None:
+    """ceph.osd.flapping's flags (noup and noout on one OSD) go the two ways an operator
+    takes them: `stormdeck plan` writes them while the OSD flaps, and the console's review
+    applies them with the typed phrase and undoes them from the journal (issue 42: every
+    change kind through the paths users run; `stormdeck apply` of the pair is
+    test_pools_ec_lab's). The OSD is marked down twice by `ceph osd down` (not a clean
+    stop, which the rule does not count), and boots again by itself each time."""
+    conf = str(lab_cluster.conf)
+    journal = Journal(tmp_path / "journal.jsonl")
+    feed = Feed([CephSource(conffile=conf), HostSource(ceph_conf=conf)],
+                Engine(load_settings()), interval=1.0)
+    app = StormdeckApp(feed, journal=journal,
+                       executor_factory=lambda: Executor(journal, ceph=CephAdmin(conf)))
+    plan_file = tmp_path / "flap.json"
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    planner = subprocess.Popen(
+        [sys.executable, "-m", "stormdeck", "plan", FLAP, "--target", FLAPPER, "--for", "35",
+         "-o", str(plan_file), "-c", conf], env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    key = f"{FLAP}|{FLAPPER}"
+    try:
+        async with app.run_test(size=(160, 48)) as pilot:
+            def up() -> bool | None:
+                d = app.frame.snapshot.daemons.get(FLAPPER) if app.frame else None
+                return d.up if d is not None else None
+
+            await until(pilot, lambda: up() is True, 60)
+            for _ in range(2):
+                # Held down until the console has seen it down: a running OSD marked down
+                # boots again within a second, quicker than a poll may catch.
+                lab_cluster.command("osd set", key="noup")
+                lab_cluster.command("osd down", ids=[FLAPPER.split(".")[1]])
+                await until(pilot, lambda: up() is False, 30)
+                lab_cluster.command("osd unset", key="noup")
+                await until(pilot, lambda: up() is True, 60)
+            await pilot.press("6")
+            table = app.query_one(FindingTable)
+            await until(pilot, lambda: key in table.keys, 30)
+            review = await open_review(app, pilot, key)
+            assert [(c.kind, c.target, c.key) for c in review.plan.changes] == [
+                ("osd_flag", FLAPPER, "noup"), ("osd_flag", FLAPPER, "noout")]
+            assert app.focused.id == "cancel"
+            await confirm(app, pilot, review)
+            assert {"noup", "noout"} <= set(osd_state(lab_cluster, FLAPPER))
+            assert [e.status for e in journal.entries()] == ["applied", "applied"]
+            await pilot.press("7")
+            entries = app.query_one(JournalTable)
+            for entry in reversed(journal.entries()):  # the newest first
+                await until(pilot, lambda e=entry: e.id in entries.keys, 10)
+                entries.move_cursor(row=entries.keys.index(entry.id))
+                await pilot.press("u")
+                undo = app.screen
+                assert isinstance(undo, PlanReview)
+                await confirm(app, pilot, undo)
+            assert not {"noup", "noout"} & set(osd_state(lab_cluster, FLAPPER))
+        out, err = planner.communicate(timeout=90)
+        assert planner.returncode == 0, err
+        saved = json.loads(plan_file.read_text())
+        assert saved["rule"] == FLAP, saved
+        assert [(c["kind"], c["target"], c["key"], c["proposed"]) for c in saved["changes"]] \
+            == [("osd_flag", FLAPPER, "noup", "set"), ("osd_flag", FLAPPER, "noout", "set")]
+        assert f"ceph osd set-group noup {FLAPPER}" in out, out
+    finally:
+        if planner.poll() is None:
+            planner.kill()
+            planner.communicate()
+        lab_cluster.command("osd unset", key="noup")
+        for flag in {"noup", "noout"} & set(osd_state(lab_cluster, FLAPPER)):
+            lab_cluster.command("osd unset-group", flags=flag, who=[FLAPPER])
