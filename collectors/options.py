@@ -14,7 +14,8 @@ ABOVE_DATABASE = ("file", "env", "cmdline", "override")
 LAYER_FROM = {"override": "set at runtime (`ceph tell` or the admin socket)",
               "file": "from ceph.conf", "cmdline": "from the command line",
               "env": "from the daemon's environment (where it is deployed: its container)",
-              "mon": "as the config database gives them"}
+              "mon": "as the config database gives them",
+              "default": "as Ceph's default"}
 
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*")
 _UNIT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -54,6 +55,15 @@ class RunningValue:
     source: str | None  # "default", "mon", "file", "env", "cmdline", "override"
     overrides: tuple[tuple[str, str], ...] = ()  # (source, value) it wins over
     read_at: float | None = None  # the console's clock when read
+    # Layers whose value the daemon does not run ("mon": the database holds a value of an
+    # option it reads only at start, taken at its next restart).
+    ignores: tuple[str, ...] = ()
+
+    @property
+    def wins_over_database(self) -> bool:
+        """The daemon runs this, not what the config database gives it: a layer above
+        the database set it, or the database's value waits for a restart."""
+        return self.source in ABOVE_DATABASE or "mon" in self.ignores
 
 
 @dataclass(frozen=True, slots=True)

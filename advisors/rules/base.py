@@ -819,14 +819,14 @@ class Context:
             return None
         if who.startswith("osd."):
             r = opt.running.get(who)
-            return r if r is not None and r.source in ABOVE_DATABASE else None
+            return r if r is not None and r.wins_over_database else None
         if who not in ("osd", "global") or not c.running_read or \
                 c.num_up_osds is None or len(c.running_read) < c.num_up_osds:
             return None
         seen = [opt.running.get(o) for o in c.running_read]
         first = seen[0]
-        if first is None or first.source not in ABOVE_DATABASE or any(
-                r is None or r.source not in ABOVE_DATABASE or r.value != first.value
+        if first is None or not first.wins_over_database or any(
+                r is None or not r.wins_over_database or r.value != first.value
                 for r in seen):
             return None
         return first
@@ -843,7 +843,7 @@ class Context:
         differ: dict[str, RunningValue] = {}
         for osd in scope:
             r = opt.running.get(osd)
-            if r is not None and r.source in ABOVE_DATABASE and \
+            if r is not None and r.wins_over_database and \
                     not same_value(r.value, self.database(name, osd)):
                 differ[osd] = r
         if not differ:
@@ -855,7 +855,9 @@ class Context:
                          for r in differ.values()})
         db = self.database(name, who)
         revert = ": a restart reverts it" if all(
-            r.source == "override" for r in differ.values()) else ""
+            r.source == "override" for r in differ.values()) else \
+            ", which it reads only at start: a restart takes it" if all(
+                r.source not in ABOVE_DATABASE for r in differ.values()) else ""
         read = "" if who.startswith("osd.") else f" ({len(osds)} of {len(scope)} OSDs read)"
         return (f"{named} {'runs' if len(osds) == 1 else 'run'} {name} = "
                 f"{', '.join(values)} {' and '.join(layers)}; the config database gives "
@@ -870,7 +872,7 @@ class Context:
         if opt is None:
             return lambda who: None
         shared, values = self.database(name, "osd"), opt.values
-        above = {o: r.value for o, r in opt.running.items() if r.source in ABOVE_DATABASE}
+        above = {o: r.value for o, r in opt.running.items() if r.wins_over_database}
         if not above:
             return lambda who: values.get(who, shared)
         return lambda who: above[who] if who in above else values.get(who, shared)
@@ -953,7 +955,7 @@ def unset_step(ctx: Context, name: str, who: str = "osd") -> str:
     the runtime value is dropped (`config unset`) or the ceph.conf line removed."""
     opt, db = ctx.option(name), ctx.database(name, who)
     above = sorted((o for o, r in (opt.running.items() if opt is not None else ())
-                    if r.source in ABOVE_DATABASE
+                    if r.wins_over_database
                     and not same_value(r.value, ctx.database(name, o))), key=osd_number)
     told = [o for o in above if opt is not None and opt.running[o].source == "override"]
     rest = [o for o in above if o not in told]

@@ -43,7 +43,9 @@ class RunningDiffers(Rule):
         "runs with and the layer it came from. A value set at runtime that the database "
         "does not hold is lost when the OSD restarts; a ceph.conf or command-line value "
         "silently outranks the database, so a `ceph config set` there changes nothing the "
-        "OSD runs with. Both are found on the options stormdeck judges, on the OSDs read "
+        "OSD runs with; and an option the OSD reads only at start runs its old value until "
+        "a restart, whatever the database says (`config show` marks the database's value "
+        "as ignored). All three are found on the options stormdeck judges, on the OSDs read "
         "so far (a few a poll: the finding says how many), and named with the layer, so "
         "a tuning is known for what it is before a restart undoes it.")
 
@@ -67,11 +69,16 @@ class RunningDiffers(Rule):
                 continue
             runtime: list[tuple[str, RunningValue, str | None, bool]] = []
             outranked: list[tuple[str, RunningValue, str | None, bool]] = []
+            waiting: list[tuple[str, RunningValue, str | None, bool]] = []
             for osd, r in opt.running.items():
-                if r.value is None or r.source not in ABOVE_DATABASE:
+                if r.value is None or not r.wins_over_database:
                     continue
                 db, held = database_value(opt, osd, *place(osd))
                 if same(r.value, db):
+                    continue
+                if r.source not in ABOVE_DATABASE:
+                    # The database's value of an option read only at start: not run yet.
+                    waiting.append((osd, r, db, held))
                     continue
                 ov = override(c, name, osd)
                 if r.source == "override" and ov is not None and ov.forced is not None \
@@ -86,7 +93,8 @@ class RunningDiffers(Rule):
                     # layer, not a conflict: only one the database contradicts is.
                     outranked.append((osd, r, db, held))
             read = len(c.running_read)
-            for kind, found in (("runtime", runtime), ("outranked", outranked)):
+            for kind, found in (("runtime", runtime), ("outranked", outranked),
+                                ("restart", waiting)):
                 if ctx.matters(_target(name, kind), bool(found)):
                     yield self._check(ctx, name, kind, found, read)
 
@@ -100,7 +108,15 @@ class RunningDiffers(Rule):
         dbs = sorted({f[2] if f[3] else f"unset (Ceph's default {f[2]})" for f in found})
         layers = sorted({f[1].source or "" for f in found})
         of = f"{len(osds)} of {read} OSDs read"
-        if kind == "runtime":
+        if kind == "restart":
+            summary = (f"{named} run {name} = {', '.join(values)}, not the config "
+                       f"database's {', '.join(dbs)}: the OSD reads {name} only at start, "
+                       f"so the database's value waits for a restart ({of})")
+            procedure = (
+                f"Restart {named} (one failure domain at a time, `ceph osd ok-to-stop` "
+                "first) for the database's value to apply; or `ceph config rm` it if it "
+                "was not meant to.",)
+        elif kind == "runtime":
             summary = (f"{named} run {name} = {', '.join(values)}, set at runtime (`ceph "
                        f"tell` or the admin socket); the config database gives "
                        f"{', '.join(dbs)}: a restart reverts it ({of})")
@@ -133,8 +149,11 @@ class RunningDiffers(Rule):
             procedure=procedure, badness=float(len(osds)))
 
 
+_TARGET = {"runtime": "runtime", "restart": "awaits a restart"}
+
+
 def _target(name: str, kind: str) -> str:
-    return f"{name} ({'runtime' if kind == 'runtime' else 'above the database'})"
+    return f"{name} ({_TARGET.get(kind, 'above the database')})"
 
 
 RULES = (RunningDiffers,)

@@ -28,10 +28,15 @@ def parse_config_show(rows: Any, names: Iterable[str], now: float
         overrides = tuple(
             (str(o.get("source")), redact_value(row["name"], str(o.get("value"))) or "")
             for o in row.get("overrides") or () if isinstance(o, Mapping))
+        # "ignores": "mon" where the database holds a value of an option the daemon
+        # reads only at start (DaemonServer's config show): it runs another until restarted.
+        ignores = row.get("ignores")
         out[row["name"]] = RunningValue(
             value=redact_value(row["name"], None if row.get("value") is None
                                else str(row["value"])),
-            source=str(row.get("source") or "") or None, overrides=overrides, read_at=now)
+            source=str(row.get("source") or "") or None, overrides=overrides, read_at=now,
+            ignores=tuple(str(i) for i in (ignores if isinstance(ignores, list) else
+                                           [ignores] if ignores else ())))
     for name in want - out.keys():
         out[name] = RunningValue(value=None, source="default", read_at=now)
     return out
@@ -50,8 +55,9 @@ class RunningSampler:
     daemon the mgr has no report of (restarted), is unread again until read anew.
 
     Only values from a layer above the database (ceph.conf, the environment, the command
-    line, runtime) are kept: an OSD read whose option is not among them runs what the
-    database gives it. So 10,000 OSDs cost a few entries each, and what the rules see is
+    line, runtime), or that the daemon runs while the database's waits for a restart,
+    are kept: an OSD read whose option is not among them runs what the database gives
+    it. So 10,000 OSDs cost a few entries each, and what the rules see is
     new only when such a value, or the set of OSDs read, changes."""
 
     names: tuple[str, ...]
@@ -113,7 +119,7 @@ class RunningSampler:
             self.version += 1
 
     def take(self, osd: str, answer: Mapping[str, RunningValue], now: float) -> None:
-        kept = {n: v for n, v in answer.items() if v.source in ABOVE_DATABASE}
+        kept = {n: v for n, v in answer.items() if v.wins_over_database}
         old = self.above.get(osd, {})
         if _changed(old, kept):
             self.above[osd] = kept
@@ -153,11 +159,6 @@ class RunningSampler:
                 out.setdefault(name, {})[osd] = v
         newest = max(self.failed.values(), key=lambda f: f[0], default=None)
         return out, frozenset(self.read), newest[1] if newest else None
-
-
-# Layers above the config database an operator sets (md_config_t's levels past CONF_MON;
-# CONF_FINAL is the daemon's own forcing, not a setting of anyone's).
-ABOVE_DATABASE = frozenset({"file", "env", "cmdline", "override"})
 
 
 def _changed(old: Mapping[str, RunningValue], new: Mapping[str, RunningValue]) -> bool:

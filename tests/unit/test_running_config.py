@@ -365,3 +365,50 @@ def test_op_threads_are_judged_as_each_osd_runs_them() -> None:
     assert ctx.provenance("osd_op_num_shards", EVERY[0]) == (
         f"{EVERY[0]} runs osd_op_num_shards = 32 from ceph.conf; the config database "
         "gives 8")
+
+
+def test_a_database_value_the_osd_takes_only_at_a_restart_is_not_taken_for_run() -> None:
+    """`ceph config set osd osd_op_num_shards 4` on a running Pacific 16.2.15 lab (the
+    option is read at start only): `config show osd.0` says it runs Ceph's default 0 and
+    "ignores": "mon" (tests/data/pacific/config_show/osd.0-ignores-mon.json, captured
+    2026-12-04). The rules judge the 0 it runs, and say the database's 4 waits for a
+    restart."""
+    from stormdeck.advisors.rules.base import Context
+
+    got = parse_config_show(shown("osd.0-ignores-mon.json"), ("osd_op_num_shards",), 1.0)
+    shards = got["osd_op_num_shards"]
+    assert (shards.value, shards.source, shards.ignores) == ("0", "default", ("mon",))
+    assert shards.wins_over_database
+    s = RunningSampler(("osd_op_num_shards",), per_poll=1, pace=0.0)
+    s.take("osd.0", got, 1.0)
+    assert s.by_option()[0]["osd_op_num_shards"] == {"osd.0": shards}
+    snap = lab_snapshot()
+    assert snap.cluster is not None
+    opt = replace(snap.cluster.config["osd_op_num_shards"], values={"osd": "4"},
+                  running={"osd.0": shards})
+    snap = with_cluster(snap, running_read=frozenset({"osd.0"}),
+                        config={**snap.cluster.config, opt.name: opt})
+    ctx = Context(snap, [snap], {})
+    assert ctx.effective("osd_op_num_shards", "osd.0") == "0"
+    assert ctx.provenance("osd_op_num_shards", "osd.0") == (
+        "osd.0 runs osd_op_num_shards = 0 as Ceph's default; the config database gives 4, "
+        "which it reads only at start: a restart takes it")
+
+
+def test_a_database_value_waiting_for_a_restart_is_an_info_finding() -> None:
+    """The database says osd_op_num_shards 4, the OSDs read run 0 and ignore it (the
+    captured answer): ceph.config.running_differs says a restart is what it waits for."""
+    shards = parse_config_show(shown("osd.0-ignores-mon.json"), ("osd_op_num_shards",),
+                               0.0)["osd_op_num_shards"]
+
+    def e(s: Snapshot, i: int) -> Snapshot:
+        assert s.cluster is not None
+        opt = replace(s.cluster.config["osd_op_num_shards"], values={"osd": "4"},
+                      running={d: shards for d in EVERY})
+        return with_cluster(s, running_read=frozenset(EVERY),
+                            config={**s.cluster.config, opt.name: opt})
+
+    found = [f for f in firing(run(history(5, edit=e)), "ceph.config.running_differs")
+             if f.target == "osd_op_num_shards (awaits a restart)"]
+    assert len(found) == 1, found
+    assert "the database's value waits for a restart" in found[0].summary, found[0].summary
