@@ -27,7 +27,15 @@ from stormdeck.advisors.rules import ALL
 from stormdeck.advisors.validated import store_in
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
-from stormdeck.sources import build_sources, ceph_admin, ceph_client, ceph_source, curve_source
+from stormdeck.collectors.registry import declaration, named_by
+from stormdeck.sources import (
+    build_sources,
+    ceph_admin,
+    ceph_client,
+    ceph_source,
+    curve_source,
+    declared_made,
+)
 
 # One mutes file for every cluster: each mute carries the fsid of the cluster it was made
 # on (advisors/mutes.py), so `stormdeck mute`, `check` and every console tab read the same
@@ -245,15 +253,15 @@ def validate_sources(args: argparse.Namespace) -> list[Any]:
     from stormdeck.collectors.host.source import HostSource
 
     client = ceph_client(args)
-    return [ceph_source(client), HostSource(ceph_conf=client.conf)]
+    return [ceph_source(client), HostSource(ceph_conf=client.conf),
+            *declared_made(args, validate=True)]
 
 
 # ---- following a leader schedule ---------------------------------------------------------
 
 
 def wants_curve(args: argparse.Namespace) -> bool:
-    return bool(getattr(args, "curve_mds", None) or getattr(args, "curve_chunkserver", None)
-                or getattr(args, "curve_ops_tool", None) or getattr(args, "curve_cli", None))
+    return named_by(args, declaration("curve"))
 
 
 def curve_follower(args: argparse.Namespace,

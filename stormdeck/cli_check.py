@@ -23,11 +23,11 @@ from stormdeck.assembly import assemble, settings_of
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
 from stormdeck.collectors.model import plain
+from stormdeck.collectors.registry import cluster_sources
 from stormdeck.output import add_format_options, dump, is_json
 from stormdeck.sources import add_source_options
 
 SCHEMA = "stormdeck.check/1"
-CLUSTER_SOURCES = ("ceph", "prometheus", "curve")
 
 
 def register(sub: Any) -> None:
@@ -74,7 +74,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     started = time.monotonic()
     findings, snap = watch(pieces.sources, engine, args.duration, args.interval, args.timeout)
     assert snap is not None
-    cluster = [s for n, s in snap.sources.items() if n in CLUSTER_SOURCES]
+    cluster = [s for n, s in snap.sources.items() if n in cluster_sources()]
     collected = bool(cluster) and any(s.last_success for s in cluster)
     code = worst(findings) if collected else 3
     muted = muted_summary(findings, code)

@@ -12,10 +12,9 @@ from stormdeck.base.text import printable
 from stormdeck.base.units import ms, num, pct
 from stormdeck.collectors.hub import Hub
 from stormdeck.collectors.model import to_json_dict
+from stormdeck.collectors.registry import cluster_sources
 from stormdeck.output import add_format_options, dump, is_json
 from stormdeck.sources import add_source_options
-
-CLUSTER_SOURCES = ("ceph", "prometheus", "curve")
 
 
 def register(sub: Any) -> None:
@@ -47,9 +46,9 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         dump(to_json_dict(snap), args, allow_nan=False)
     else:
         print(render_text(snap))
-    cluster_sources = [s for n, s in snap.sources.items() if n in CLUSTER_SOURCES]
-    if cluster_sources and not any(s.last_success for s in cluster_sources):
-        errors = "; ".join(f"{s.name}: {s.error}" for s in cluster_sources)
+    cluster = [s for n, s in snap.sources.items() if n in cluster_sources()]
+    if cluster and not any(s.last_success for s in cluster):
+        errors = "; ".join(f"{s.name}: {s.error}" for s in cluster)
         print(f"stormdeck: could not read the cluster ({printable(errors, 400)})",
               file=sys.stderr)
         return 3

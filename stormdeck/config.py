@@ -35,10 +35,12 @@ from typing import Any
 from stormdeck.base.errors import UserError
 from stormdeck.base.files import FileMissing, read_text
 from stormdeck.base.text import printable
+from stormdeck.collectors.registry import enabling_keys
 from stormdeck.sources import (
     ceph_client,
     checked_override,
     names_ceph,
+    names_other_cluster,
     readable_file,
     source_parser,
 )
@@ -233,8 +235,7 @@ def _file_only(where: str, key: str, value: Any) -> str:
     return value
 
 
-SOURCE_ATTRS = ("conf", "ceph", "client_id", "client_name", "keyring", "prometheus",
-                "curve_mds", "curve_chunkserver", "curve_ops_tool", "curve_cli")
+# The options that name a source are each source's `enabled_by` (collectors/registry.py).
 # CEPH_ARGS' client options name a source as the command line's do (as for `ceph`),
 # but CEPH_CONF does not: it is where a default cluster's conf is, like /etc/ceph.
 
@@ -279,7 +280,7 @@ def _choose(args: argparse.Namespace) -> None:
 
 def names_sources(args: argparse.Namespace) -> bool:
     """Did the command line name a source itself? Then the config file is not used."""
-    return any(getattr(args, a, None) for a in SOURCE_ATTRS) or names_ceph(args)
+    return any(getattr(args, a, None) for a in enabling_keys()) or names_ceph(args)
 
 
 # ---- read-only wherever it is set ------------------------------------------------------
@@ -354,10 +355,8 @@ def read_only_fsids(config: str | Path | None = None) -> bool:
 
 
 def _uses_ceph(ns: argparse.Namespace) -> bool:
-    """As build_sources decides: named, or the default when nothing else is named."""
-    curve = any(getattr(ns, a, None) for a in ("curve_mds", "curve_chunkserver",
-                                                 "curve_ops_tool", "curve_cli"))
-    return names_ceph(ns) or (getattr(ns, "prometheus", None) is None and not curve)
+    """As build_sources decides: named, or the default when no other cluster source is."""
+    return names_ceph(ns) or not names_other_cluster(ns)
 
 
 def _conf_of(ns: argparse.Namespace) -> str | None:

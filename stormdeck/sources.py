@@ -21,6 +21,7 @@ from stormdeck.base.files import FileMissing, FileProblem, check_regular
 from stormdeck.base.text import printable
 from stormdeck.collectors.curve.source import CurveSource
 from stormdeck.collectors.hub import Source
+from stormdeck.collectors.registry import declaration, declared, named_by, source_options
 from stormdeck.parsing import Parser
 
 # ---- value types: the command line and the config file share them ------------------
@@ -201,6 +202,11 @@ def add_source_options(parser: argparse.ArgumentParser) -> None:
                    help="do not read this host's own daemons and disks")
     g.add_argument("--timeout", type=positive_seconds, default=10.0,
                    help="seconds a source may take to answer (default 10)")
+    # Last, so the built-in sources' help reads as it always has.
+    for decl, options in source_options():
+        g = parser.add_argument_group(decl.title or decl.name)
+        for o in options:
+            g.add_argument(*o.flags, **o.kwargs)
 
 
 def source_parser() -> argparse.ArgumentParser:
@@ -305,14 +311,21 @@ def names_ceph(args: argparse.Namespace) -> bool:
 # ---- the sources ------------------------------------------------------------------
 
 
+def names_other_cluster(args: argparse.Namespace) -> bool:
+    """Do the options name a cluster source other than Ceph? Ceph is the default only
+    when none is named."""
+    return any(named_by(args, d) for d in declared() if d.scope == "cluster"
+               and d.name != "ceph")
+
+
 def build_sources(args: argparse.Namespace) -> list[Source]:
-    """Sources in merge priority: librados first, then this host, then Prometheus."""
-    want_curve = bool(args.curve_mds or args.curve_chunkserver or args.curve_ops_tool
-                      or args.curve_cli)
+    """Sources in merge priority (collectors/registry.py): librados first, then Curve, this
+    host, Prometheus, then any source declared with its own `make`."""
+    want_curve = named_by(args, declaration("curve"))
     client = ceph_client(args)
-    want_ceph = names_ceph(args) or (args.prometheus is None and not want_curve
-                                     and client.conf is not None)
-    if not want_ceph and not want_curve and args.prometheus is None:
+    others = names_other_cluster(args)
+    want_ceph = names_ceph(args) or (not others and client.conf is not None)
+    if not want_ceph and not others:
         raise UserError("no cluster to watch: give -c CONF (or set CEPH_CONF) for Ceph, "
                         "--curve-mds ADDR for Curve, or --prometheus URL", exit_code=3)
     sources: list[Source] = []
@@ -326,7 +339,14 @@ def build_sources(args: argparse.Namespace) -> list[Source]:
         sources.append(HostSource(ceph_conf=client.conf if want_ceph else None))
     if args.prometheus:
         sources.append(prometheus_source(args))
-    return sources
+    return sources + declared_made(args)
+
+
+def declared_made(args: argparse.Namespace, validate: bool = False) -> list[Source]:
+    """The sources declared with a `make` of their own (all, or those validate reads), from
+    these options; the built-in four are made above."""
+    return [s for d in declared() if d.make is not None and (d.validate or not validate)
+            and (s := d.make(args)) is not None]
 
 
 def ceph_source(client: CephClient) -> Source:

@@ -23,6 +23,7 @@ from stormdeck.advisors.loop import REPLAY_RUNUP
 from stormdeck.advisors.timeline import Event
 from stormdeck.collectors.hub import is_late
 from stormdeck.collectors.model import Snapshot
+from stormdeck.collectors.registry import part_sources
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,18 +39,10 @@ def clock(t: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t))
 
 
-# Which sources each part of a Snapshot comes from, by the names the sources give
-# themselves (collectors/*.py `name`); merged, the first that has a value wins, so a stale
-# one's old value can stand in a part another source keeps fresh.
-PART_SOURCES: dict[str, tuple[str, ...]] = {
-    "cluster": ("ceph", "prometheus"),
-    "osd": ("ceph", "prometheus"),  # up/in, latency, IOPS, PGs
-    "cores": ("host", "prometheus"),  # daemons' CPU, from this host or the exporters
-    "chunkserver": ("curve", "host"),
-    "curve": ("curve",),
-    "disks": ("host", "prometheus"),
-    "hosts": ("host",),
-}
+# Which sources each part of a Snapshot comes from is part_sources(), read from each
+# source's declaration (collectors/registry.py) at every call, so a source registered
+# later is marked too; merged, the first that has a value wins, so a stale one's old value
+# can stand in a part another source keeps fresh.
 
 
 def poll_interval(frame: Frame) -> float:
@@ -83,7 +76,7 @@ def stale_part(frame: Frame, part: str, stale: dict[str, float] | None = None) -
     """How old the figures of `part` ("cluster", "osd", "disks", ...) may be when a source
     that feeds it is stale; None when every source feeding it is current."""
     stale = stale_sources(frame) if stale is None else stale
-    ages = [stale[n] for n in PART_SOURCES.get(part, ()) if n in stale]
+    ages = [stale[n] for n in part_sources().get(part, ()) if n in stale]
     return max(ages) if ages else None
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from rich.text import Text
 
 from stormdeck.base import units
-from stormdeck.tui.feed import PART_SOURCES, Frame, clock, stale_sources
+from stormdeck.tui.feed import Frame, clock, part_sources, stale_sources
 
 STALE_STYLE = "dim strike"
 
@@ -29,8 +29,9 @@ def stale_parts(frame: Frame, parts: Iterable[str]) -> dict[str, float]:
     """part -> age, for each of `parts` fed by a source that missed its poll."""
     stale = stale_sources(frame)
     out = {}
+    feeds = part_sources()
     for part in parts:
-        ages = [stale[n] for n in PART_SOURCES.get(part, ()) if n in stale]
+        ages = [stale[n] for n in feeds.get(part, ()) if n in stale]
         if ages:
             out[part] = max(ages)
     return out
@@ -39,7 +40,8 @@ def stale_parts(frame: Frame, parts: Iterable[str]) -> dict[str, float]:
 def note(frame: Frame, parts: Iterable[str]) -> str:
     """One line naming the late sources of `parts` and how old their figures are; "" if none."""
     stale = stale_sources(frame)
-    names = dict.fromkeys(n for p in parts for n in PART_SOURCES.get(p, ()) if n in stale)
+    feeds = part_sources()
+    names = dict.fromkeys(n for p in parts for n in feeds.get(p, ()) if n in stale)
     if not names:
         return ""
     now = frame.snapshot.time

@@ -19,6 +19,7 @@ from stormdeck.advisors.validate.steps import Cancelled, Ctx, Options
 from stormdeck.base.errors import UserError
 from stormdeck.base.secrets import write_private
 from stormdeck.collectors.model import Snapshot
+from stormdeck.collectors.registry import validate_sources
 
 STEPS: tuple[tuple[str, str], ...] = (
     ("hosts", "Host checks: tuned, cores per OSD, op threads, write cache (fio)"),
@@ -84,15 +85,24 @@ class Report:
 
 
 def take_snapshot(sources: list[Any], timeout: float = 10.0) -> Snapshot:
-    """What the cluster and this host look like now (the sources the assembly made: Ceph
-    and this host): two polls, so rates are real."""
+    """What the cluster and this host look like now (the sources the assembly made, those
+    declared for validate: Ceph and this host): two polls, so rates are real."""
     from stormdeck.advisors.loop import collect_once
 
     snap = collect_once(sources, polls=2, timeout=timeout)
-    ceph = snap.sources.get("ceph")
-    if snap.cluster is None or (ceph is not None and not ceph.ok and ceph.last_success is None):
-        raise UserError(f"cannot reach the Ceph cluster: {ceph.error if ceph else 'no source'}",
-                        exit_code=3)
+    # Every cluster source validate reads must have answered once: its steps judge them.
+    needed = [d.name for d in validate_sources() if d.scope == "cluster"]
+    seen = [h for n in needed if (h := snap.sources.get(n)) is not None]
+    failed = [h for h in seen if not h.ok and h.last_success is None]
+    if snap.cluster is None or failed:
+        h = (failed or seen or [None])[0]
+        if h is None:
+            why = "no source"
+        elif len(needed) == 1:
+            why = str(h.error)  # Ceph's own words, as they always read
+        else:
+            why = f"{h.name}: {h.error}"
+        raise UserError(f"cannot reach the Ceph cluster: {why}", exit_code=3)
     return snap
 
 

@@ -13,9 +13,9 @@ from stormdeck.base import pgstate, units
 from stormdeck.collectors.model import Cluster, Daemon, Snapshot
 from stormdeck.collectors.packing import values_of
 from stormdeck.tui.feed import (
-    PART_SOURCES,
     Frame,
     clock,
+    part_sources,
     poll_interval,
     stale_part,
     stale_sources,
@@ -200,7 +200,7 @@ def _mark_stale(out: Text, begin: int, frame: Frame, part: str, stale: dict[str,
     age = stale_part(frame, part, stale)
     if age is None or len(out) <= begin:
         return
-    names = [n for n in PART_SOURCES.get(part, ()) if n in stale]
+    names = [n for n in part_sources().get(part, ()) if n in stale]
     out.stylize("dim strike", begin, len(out))
     if set(names) <= said:
         return
