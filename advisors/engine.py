@@ -11,11 +11,11 @@ from typing import Any
 
 from stormdeck.advisors.actuators.base import same
 from stormdeck.advisors.actuators.table import actuator
+from stormdeck.advisors.columns import Columns
 from stormdeck.advisors.findings import Change, Check, Finding, RuleSettings
 from stormdeck.advisors.knowledge import cited, readable
 from stormdeck.advisors.mutes import MuteStore
 from stormdeck.advisors.rules import ALL, Context, Rule, health
-from stormdeck.advisors.rules.base import Columns
 from stormdeck.advisors.settings import load_settings
 from stormdeck.advisors.timeline import DOWN_ATTR, off_since
 from stormdeck.advisors.validated import ValidatedStore

@@ -7,10 +7,10 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
+from stormdeck.advisors.columns import Columns
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.findings import Check, RuleSettings, Severity
 from stormdeck.advisors.rules import Context, Rule
-from stormdeck.advisors.rules.base import Columns
 from stormdeck.advisors.rules.cpu import CoresStarved
 from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.model import Snapshot

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
+from stormdeck.advisors.columns import Columns
 from stormdeck.advisors.engine import Engine
-from stormdeck.advisors.rules.base import Columns
 from stormdeck.collectors.model import Snapshot
 from tests.captured import lab_snapshot, with_cluster
 

@@ -11,9 +11,10 @@ from dataclasses import replace
 
 import pytest
 
+from stormdeck.advisors.columns import Columns
 from stormdeck.advisors.engine import Engine
+from stormdeck.advisors.means import _Sums
 from stormdeck.advisors.rules import ALL
-from stormdeck.advisors.rules.base import Columns, _Sums
 from stormdeck.collectors.model import Daemon, Snapshot
 from tests.captured import lab_snapshot
 from tests.unit.test_engine_columns import verdicts
