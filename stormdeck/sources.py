@@ -320,7 +320,7 @@ def names_other_cluster(args: argparse.Namespace) -> bool:
 
 def build_sources(args: argparse.Namespace) -> list[Source]:
     """Sources in merge priority (collectors/registry.py): librados first, then Curve, this
-    host, Prometheus, then any source declared with its own `make`."""
+    host, Prometheus, each source declared with its own `make` where it is declared."""
     want_curve = named_by(args, declaration("curve"))
     client = ceph_client(args)
     others = names_other_cluster(args)
@@ -339,7 +339,9 @@ def build_sources(args: argparse.Namespace) -> list[Source]:
         sources.append(HostSource(ceph_conf=client.conf if want_ceph else None))
     if args.prometheus:
         sources.append(prometheus_source(args))
-    return sources + declared_made(args)
+    # In the registry's order, as the console names a part's late sources in it too.
+    order = {d.name: i for i, d in enumerate(declared())}
+    return sorted([*sources, *declared_made(args)], key=lambda s: order.get(s.name, len(order)))
 
 
 def declared_made(args: argparse.Namespace, validate: bool = False) -> list[Source]:
