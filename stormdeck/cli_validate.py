@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from stormdeck.advisors.validate import runner
+from stormdeck.advisors.validate.context import Options
 from stormdeck.advisors.validate.runner import STEP_IDS
-from stormdeck.advisors.validate.steps import Options
 from stormdeck.assembly import validate_sources
 from stormdeck.base.errors import UserError
 from stormdeck.output import add_format_options, dumps, is_json

@@ -8,8 +8,8 @@ from pathlib import Path
 from stormdeck.advisors import validated
 from stormdeck.advisors.validate import judge
 from stormdeck.advisors.validate.judge import Point
+from stormdeck.advisors.validate.measure import levels, parse_bench
 from stormdeck.advisors.validate.runner import StepReport
-from stormdeck.advisors.validate.steps import levels, parse_bench
 from stormdeck.advisors.validated import ValidatedStore
 
 VAL = Path(__file__).parent / "data" / "validate"

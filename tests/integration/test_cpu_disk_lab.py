@@ -17,7 +17,7 @@ from stormdeck.advisors import validated
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.findings import Severity
 from stormdeck.advisors.settings import load_settings
-from stormdeck.advisors.validate.steps import device_of
+from stormdeck.advisors.validate.checks import device_of
 from stormdeck.advisors.validated import ValidatedStore
 from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.host.disks import whole_disk

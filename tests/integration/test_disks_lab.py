@@ -26,7 +26,7 @@ import pytest
 from stormdeck.advisors import validated
 from stormdeck.advisors.engine import Engine
 from stormdeck.advisors.findings import Severity
-from stormdeck.advisors.validate.steps import device_of
+from stormdeck.advisors.validate.checks import device_of
 from stormdeck.advisors.validated import ValidatedStore
 from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.host.processes import short_hostname

@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from stormdeck.advisors.validate.steps import set_affinity
+from stormdeck.advisors.validate.measure import set_affinity
 from stormdeck.collectors.host.source import HostSource
 from tests.conftest import LabCluster, eventually, free_ports, run_cli
 

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from stormdeck.advisors.validate.steps import POOL_PREFIX, SCRATCH_NAME, device_of, set_affinity
+from stormdeck.advisors.validate.checks import device_of
+from stormdeck.advisors.validate.context import POOL_PREFIX, SCRATCH_NAME
+from stormdeck.advisors.validate.measure import set_affinity
 from tests.conftest import LabCluster, ceph_json
 
 pytestmark = pytest.mark.integration

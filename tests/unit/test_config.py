@@ -233,7 +233,7 @@ def test_the_console_tab_of_a_read_only_clusters_conf_is_read_only(confs: Path,
 def test_validate_in_read_only_runs_no_step_that_writes() -> None:
     """No cluster at all (admin None): a step that wrote would fail on it."""
     from stormdeck.advisors.validate import runner
-    from stormdeck.advisors.validate.steps import Ctx, Options, scratch_pool
+    from stormdeck.advisors.validate.context import Ctx, Options, scratch_pool
 
     options = Options(conf=None, read_only=True, cpu_sweep=True)
     run = runner.Validation(options, None, lab_snapshot(), skip=["hosts", "settings"])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from stormdeck.advisors.validate.steps import cpu_seconds, threads_of
+from stormdeck.advisors.validate.measure import cpu_seconds, threads_of
 from stormdeck.lab import procs
 
 IN_NAMESPACE = """

@@ -262,10 +262,10 @@ def test_an_overridden_entry_and_its_undo(tmp_path: Path) -> None:
 def test_validate_judges_scrubs_by_scheduler_and_passes_the_defaults(release: str) -> None:
     from types import SimpleNamespace
 
-    from stormdeck.advisors.validate import judge, steps
+    from stormdeck.advisors.validate import checks, judge
 
     def verdicts(snap: Snapshot) -> dict[str, str]:
-        return {v.check: v.verdict for v in steps.cluster_settings(SimpleNamespace(snapshot=snap))
+        return {v.check: v.verdict for v in checks.cluster_settings(SimpleNamespace(snapshot=snap))
                 if "scrub" in v.check or "mclock" in v.check or "overridden" in v.check}
 
     snap = lab_snapshot(release=release)

@@ -76,8 +76,8 @@ def test_a_stored_osd_max_backfills_is_said_to_be_kept_at_boot() -> None:
     snap = with_config(lab_snapshot(release="tentacle"), "osd_max_backfills", "osd", "4")
     from types import SimpleNamespace
 
-    from stormdeck.advisors.validate import steps
-    found = {v.check: v for v in steps.cluster_settings(SimpleNamespace(snapshot=snap))}
+    from stormdeck.advisors.validate import checks
+    found = {v.check: v for v in checks.cluster_settings(SimpleNamespace(snapshot=snap))}
     v = found["osd_max_backfills set but overridden"]
     assert "does nothing" not in v.summary and "remove it" not in v.summary.split(":")[0]
     assert "set_val_default" in v.summary and "osd_mclock_override_recovery_settings" in v.summary
@@ -93,8 +93,8 @@ def test_a_stored_osd_max_backfills_is_said_to_be_kept_at_boot() -> None:
 def settings(snap: Snapshot) -> dict[str, judge.Verdict]:
     from types import SimpleNamespace
 
-    from stormdeck.advisors.validate import steps
-    return {v.check: v for v in steps.cluster_settings(SimpleNamespace(snapshot=snap))}
+    from stormdeck.advisors.validate import checks
+    return {v.check: v for v in checks.cluster_settings(SimpleNamespace(snapshot=snap))}
 
 
 @pytest.mark.parametrize(("version", "pool", "verdict"), [

@@ -9,18 +9,11 @@ from pathlib import Path
 import pytest
 
 from stormdeck.advisors.validate import judge
+from stormdeck.advisors.validate.checks import flush_rates, parse_flushes
+from stormdeck.advisors.validate.context import Cleanup
 from stormdeck.advisors.validate.judge import FAIL, PASS, SKIP, WARN, Point
+from stormdeck.advisors.validate.measure import bench_clients, combine, levels, parse_bench, split
 from stormdeck.advisors.validate.plot import curve_plot
-from stormdeck.advisors.validate.steps import (
-    Cleanup,
-    bench_clients,
-    combine,
-    flush_rates,
-    levels,
-    parse_bench,
-    parse_flushes,
-    split,
-)
 from stormdeck.base.errors import UserError
 from tests.conftest import DATA
 

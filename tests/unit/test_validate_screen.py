@@ -9,7 +9,7 @@ import pytest
 from textual.app import App
 from textual.widgets import Button, Checkbox, Input, Static
 
-from stormdeck.advisors.validate.steps import Options
+from stormdeck.advisors.validate.context import Options
 from stormdeck.tui.validate import TypePhrase, ValidateApp
 from tests.captured import lab_snapshot, with_config
 
