@@ -27,6 +27,7 @@ from stormdeck.advisors.findings import Change
 from stormdeck.advisors.journal import Entry, Journal, JournalError
 from stormdeck.advisors.lock import Busy, writer
 from stormdeck.advisors.plan import Plan, validate_change
+from stormdeck.advisors.review import Review, review_plan, review_undo, undo_plan
 from stormdeck.base import pgstate
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
@@ -109,6 +110,18 @@ class Executor:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+    def review(self, plan: Plan) -> Review:
+        """The plan as the operator is asked to confirm it, every check run first
+        (advisors/review.py); `Review.carry_out` then applies it on this executor."""
+        return review_plan(self, plan, lambda c: actuator(c.kind).runtime(self.ceph, c))
+
+    def review_undo(self, entry: Entry) -> Review:
+        """Undoing `entry` as the operator is asked to confirm it (advisors/review.py)."""
+        return review_undo(self, entry)
+
+    def refuse_if_read_only(self, what: str) -> None:
+        self._guard(what)
 
     def _guard(self, what: str) -> None:
         if self.read_only:
@@ -459,20 +472,14 @@ class Executor:
     def undo_prediction(self, entry: Entry, inverse: Change) -> blast.Prediction | None:
         """What undoing `entry` moves (pg_num back is a split or a merge like any other):
         predicted and guarded as apply is. None when the inverse moves no data."""
-        plan = Plan(id=f"undo-{entry.id}", created=time.time(), rule=entry.rule or "undo",
-                    target=inverse.target, summary=f"undo {entry.change.command}",
-                    source="journal", fsid=entry.cluster, changes=(inverse,))
-        return self.prediction(plan)
+        return self.prediction(undo_plan(entry, inverse))
 
     def guard_undo(self, entry: Entry, inverse: Change, prediction: blast.Prediction | None,
                    told: blast.Prediction | None = None) -> None:
         """The apply guard, for an undo: inactive PGs or past backfillfull refused; past
         nearfull only when `told` (what the operator confirmed) already said so."""
-        plan = Plan(id=f"undo-{entry.id}", created=time.time(), rule=entry.rule or "undo",
-                    target=inverse.target, summary=f"undo {entry.change.command}",
-                    source="journal", fsid=entry.cluster, changes=(inverse,),
-                    prediction=told.to_dict() if told is not None else None)
-        self.guard(plan, prediction)
+        self.guard(undo_plan(entry, inverse, told.to_dict() if told is not None else None),
+                   prediction)
 
     def undo(self, entry: Entry, told: blast.Prediction | None = None) -> Outcome:
         """Undo `entry`. An inverse that moves data is predicted under the lock and guarded

@@ -80,27 +80,17 @@ def _change_options(p: argparse.ArgumentParser) -> None:
 # ---- review ------------------------------------------------------------------------
 
 
-def confirm(plan: Any, yes: bool, runtime: Any = None) -> None:
+def confirm(rv: Any, yes: bool) -> None:
     """y/N, or a typed phrase when a change is wide, needs a restart, cannot be undone or
-    its runtime is unknown: computed from the changes and `runtime` (the cluster's own
-    `config help`), never from what the plan file states."""
-    if runtime is not None:
-        # A plan that says "at runtime" where the cluster says "restart" understates what
-        # it does: refused like any other plan that lies, --yes or not.
-        for c in plan.changes:
-            live = runtime(c)
-            if c.runtime is True and live is False:
-                raise UserError(f"the plan says {printable(c.key)} on {printable(c.target)} "
-                                "applies at runtime, but the cluster says it needs a restart: "
-                                "refused; make a new plan")
+    its runtime is unknown: the review's reasons, computed from the changes and the
+    cluster's own `config help`, never from what the plan file states."""
     if yes:
         return
     if not sys.stdin.isatty() and not os.environ.get("STORMDECK_CONFIRM_STDIN"):
         raise UserError("no terminal to confirm on: review the plan, then use --yes")
-    reasons = plan.phrase_reasons(runtime)
-    if reasons:
-        want = plan.phrase
-        print(f"This plan needs a typed confirmation: {'; '.join(reasons)}. Type "
+    if rv.reasons:
+        want = rv.phrase
+        print(f"This plan needs a typed confirmation: {'; '.join(rv.reasons)}. Type "
               f"{printable(want)!r} to apply it, anything else to cancel:", flush=True)
         answer = sys.stdin.readline().strip()
         if answer != want:
@@ -109,11 +99,6 @@ def confirm(plan: Any, yes: bool, runtime: Any = None) -> None:
     print("Apply it? [y/N] ", end="", flush=True)
     if sys.stdin.readline().strip().lower() not in ("y", "yes"):
         raise UserError("cancelled; nothing was changed")
-
-
-def runtime_of(ex: Any) -> Any:
-    """Ask the cluster, at apply time, whether each config change applies at runtime."""
-    return lambda c: actuator(c.kind).runtime(ex.backends.ceph, c)
 
 
 def read_only(args: argparse.Namespace) -> bool:
@@ -218,6 +203,7 @@ def planned(args: argparse.Namespace, finding: Any, fsid: str | None) -> Any:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
+    from stormdeck.advisors.apply import NothingChanged
     from stormdeck.advisors.blast import moves_data
 
     if not 0 <= args.follow <= 86400:
@@ -225,26 +211,23 @@ def cmd_apply(args: argparse.Namespace) -> int:
     plan = Plan.load(args.file)
     print(review(plan))
     with executor(args, needs_ceph(plan.changes)) as ex:
-        if ex.read_only:
-            ex.apply(plan)  # refuses, with the reason
-        ex.check_stale(plan)  # before asking, so nobody confirms a stale plan
-        # What it moves, predicted now (the file's prediction is only what was shown then):
-        # refused before asking when it makes PGs inactive or fills an OSD too far.
-        prediction = ex.prediction(plan)
-        if prediction is not None:
-            plan = replace(plan, prediction=prediction.to_dict())
-            print("\n".join(f"  {printable(line, 400)}" for line in prediction.lines()))
-            ex.guard(plan, prediction)
-        confirm(plan, args.yes, runtime_of(ex))
+        # Every check before asking (read-only, stale, runtime, what it moves and the
+        # guard), as the console makes them: the file's prediction is only what was shown.
+        rv = ex.review(plan)
+        if rv.prediction is not None:
+            print("\n".join(f"  {printable(line, 400)}" for line in rv.prediction.lines()))
+        if rv.refused:
+            raise NothingChanged(rv.refused)
+        confirm(rv, args.yes)
         try:
-            outcomes = ex.apply(plan)
+            outcomes = rv.carry_out()
         except UserError as exc:
             raise _began(ex, exc) from None
         for o in outcomes:
             extra = f" ({printable(o.detail, 200)})" if o.detail else ""
             print(f"{o.outcome}: {printable(o.change.command, 200)} -> {printable(o.after)}"
                   f"{extra}  [journal {o.entry}]", flush=True)
-        moving = [o.entry for o in outcomes if prediction is not None
+        moving = [o.entry for o in outcomes if rv.prediction is not None
                   and moves_data(o.change)]
         if moving and args.follow > 0:
             follow(ex, moving, args.follow)
@@ -322,25 +305,19 @@ def predicted_against_observed(e: Any) -> str:
 
 
 def cmd_undo(args: argparse.Namespace) -> int:
+    from stormdeck.advisors.apply import NothingChanged
+
     entry = journal().find(args.id)
     with executor(args, needs_ceph([entry.change])) as ex:
-        if ex.read_only:
-            ex.undo(entry)  # refuses, with the reason
-        inverse = ex.inverse(entry)  # refuses an entry with no way back before asking
-        print(f"undo {entry.id}: {printable(entry.change.command)}")
-        print(f"  runs: {printable(inverse.command, 300)}  ({printable(inverse.key)}: "
-              f"{printable(inverse.current)} -> {printable(inverse.proposed)})")
-        # Putting pg_num back moves data as the change did: predicted and guarded the same.
-        prediction = ex.undo_prediction(entry, inverse)
-        if prediction is not None:
-            print("\n".join(f"  {printable(line, 400)}" for line in prediction.lines()),
-                  flush=True)
-            ex.guard_undo(entry, inverse, prediction)
+        rv = ex.review_undo(entry)  # refuses an entry with no way back before asking
+        for line in rv.text.splitlines():
+            print(printable(line, 400))
+        if rv.refused:
+            raise NothingChanged(rv.refused)
         if not args.yes:
-            confirm_undo(prediction.phrase_reason() if prediction is not None else None,
-                         entry.id)
+            confirm_undo(rv.reasons[0] if rv.reasons else None, entry.id)
         try:
-            o = ex.undo(entry, told=prediction)
+            (o,) = rv.carry_out()
         except UserError as exc:
             raise _began(ex, exc) from None
     extra = f" ({printable(o.detail, 200)})" if o.detail else ""

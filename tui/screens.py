@@ -3,6 +3,7 @@ the mutes in force, help and the column menu."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from rich.console import Group
@@ -34,19 +35,20 @@ class PlanReview(ModalScreen[bool]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, plan: Plan, review: str, runtime: Runtime | None = None) -> None:
+    def __init__(self, plan: Plan, review: str, runtime: Runtime | None = None,
+                 reasons: Sequence[str] | None = None, refused: str | None = None) -> None:
         super().__init__()
         self.plan = plan
         self.review = review
-        # Computed from the changes and the cluster's `config help` (runtime), never from
-        # what the plan states about itself.
-        self.reasons = plan.phrase_reasons(runtime)
+        # The review's (advisors/review.py), else computed from the changes and the
+        # cluster's `config help` (runtime), never from what the plan states about itself.
+        self.reasons = list(reasons) if reasons is not None else plan.phrase_reasons(runtime)
         self.needs_phrase = bool(self.reasons)
         # What the change moves (advisors/blast.py), when it was predicted: the review text
         # shows it; a refused outcome (inactive PGs, an OSD past backfillfull) cannot be
         # applied from here, only read.
-        self.refused = Prediction.from_dict(plan.prediction).refusal() \
-            if plan.prediction is not None else None
+        self.refused = refused or (Prediction.from_dict(plan.prediction).refusal()
+                                   if plan.prediction is not None else None)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="review"):

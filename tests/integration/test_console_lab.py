@@ -18,12 +18,18 @@ from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.host.source import HostSource
-from stormdeck.tui.app import PlanReview, StormdeckApp
+from stormdeck.tui.app import StormdeckApp
 from stormdeck.tui.feed import Feed
 from stormdeck.tui.views import FindingTable, JournalTable
 from tests.conftest import LabCluster, ceph_json
 from tests.integration.test_changes_lab import scrubbing
-from tests.unit.test_tui import confirm_with_phrase, open_review, until
+from tests.unit.test_tui import (
+    confirm_review,
+    confirm_with_phrase,
+    open_review,
+    open_undo,
+    until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -69,10 +75,7 @@ async def test_apply_and_undo_from_the_console(lab_cluster: LabCluster, tmp_path
             assert entry.status == "applied"
             await pilot.press("7")
             assert app.query_one(JournalTable).keys == [entry.id]
-            await pilot.press("u")
-            undo = app.screen
-            assert isinstance(undo, PlanReview)
-            await confirm_with_phrase(app, pilot, undo)
+            await confirm_review(app, pilot, await open_undo(app, pilot))
     finally:
         lab_cluster.cli("lab", "load", "--stop")
     assert stored(lab_cluster, "osd", "osd_scrub_sleep") is None
@@ -90,17 +93,6 @@ def osd_state(lab: LabCluster, osd: str) -> list[str]:
     finally:
         cluster.shutdown()
     return next(o["state"] for o in dump["osds"] if f"osd.{o['osd']}" == osd)
-
-
-async def confirm(app: StormdeckApp, pilot, review: PlanReview) -> None:
-    """Apply from the review: the typed phrase where the plan asks for one (a change
-    that moves data), else the Apply button alone."""
-    if review.needs_phrase:
-        await confirm_with_phrase(app, pilot, review)
-        return
-    await pilot.click("#apply")
-    await app.workers.wait_for_complete()
-    await pilot.pause()
 
 
 @pytest.mark.asyncio
@@ -147,7 +139,7 @@ async def test_a_flapping_osd_held_through_the_console_and_planned_through_the_c
             assert [(c.kind, c.target, c.key) for c in review.plan.changes] == [
                 ("osd_flag", FLAPPER, "noup"), ("osd_flag", FLAPPER, "noout")]
             assert app.focused.id == "cancel"
-            await confirm(app, pilot, review)
+            await confirm_review(app, pilot, review)
             assert {"noup", "noout"} <= set(osd_state(lab_cluster, FLAPPER))
             assert [e.status for e in journal.entries()] == ["applied", "applied"]
             await pilot.press("7")
@@ -155,10 +147,7 @@ async def test_a_flapping_osd_held_through_the_console_and_planned_through_the_c
             for entry in reversed(journal.entries()):  # the newest first
                 await until(pilot, lambda e=entry: e.id in entries.keys, 10)
                 entries.move_cursor(row=entries.keys.index(entry.id))
-                await pilot.press("u")
-                undo = app.screen
-                assert isinstance(undo, PlanReview)
-                await confirm(app, pilot, undo)
+                await confirm_review(app, pilot, await open_undo(app, pilot))
             assert not {"noup", "noout"} & set(osd_state(lab_cluster, FLAPPER))
         out, err = planner.communicate(timeout=90)
         assert planner.returncode == 0, err

@@ -11,7 +11,7 @@ from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.apply import Executor, NothingChanged, merge_settled, pool_stepping
 from stormdeck.advisors.blast import Prediction, against_outcome
 from stormdeck.advisors.journal import Journal
-from stormdeck.advisors.plan import Plan
+from tests.executors import Predicting
 
 PREDICTED = Prediction(what="pg_num of rbd 32 -> 64", pgs_remapped=["1.0", "1.1", "1.2"],
                        copies_to_create=3, bytes_to_move=30 << 20, eta_seconds=40.0,
@@ -99,19 +99,6 @@ def test_old_journals_read_and_only_made_data_moving_changes_are_watched(
     ex = Executor(j)
     assert ex.settle([e], read(9.0, clean=True), final=False, by="t") == []
     assert ex.settle([j.find(old)], read(9.0, clean=True), final=False, by="t") == []
-
-
-class Predicting(Executor):
-    """An executor whose prediction is given (no cluster): the undo guard's own logic."""
-
-    def __init__(self, journal: Journal, prediction: Prediction | None) -> None:
-        super().__init__(journal)
-        self.given = prediction
-        self.asked: list[Plan] = []
-
-    def prediction(self, plan: Plan) -> Prediction | None:
-        self.asked.append(plan)
-        return self.given
 
 
 def test_undo_of_a_pg_num_change_is_predicted_and_guarded_as_apply(tmp_path: Path) -> None:

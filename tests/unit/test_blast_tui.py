@@ -106,7 +106,7 @@ async def test_the_consoles_undo_of_a_split_opens_with_its_prediction(tmp_path: 
     from stormdeck.advisors.actuators.table import change
     from stormdeck.advisors.journal import Journal
     from stormdeck.tui.views import JournalTable
-    from tests.unit.test_blast_outcome import Predicting
+    from tests.executors import Predicting
     from tests.unit.test_tui import until
 
     journal = Journal(tmp_path / "j.jsonl")

@@ -323,13 +323,33 @@ def test_a_change_off_its_declaration_is_refused_by_the_registry() -> None:
     assert isinstance(flag, Change)
 
 
+class _Checked:
+    """An executor's checks that pass, for the review's own: what is left to judge is the
+    plan against what the cluster says of applying at runtime."""
+
+    def refuse_if_read_only(self, what: str) -> None:
+        pass
+
+    def check_stale(self, plan: Plan) -> None:
+        pass
+
+    def prediction(self, plan: Plan) -> None:
+        return None
+
+    def guard(self, plan: Plan, prediction: object) -> None:
+        pass
+
+
 def test_apply_refuses_a_plan_that_says_runtime_where_the_cluster_says_restart() -> None:
-    from stormdeck.cli_change import confirm
+    from stormdeck.advisors.review import review_plan
 
     c = make("ceph_config", "osd.3", "osd_max_backfills", "1", "3", runtime=True)
     plan = Plan(id="p", created=1.0, rule="r", target="osd.3", summary="", source="",
                 fsid=FSID, changes=(c,))
     with pytest.raises(UserError, match="the cluster says it needs a restart: refused"):
-        confirm(plan, True, lambda c: False)
-    confirm(plan, True, lambda c: True)  # --yes, and the cluster agrees: no question
-    confirm(replace(plan, changes=(replace(c, runtime=False),)), True, lambda c: False)
+        review_plan(_Checked(), plan, lambda c: False)
+    # The cluster agrees: reviewed, and a one-OSD change that applies live needs no phrase.
+    assert review_plan(_Checked(), plan, lambda c: True).reasons == ()
+    told = review_plan(_Checked(), replace(plan, changes=(replace(c, runtime=False),)),
+                       lambda c: False)
+    assert told.reasons == ("osd_max_backfills on osd.3 needs a restart",)

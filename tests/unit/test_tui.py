@@ -27,6 +27,7 @@ from stormdeck.tui.views import (
     Triage,
 )
 from tests.captured import history, with_cluster, with_daemon
+from tests.executors import AsPlanned
 
 EVIL = "[bold red]x[/] \x1b[31mred\x1b[0m"
 
@@ -82,6 +83,14 @@ async def open_review(app: StormdeckApp, pilot, key: str) -> PlanReview:
     return app.screen
 
 
+async def open_undo(app: StormdeckApp, pilot, timeout: float = 60.0) -> PlanReview:
+    """u on the journal view's selected entry: its review, made in a worker first (the
+    checks, the inverse and what it moves, as `stormdeck undo` makes them)."""
+    await pilot.press("u")
+    await until(pilot, lambda: isinstance(app.screen, PlanReview), timeout)
+    return app.screen
+
+
 async def until(pilot, check, timeout: float) -> None:
     """Let the app run until `check()` is true; fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
@@ -134,12 +143,24 @@ async def confirm_with_phrase(app: StormdeckApp, pilot, review: PlanReview) -> N
     await pilot.pause()
 
 
+async def confirm_review(app: StormdeckApp, pilot, review: PlanReview) -> None:
+    """Confirm the review as it asks: the typed phrase where it asks for one, else the
+    Apply button alone (an undo asks the phrase only where it fills an OSD past nearfull,
+    as `stormdeck undo` does)."""
+    if review.needs_phrase:
+        await confirm_with_phrase(app, pilot, review)
+        return
+    await pilot.click("#apply")
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
 class Recording:
     """An executor factory that records what the console asked of it."""
 
     def __init__(self, tmp_path: Path, read_only: bool) -> None:
         self.calls = 0
-        self.executor = Executor(Journal(tmp_path / "j.jsonl"), read_only=read_only)
+        self.executor = AsPlanned(Journal(tmp_path / "j.jsonl"), read_only=read_only)
 
     def __call__(self) -> Executor:
         self.calls += 1
@@ -170,29 +191,57 @@ async def test_views_switch_with_digits_and_rows_are_keyed(tmp_path: Path) -> No
         assert app.query_one(ContentSwitcher).current == "journal"
 
 
+def tuned_host(tmp_path: Path, monkeypatch) -> Path:
+    """A tuned-adm of the test's own on PATH (tests/unit/test_changes.py), and this machine
+    taken to be host vm, where the frames were captured: host.tuned_profile's change is
+    then reviewed and carried out with no cluster at all. The tool's state file."""
+    from tests.unit.test_changes import TUNED, tool
+
+    bin_dir = tmp_path / "bin"
+    tool(bin_dir, "tuned-adm", TUNED)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    monkeypatch.setattr("stormdeck.advisors.actuators.host._short_hostname", lambda: "vm")
+    return bin_dir / "tuned.state"
+
+
+def balanced(s, i):
+    return replace(s, hosts={"vm": replace(s.hosts["vm"], tuned_profile="balanced")})
+
+
 @pytest.mark.asyncio
 async def test_review_opens_with_cancel_focused_and_cancel_changes_nothing(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch) -> None:
+    """The review is made on the executor before it opens (its checks read what runs now,
+    as `stormdeck apply` does); Cancel changes nothing and journals nothing."""
+    state = tuned_host(tmp_path, monkeypatch)
     factory = Recording(tmp_path, read_only=False)
-    app = StormdeckApp(StaticFeed(frames()), executor_factory=factory)
+    app = StormdeckApp(StaticFeed(frames(balanced)), executor_factory=factory)
     async with app.run_test(size=(160, 48)) as pilot:
-        await open_review(app, pilot, "ceph.scrub.during_load|osd")
+        await open_review(app, pilot, "host.tuned_profile|host vm")
         assert app.focused is not None and app.focused.id == "cancel"
-        assert app.screen.query_one("#apply").disabled, "wide change: phrase first"
+        assert app.screen.query_one("#apply").disabled, "a whole host: phrase first"
         await pilot.press("enter")  # on Cancel
         assert not isinstance(app.screen, PlanReview)
-    assert factory.calls == 0
+    assert factory.calls == 1
+    assert not state.exists() or state.read_text().strip() == "balanced"
+    assert not (tmp_path / "j.jsonl").exists(), "nothing journaled, nothing changed"
 
 
 @pytest.mark.asyncio
 async def test_read_only_refuses_from_the_console(tmp_path: Path) -> None:
+    """Read-only is the first check of a review: refused before anything is asked, as
+    `stormdeck apply --read-only` refuses."""
     factory = Recording(tmp_path, read_only=True)
     app = StormdeckApp(StaticFeed(frames()), executor_factory=factory, read_only=True)
     async with app.run_test(size=(160, 48)) as pilot:
-        review = await open_review(app, pilot, "ceph.scrub.during_load|osd")
-        await confirm_with_phrase(app, pilot, review)
+        await pilot.press("6")
+        table = app.query_one(FindingTable)
+        table.move_cursor(row=table.keys.index("ceph.scrub.during_load|osd"))
+        await pilot.press("enter")
+        await until(pilot, lambda: any("read-only mode" in n.message
+                                       for n in app._notifications), 30)
+        assert not isinstance(app.screen, PlanReview)
         assert "[RO]" in str(app.query_one("#status").render())
-        assert any("read-only mode" in n.message for n in app._notifications)
     assert factory.calls == 1
     assert not (tmp_path / "j.jsonl").exists(), "nothing journaled, nothing changed"
 
@@ -219,18 +268,7 @@ async def test_cluster_text_is_data_not_markup(tmp_path: Path) -> None:
 
 @pytest.mark.asyncio
 async def test_finding_review_apply_journal_undo(tmp_path: Path, monkeypatch) -> None:
-    from tests.unit.test_changes import TUNED, tool
-
-    bin_dir = tmp_path / "bin"
-    tool(bin_dir, "tuned-adm", TUNED)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
-    # The frames were captured on host vm; tuned-adm changes only the host it runs on,
-    # and this machine is taken to be that host whatever its own name.
-    monkeypatch.setattr("stormdeck.advisors.actuators.host._short_hostname", lambda: "vm")
-
-    def balanced(s, i):
-        return replace(s, hosts={"vm": replace(s.hosts["vm"], tuned_profile="balanced")})
-
+    state = tuned_host(tmp_path, monkeypatch)
     journal = Journal(tmp_path / "j.jsonl")
     executor = Executor(journal)
     app = StormdeckApp(StaticFeed(frames(balanced)), executor_factory=lambda: executor,
@@ -239,18 +277,18 @@ async def test_finding_review_apply_journal_undo(tmp_path: Path, monkeypatch) ->
         review = await open_review(app, pilot, "host.tuned_profile|host vm")
         assert "tuned-adm profile latency-performance" in review.review
         await confirm_with_phrase(app, pilot, review)
-        assert (bin_dir / "tuned.state").read_text().strip() == "latency-performance"
+        assert state.read_text().strip() == "latency-performance"
         await pilot.press("7")
         (entry,) = journal.entries()
         journal_table = app.query_one(JournalTable)
         assert journal_table.keys == [entry.id]
-        await pilot.press("u")
-        undo = app.screen
-        assert isinstance(undo, PlanReview) and app.focused.id == "cancel"
+        undo = await open_undo(app, pilot)
+        assert app.focused.id == "cancel"
         # The exact command the executor will run, not a placeholder.
         assert "tuned-adm profile balanced" in undo.review
-        await confirm_with_phrase(app, pilot, undo)
-    assert (bin_dir / "tuned.state").read_text().strip() == "balanced"
+        assert not undo.needs_phrase, "an undo asks a phrase only past nearfull"
+        await confirm_review(app, pilot, undo)
+    assert state.read_text().strip() == "balanced"
     assert journal.entries()[0].undone_by
 
 
@@ -416,10 +454,11 @@ async def test_tables_sort_and_select_with_the_mouse() -> None:
 
 
 @pytest.mark.asyncio
-async def test_the_command_palette_finds_views_and_the_findings_reviews() -> None:
+async def test_the_command_palette_finds_views_and_the_findings_reviews(tmp_path: Path) -> None:
     from stormdeck.tui.commands import StormdeckCommands
 
-    app = StormdeckApp(StaticFeed(frames()))
+    app = StormdeckApp(StaticFeed(frames()),
+                       executor_factory=Recording(tmp_path, read_only=False))
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
         provider = StormdeckCommands(app.screen)
@@ -438,8 +477,7 @@ async def test_the_command_palette_finds_views_and_the_findings_reviews() -> Non
         review = next(run for text, run, _, _ in provider.commands()
                       if text.startswith("Review the change: "))
         review()
-        await pilot.pause()
-        assert isinstance(app.screen, PlanReview)
+        await until(pilot, lambda: isinstance(app.screen, PlanReview), 10)
 
 
 @pytest.mark.asyncio

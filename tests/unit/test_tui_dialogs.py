@@ -49,7 +49,7 @@ async def test_the_phrase_typed_with_cancel_focused_fills_the_box_and_enter_appl
         assert app.screen is review
         assert "Not applied: what is typed is not the phrase" in str(
             review.query_one("#phrase-why").render())
-        assert factory.calls == 0
+        assert factory.calls == 1, "the review's executor, made before it opened"
         await pilot.press(phrase[-1], "enter")
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -68,7 +68,8 @@ async def test_enter_on_cancel_still_cancels_after_typing(tmp_path: Path) -> Non
         await pilot.press("enter")  # Cancel has the focus
         await pilot.pause()
         assert not isinstance(app.screen, PlanReview)
-    assert factory.calls == 0
+    assert factory.calls == 1, "the review's own, closed unused"
+    assert not (tmp_path / "j.jsonl").exists(), "nothing journaled, nothing changed"
 
 
 async def palette(app: StormdeckApp, pilot, query: str) -> None:
@@ -192,15 +193,15 @@ async def test_the_finding_table_keeps_m_for_its_own_mute(tmp_path: Path) -> Non
 async def test_the_undo_of_a_pg_num_increase_says_merge_and_asks_for_undo(
         tmp_path: Path) -> None:
     from stormdeck.advisors.actuators.table import change
-    from stormdeck.advisors.apply import Executor
     from stormdeck.tui.views import JournalTable
+    from tests.executors import AsPlanned
 
     journal = Journal(tmp_path / "j.jsonl")
     split = change("pool_set", "rbd", "pg_num", "100", "128",
                    note="moves data: PGs split in the background")
     entry = journal.intent(split, "100", rule="ceph.pool.pg_not_power_of_two")
     journal.end(entry, "applied", after="128")
-    executor = Executor(journal)  # the review needs no cluster; nothing is confirmed
+    executor = AsPlanned(journal)  # the cluster as the entry left it; nothing is confirmed
     app = StormdeckApp(StaticFeed(frames()), executor_factory=lambda: executor,
                        journal=journal)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -208,9 +209,9 @@ async def test_the_undo_of_a_pg_num_increase_says_merge_and_asks_for_undo(
         await pilot.pause()
         assert app.query_one(JournalTable).keys == [entry]
         await pilot.press("u")
-        await pilot.pause()
+        # Reviewed in a worker first (checks and prediction, as `stormdeck undo`).
+        await until(pilot, lambda: isinstance(app.screen, PlanReview), 10)
         undo = app.screen
-        assert isinstance(undo, PlanReview)
         assert "ceph osd pool set rbd pg_num 100" in undo.review
         assert "merge back to 100" in undo.review and "split" not in undo.review
         assert undo.plan.phrase == f"undo {entry}"

@@ -57,21 +57,46 @@ class FrameText(View, LinesView):
         raise NotImplementedError
 
 
-def change_in_worker(widget: Any, done: str, action: Callable[[Any], str]) -> None:
-    """From a worker thread: `action(executor)` on the active cluster's executor, closed
-    after; what it did, or why it was refused, as a toast; the journal view told."""
+def review_in_worker(widget: Any, make: Callable[[Any], Any],
+                     show: Callable[[Any], None]) -> None:
+    """From a worker thread: `make(executor)` (Executor.review or review_undo: every check
+    and the prediction before the operator is asked), then `show(review)` on the screen's
+    thread. The executor stays open for the review's carry_out, closed if refused."""
     factory = widget.app.tab.executor_factory
     say = widget.app.call_from_thread
     if factory is None:
         say(widget.notify, "no executor: changes are off in this session", severity="error")
         return
-    executor = None
+    executor = factory()
     try:
-        with factory() as executor:
-            text = action(executor)
+        rv = make(executor)
     except UserError as exc:
-        if executor is not None:
-            exc = executor.told(exc)
+        executor.close()
+        say(widget.notify, printable(str(exc), 400), title="refused", severity="error",
+            markup=False)
+        return
+    except BaseException:
+        executor.close()
+        raise
+    say(show, rv)
+
+
+def carry_out_in_worker(widget: Any, done: str, rv: Any) -> None:
+    """From a worker thread: the confirmed review carried out on its own executor (the
+    connection its checks used), closed after; the outcome as a toast."""
+    try:
+        _told(widget, done, rv.executor, lambda: "; ".join(
+            f"{o.outcome}: {o.change.command}" for o in rv.carry_out()))
+    finally:
+        rv.close()
+
+
+def _told(widget: Any, done: str, executor: Any, action: Callable[[], str]) -> None:
+    say = widget.app.call_from_thread
+    try:
+        text = action()
+    except UserError as exc:
+        exc = executor.told(exc)
         if exc.exit_code == 0:  # e.g. nothing to undo: the cluster is as wanted
             say(widget.notify, printable(str(exc), 400), title=done, markup=False)
             widget.post_message(JournalChanged())
@@ -82,4 +107,3 @@ def change_in_worker(widget: Any, done: str, action: Callable[[Any], str]) -> No
         return
     say(widget.notify, printable(text, 400), title=done, markup=False)
     widget.post_message(JournalChanged())
-

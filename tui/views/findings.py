@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -18,8 +17,6 @@ from stormdeck.advisors.findings import Finding
 from stormdeck.advisors.plan import (
     Plan,
     plan_from_finding,
-    review,
-    runtime_from_options,
 )
 from stormdeck.base.errors import UserError
 from stormdeck.base.text import printable
@@ -28,7 +25,7 @@ from stormdeck.tui.format import SEVERITY_STYLE, inert
 from stormdeck.tui.keys import in_scope
 from stormdeck.tui.screens import MutesList, PlanReview
 from stormdeck.tui.table import Column, VirtualTable
-from stormdeck.tui.views.base import View, change_in_worker
+from stormdeck.tui.views.base import View, carry_out_in_worker, review_in_worker
 from stormdeck.tui.views.overview import LAB_HINT
 
 
@@ -152,7 +149,8 @@ class FindingsView(View, Vertical):
             self.review(finding)
 
     def review(self, finding: Finding) -> None:
-        """The finding's change in the plan review; applied only if confirmed."""
+        """The finding's change in the plan review, every check and the prediction made
+        first (as `stormdeck apply` makes them); applied only if confirmed."""
         if not finding.changes:
             self.notify("this finding proposes no change stormdeck can make", markup=False)
             return
@@ -165,39 +163,28 @@ class FindingsView(View, Vertical):
             self.notify(printable(str(exc), 400), title="refused", severity="error",
                         markup=False)
             return
-        config = frame.snapshot.cluster.config if frame and frame.snapshot.cluster else None
         if any(moves_data(c) for c in plan.changes):
-            # What it moves is read from the cluster (osdmap, pg dump, osdmaptool): never on
-            # the screen's thread; the review opens when the prediction is in.
             self.notify("predicting what it moves...", markup=False)
-            self.predict_then_review(plan, config)
-            return
-        self.open_review(plan, config)
-
-    def open_review(self, plan: Plan, config: Any) -> None:
-        self.app.push_screen(PlanReview(plan, review(plan), runtime_from_options(config)),
-                             lambda ok: self.apply_plan(plan) if ok else None)
+        # The checks read the cluster (values, osdmap, pg dump, osdmaptool): never on the
+        # screen's thread; the review opens when they pass.
+        self.review_plan(plan)
 
     @work(thread=True, exclusive=True)
-    def predict_then_review(self, plan: Plan, config: Any) -> None:
-        factory = self.app.tab.executor_factory
-        prediction = None
-        try:
-            if factory is not None:
-                with factory() as executor:
-                    prediction = executor.prediction(plan)
-        except UserError as exc:
-            self.app.call_from_thread(self.notify, printable(str(exc), 400),
-                                      title="not predicted", severity="error", markup=False)
-            return
-        if prediction is not None:
-            plan = replace(plan, prediction=prediction.to_dict())
-        self.app.call_from_thread(self.open_review, plan, config)
+    def review_plan(self, plan: Plan) -> None:
+        review_in_worker(self, lambda executor: executor.review(plan), self.open_review)
+
+    def open_review(self, rv: Any) -> None:
+        self.app.push_screen(PlanReview(rv.plan, rv.text, reasons=rv.reasons,
+                                        refused=rv.refused),
+                             lambda ok: self.carry_out(rv) if ok else self.dismissed(rv))
 
     @work(thread=True, exclusive=True)
-    def apply_plan(self, plan: Plan) -> None:
-        change_in_worker(self, "applied", lambda executor: "; ".join(
-            f"{o.outcome}: {o.change.command}" for o in executor.apply(plan)))
+    def carry_out(self, rv: Any) -> None:
+        carry_out_in_worker(self, "applied", rv)
+
+    @work(thread=True)
+    def dismissed(self, rv: Any) -> None:
+        rv.close()  # a connection's shutdown is not the screen's to wait on
 
     def action_mute(self) -> None:
         finding = self.query_one(FindingTable).selected()

@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any, ClassVar
 
 from textual import work
 from textual.binding import Binding, BindingType
 
-from stormdeck.advisors.blast import against_outcome, moves_data
+from stormdeck.advisors.blast import against_outcome
 from stormdeck.advisors.overrides import is_overridden
-from stormdeck.advisors.plan import Plan, review, runtime_from_options
 from stormdeck.base.errors import UserError
-from stormdeck.base.text import printable
 from stormdeck.tui.format import inert
 from stormdeck.tui.keys import in_scope
 from stormdeck.tui.screens import PlanReview
 from stormdeck.tui.table import Column, VirtualTable
-from stormdeck.tui.views.base import JournalChanged, View, change_in_worker
+from stormdeck.tui.views.base import (
+    JournalChanged,
+    View,
+    carry_out_in_worker,
+    review_in_worker,
+)
 
 
 def _status(status: str) -> Any:
@@ -74,48 +76,25 @@ class JournalTable(View, VirtualTable):
 
     def action_undo(self) -> None:
         entry = self.selected()
-        factory = self.app.tab.executor_factory
-        if entry is None or factory is None:
+        if entry is None or self.app.tab.executor_factory is None:
             return
-        # The review shows the exact inverse command the executor will run; an entry
-        # with no way back is refused here, before any dialog.
-        try:
-            with factory() as executor:
-                inverse = executor.inverse(entry)
-        except UserError as exc:
-            self.notify(printable(str(exc), 400), title="refused", severity="error",
-                        markup=False)
-            return
-        plan = Plan(id=f"undo-{entry.id}", created=time.time(), rule=entry.rule or "undo",
-                    target=entry.change.target, summary=f"undo {entry.change.command}",
-                    source="journal", fsid=entry.cluster, changes=(inverse,))
-        frame = self.app.tab.frame
-        config = frame.snapshot.cluster.config if frame and frame.snapshot.cluster else None
-        if moves_data(inverse):
-            # pg_num put back is a merge: predicted as apply is, in a worker (osdmap, pg
-            # dump, crushtool), and the review opens with it (refused, or the phrase asked).
-            self.notify("predicting what the undo moves...", markup=False)
-            self.predict_then_review(entry, inverse, plan, config)
-            return
-        self.open_review(entry, plan, config, None)
+        # Every check, the inverse and what it moves, before the review opens (as
+        # `stormdeck undo` makes them), on the connection the undo is then made with.
+        self.review_undo(entry)
 
-    def open_review(self, entry: Any, plan: Plan, config: Any, told: Any) -> None:
-        self.app.push_screen(PlanReview(plan, review(plan), runtime_from_options(config)),
-                             lambda ok: self.undo_entry(entry, told) if ok else None)
+    @work(thread=True, exclusive=True, group="undo-review")
+    def review_undo(self, entry: Any) -> None:
+        review_in_worker(self, lambda executor: executor.review_undo(entry),
+                         self.open_review)
 
-    @work(thread=True, exclusive=True, group="undo-predict")
-    def predict_then_review(self, entry: Any, inverse: Any, plan: Plan, config: Any) -> None:
-        factory = self.app.tab.executor_factory
-        try:
-            with factory() as executor:
-                prediction = executor.undo_prediction(entry, inverse)
-        except UserError as exc:
-            self.app.call_from_thread(self.notify, printable(str(exc), 400),
-                                      title="not predicted", severity="error", markup=False)
-            return
-        if prediction is not None:
-            plan = replace(plan, prediction=prediction.to_dict())
-        self.app.call_from_thread(self.open_review, entry, plan, config, prediction)
+    def open_review(self, rv: Any) -> None:
+        self.app.push_screen(PlanReview(rv.plan, rv.text, reasons=rv.reasons,
+                                        refused=rv.refused),
+                             lambda ok: self.undo_entry(rv) if ok else self.dismissed(rv))
+
+    @work(thread=True)
+    def dismissed(self, rv: Any) -> None:
+        rv.close()
 
     def reread_open(self) -> None:
         """Converging changes followed to their end, unknown outcomes read again: so the
@@ -138,9 +117,5 @@ class JournalTable(View, VirtualTable):
             self.post_message(JournalChanged())
 
     @work(thread=True, exclusive=True)
-    def undo_entry(self, entry: Any, told: Any = None) -> None:
-        def undo(executor: Any) -> str:
-            o = executor.undo(entry, told=told)
-            return f"{o.outcome}: {o.change.command}"
-
-        change_in_worker(self, "undone", undo)
+    def undo_entry(self, rv: Any) -> None:
+        carry_out_in_worker(self, "undone", rv)
