@@ -1,0 +1,181 @@
+"""Did a change move a figure? Alternated windows compared with a block bootstrap: a ratio,
+its interval, and a verdict that says when the run could not tell."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+A, B = "A", "B"  # without the change, with it
+
+
+def schedule(rounds: int) -> tuple[str, ...]:
+    """The order of the windows: ABBA repeated (`rounds` pairs, an even number). A drift
+    that is linear over the run then weighs on A and B alike: each AB pair's bias is met by
+    the BA pair's opposite one, as careful benchmarks alternate their runs."""
+    if rounds < 2 or rounds % 2:
+        raise ValueError(f"rounds is an even number of A/B pairs, 2 or more, not {rounds}")
+    return tuple("ABBA" * (rounds // 2))
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """One window's per-second samples of a figure, measured with (B) or without (A) it."""
+
+    arm: str
+    samples: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    """What the change did to one figure: B's level over A's, with its 95% interval."""
+
+    figure: str
+    before: float  # A's mean over its windows
+    after: float  # B's
+    ratio: float  # the pairs' geometric mean of B/A: drift cancels over ABBA
+    ci_low: float
+    ci_high: float
+    verdict: str  # "better", "worse", "no effect", "not separable"
+    smallest_effect: float  # the least change (as a fraction) this run could have seen
+    higher_is_better: bool
+
+    def as_dict(self) -> dict[str, object]:
+        return {"figure": self.figure, "before": self.before, "after": self.after,
+                "ratio": self.ratio, "ci_low": self.ci_low, "ci_high": self.ci_high,
+                "verdict": self.verdict, "smallest_effect": self.smallest_effect}
+
+
+# Seconds of samples resampled together: a second's figure is correlated with the next
+# (queues drain over several), so single seconds resampled alone would narrow the interval.
+BLOCK = 3
+REPLICATES = 2000
+# Student's t at 97.5% for 0..30 degrees of freedom (index = df; 0 unused), the last for
+# more: a 95% two-sided interval.
+T975 = (math.inf, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+        2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074,
+        2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def _pairs(windows: Sequence[Window]) -> list[tuple[Window, Window, bool]]:
+    """Adjacent (A, B) windows in run order, and whether the pair ran A first."""
+    out = []
+    for i in range(0, len(windows) - 1, 2):
+        w1, w2 = windows[i], windows[i + 1]
+        if {w1.arm, w2.arm} != {A, B}:
+            raise ValueError("windows must come in A/B pairs (see schedule)")
+        a, b = (w1, w2) if w1.arm == A else (w2, w1)
+        out.append((a, b, w1.arm == A))
+    return out
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def _resampled_mean(xs: Sequence[float], rng: random.Random, block: int) -> float:
+    """The mean of a circular block bootstrap sample of `xs` (as long as `xs`)."""
+    n = len(xs)
+    if n <= block:
+        return _mean(xs)
+    total, taken = 0.0, 0
+    while taken < n:
+        start = rng.randrange(n)
+        for k in range(min(block, n - taken)):
+            total += xs[(start + k) % n]
+        taken += min(block, n - taken)
+    return total / n
+
+
+def _log_ratio(a: float, b: float) -> float:
+    if a <= 0 or b <= 0:
+        raise ValueError("a figure's window mean must be positive to be compared as a ratio")
+    return math.log(b / a)
+
+
+def compare(figure: str, windows: Sequence[Window], higher_is_better: bool,
+            seed: int = 0, block: int = BLOCK, replicates: int = REPLICATES) -> Effect:
+    """The change's effect on `figure` from windows in the order `schedule` gives.
+
+    The estimate is the mean over pairs of log(B/A), each pair's windows adjacent in time.
+    Its interval is a bootstrap that resamples what varies: the seconds inside each window
+    (in blocks, since they are correlated) and the pairs themselves, the AB pairs among
+    AB pairs and the BA among BA so the drift keeps cancelling in every replicate."""
+    if len(windows) < 4 or any(len(w.samples) < 3 for w in windows):
+        raise ValueError("a comparison needs 2 A/B pairs of windows of 3 samples or more")
+    pairs = _pairs(windows)
+    est = _mean([_log_ratio(_mean(a.samples), _mean(b.samples)) for a, b, _ in pairs])
+    rng = random.Random(seed)
+    ab = [p for p in pairs if p[2]]
+    ba = [p for p in pairs if not p[2]]
+    reps = []
+    for _ in range(replicates):
+        logs = []
+        for group in (ab, ba):
+            for _k in range(len(group)):
+                a, b, _first = group[rng.randrange(len(group))]
+                logs.append(_log_ratio(_resampled_mean(a.samples, rng, block),
+                                       _resampled_mean(b.samples, rng, block)))
+        reps.append(_mean(logs))
+    # The replicates' spread is the estimate's standard error; the interval takes
+    # Student's t for as many degrees of freedom as there are pairs less one, not the
+    # replicates' percentiles: with four pairs the bootstrap sees few distinct draws and
+    # its percentiles are too narrow (13% false effects at 95% on synthetic runs).
+    centre = _mean(reps)
+    se = math.sqrt(sum((r - centre) ** 2 for r in reps) / (len(reps) - 1))
+    half = T975[min(len(pairs) - 1, len(T975) - 1)] * se
+    lo, hi = math.exp(est - half), math.exp(est + half)
+    ratio = math.exp(est)
+    if lo > 1.0 or hi < 1.0:
+        up = lo > 1.0
+        verdict = "better" if up == higher_is_better else "worse"
+    else:
+        verdict = "no effect"
+    # The interval's half-width around the estimate, as a fraction: a change at least
+    # this large would have put the interval clear of 1.
+    smallest = max(hi / ratio - 1.0, 1.0 - lo / ratio)
+    before = _mean([x for w in windows if w.arm == A for x in w.samples])
+    after = _mean([x for w in windows if w.arm == B for x in w.samples])
+    return Effect(figure, before, after, ratio, lo, hi, verdict, smallest, higher_is_better)
+
+
+# A step between two windows of the same arm that ran next to each other (BB, AA in
+# ABBAABBA) larger than this share: the offered load moved in a way the alternation cannot
+# cancel (a client started or stopped), not a drift.
+MAX_LOAD_STEP = 0.35
+
+
+def load_moved(load: Sequence[Window], max_step: float = MAX_LOAD_STEP) -> str | None:
+    """Why the offered load makes the run not separable, or None: the load figure (client
+    ops per second, or what the operator names) compared between adjacent windows of the
+    same arm, where the change cannot be the cause."""
+    worst: tuple[float, int] | None = None
+    for i in range(len(load) - 1):
+        w1, w2 = load[i], load[i + 1]
+        if w1.arm != w2.arm:
+            continue
+        m1, m2 = _mean(w1.samples), _mean(w2.samples)
+        if m1 <= 0 and m2 <= 0:
+            continue
+        step = abs(m2 - m1) / max(m1, m2)
+        if worst is None or step > worst[0]:
+            worst = (step, i)
+    if worst is None or worst[0] <= max_step:
+        return None
+    step, i = worst
+    return (f"the load moved by {step:.0%} between windows {i + 1} and {i + 2}, both "
+            f"{'with' if load[i].arm == B else 'without'} the change: not separable")
+
+
+def judge(figure: str, windows: Sequence[Window], higher_is_better: bool,
+          load: Sequence[Window] | None = None, seed: int = 0) -> tuple[Effect, str | None]:
+    """`compare`, with the verdict "not separable" where the offered load moved (and why)."""
+    effect = compare(figure, windows, higher_is_better, seed=seed)
+    why = load_moved(load) if load is not None else None
+    if why is not None:
+        effect = Effect(effect.figure, effect.before, effect.after, effect.ratio,
+                        effect.ci_low, effect.ci_high, "not separable",
+                        effect.smallest_effect, higher_is_better)
+    return effect, why
