@@ -1,7 +1,7 @@
 """Ceph's own CRUSH mapper (crush_do_rule in libceph-common), called in-process for a few PGs.
 
 osdmaptool and crushtool map every PG of a pool, which at a million PGs takes tens of
-seconds per run. A prediction that knows which PGs can change (see advisors/blast.py)
+seconds per run. A prediction that knows which PGs can change (see advisors/blast/mapping.py)
 needs the mapping of only those, so this builds the CRUSH map from crushtool's JSON dump
 with libcrush's own builder (crush_create, crush_make_bucket, crush_make_rule, ...) and
 asks crush_do_rule, the code OSDMap itself runs, for the seeds it is given.

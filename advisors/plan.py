@@ -53,7 +53,7 @@ class Plan:
     fsid: str | None  # the cluster it was made for; applying elsewhere is refused
     changes: tuple[Change, ...]
     version: int = PLAN_VERSION
-    # What the changes move (advisors/blast.py Prediction.to_dict), computed from the cluster
+    # What the changes move (blast/prediction.py Prediction.to_dict), computed from the cluster
     # when the plan was made or reviewed; from a file it is shown, never trusted: apply
     # predicts again under its lock.
     prediction: dict[str, Any] | None = None
@@ -327,7 +327,7 @@ def runtime_from_options(options: Mapping[str, Any] | None) -> Runtime:
 
 def reach_of(c: Change) -> str:
     """What a change reaches and whether it moves data, computed from its kind, target and
-    key (the actuator's width, advisors/blast.py moves_data): shown wherever a change is."""
+    key (the actuator's width, advisors/blast moves_data): shown wherever a change is."""
     width = ACTUATORS[c.kind].width(c)
     return f"{'moves data' if moves_data(c) else 'moves no data'}, affects {width}"
 

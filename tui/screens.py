@@ -44,7 +44,7 @@ class PlanReview(ModalScreen[bool]):
         # cluster's `config help` (runtime), never from what the plan states about itself.
         self.reasons = list(reasons) if reasons is not None else plan.phrase_reasons(runtime)
         self.needs_phrase = bool(self.reasons)
-        # What the change moves (advisors/blast.py), when it was predicted: the review text
+        # What the change moves (advisors/blast/), when it was predicted: the review text
         # shows it; a refused outcome (inactive PGs, an OSD past backfillfull) cannot be
         # applied from here, only read.
         self.refused = refused or (Prediction.from_dict(plan.prediction).refusal()

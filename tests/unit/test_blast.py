@@ -20,6 +20,7 @@ import pytest
 from stormdeck.advisors import blast
 from stormdeck.advisors.actuators.table import change
 from stormdeck.advisors.blast import Prediction, Tools
+from stormdeck.advisors.blast import tools as blast_tools
 from stormdeck.advisors.findings import Finding, Severity
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.plan import Plan, Refused, plan_from_finding, review
@@ -305,20 +306,20 @@ def test_a_tampered_prediction_in_a_plan_file_is_one_sentence(tmp_path: Path) ->
 def test_a_cephadm_host_runs_the_tools_in_the_clusters_image(monkeypatch, tmp_path: Path) -> None:
     """No Ceph packages on the host (cephadm's way): the tools come from `cephadm shell`,
     the image's release said, the work directory mounted where stormdeck wrote it."""
-    monkeypatch.setattr(blast, "_host_version", lambda: None)
-    monkeypatch.setattr(blast, "_cephadm_version", lambda cephadm: ("19.2.3", "squid"))
-    monkeypatch.setattr(blast.shutil, "which",
+    monkeypatch.setattr(blast_tools, "_host_version", lambda: None)
+    monkeypatch.setattr(blast_tools, "_cephadm_version", lambda cephadm: ("19.2.3", "squid"))
+    monkeypatch.setattr(blast_tools.shutil, "which",
                         lambda name: "/usr/sbin/cephadm" if name == "cephadm" else None)
-    monkeypatch.setattr(blast.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(blast_tools.os, "geteuid", lambda: 0)
     monkeypatch.setenv("STORMDECK_ROOTS_DIR", str(tmp_path))  # no release root there
     tools = blast.find_tools("19.2.3", "squid")
     assert tools.cephadm == "/usr/sbin/cephadm" and tools.root is None
     assert "19.2.3 squid (cephadm shell)" in tools.describe("19.2.3")
-    tmp = blast.tempfile.gettempdir()
+    tmp = blast_tools.tempfile.gettempdir()
     assert tools.argv("osdmaptool", ["/x/osdmap", "--print"]) == [
         "/usr/sbin/cephadm", "shell", "--mount", f"{tmp}:{tmp}", "--", "osdmaptool",
         "/x/osdmap", "--print"]
     # Without root, cephadm is not asked (it needs root): one sentence saying so.
-    monkeypatch.setattr(blast.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(blast_tools.os, "geteuid", lambda: 1000)
     with pytest.raises(UserError, match="cephadm host"):
         blast.find_tools("19.2.3", "squid")

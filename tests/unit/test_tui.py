@@ -78,7 +78,7 @@ async def open_review(app: StormdeckApp, pilot, key: str) -> PlanReview:
     table = app.query_one(FindingTable)
     table.move_cursor(row=table.keys.index(key))
     await pilot.press("enter")
-    # A change that moves data is predicted in a worker first (advisors/blast.py).
+    # A change that moves data is predicted in a worker first (advisors/blast/).
     await until(pilot, lambda: isinstance(app.screen, PlanReview), 120)
     return app.screen
 

@@ -108,7 +108,7 @@ class DaemonDetail(ModalScreen[None]):
         self.dismiss(None)
 
     def action_whatif_out(self) -> None:
-        """o: what marking this OSD out would move (advisors/blast.py), in a worker."""
+        """o: what marking this OSD out would move (advisors/blast/), in a worker."""
         box = self.query_one("#detail-whatif", Static)
         if not re.fullmatch(r"osd\.\d+", self.daemon_id):
             box.update(Text("only an OSD can be marked out", style="bold"))
