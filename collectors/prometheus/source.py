@@ -13,11 +13,9 @@ import dataclasses
 import math
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from itertools import compress, repeat
-from operator import ne
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from stormdeck.base.gcpause import gc_paused
 from stormdeck.base.secrets import redact_value
@@ -32,13 +30,28 @@ from stormdeck.collectors.model import (
     Partial,
     Pool,
     disk_key,
-    row_maker,
 )
 from stormdeck.collectors.prometheus.client import PrometheusClient, PrometheusError
+from stormdeck.collectors.prometheus.decode import (
+    _BY_DAEMON,
+    _BY_HOSTNAME,
+    _BY_INSTANCE,
+    _BY_NODE,
+    _CACHES,
+    _CONVERT,
+    _DISK_CONVERT,
+    _EMPTY,
+    _disk_extra,
+    _divide,
+    _fill,
+    _is_osd,
+    _osd_extra,
+    _short,
+    _value,
+)
 from stormdeck.collectors.prometheus.promql import inject
 from stormdeck.collectors.prometheus.queries import (
     ALL_QUERIES,
-    BOOL_FIELDS,
     CONCURRENCY,
     CURVE_QUERIES,
     DAEMON_FIELDS,
@@ -46,7 +59,6 @@ from stormdeck.collectors.prometheus.queries import (
     DISK_QUERIES,
     DIVIDED_BY,
     HEALTH,
-    INT_FIELDS,
     OTHER_QUERIES,
     RATE,
     RECORDED,
@@ -60,258 +72,21 @@ from stormdeck.collectors.prometheus.queries import (
     WHOLE_QUERIES,
     rate_window,
 )
+from stormdeck.collectors.prometheus.reuse import _maker, _Reuse
 
-
-def _value(sample: Mapping[str, Any]) -> float | None:
-    try:
-        v = float(sample["value"][1])
-    except (KeyError, IndexError, TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
-def _fill(f: Mapping[str, float]) -> tuple[int | None, int | None, float | None]:
-    """A pool's stored bytes, max avail bytes and used ratio (0..1), as librados' `df`
-    gives them (collectors/ceph/usage.py): the mgr exports `df`'s own figures, and
-    percent_used is already stored / (stored + max_avail), a ratio whatever its name."""
-    stored = int(f["stored"]) if "stored" in f else None
-    avail = int(f["max_avail"]) if "max_avail" in f else None
-    used = f.get("percent_used")
-    if used is None and stored is not None and avail is not None and stored + avail > 0:
-        used = stored / (stored + avail)
-    return stored, avail, min(1.0, max(0.0, used)) if used is not None else None
-
-
-def _short(host: str) -> str:
-    return host.split(".")[0]
-
-
-_BY_DAEMON = ("ceph_daemon",)
-_BY_NODE = ("device", "nodename")  # in label-name order, as Prometheus writes them
-_BY_INSTANCE = ("device", "instance")
-_BY_HOSTNAME = ("device", "hostname")
-_CACHES = {"disk_write_cache": "write_cache", "disk_device_cache": "device_cache"}
-# What a per-daemon column holds, as the Daemon's field wants it.
-_CONVERT: dict[str, Callable[[float], Any]] = {
-    **{name: (lambda v: v >= 1) for name in BOOL_FIELDS},
-    **{name: int for name in INT_FIELDS}}
-_DISK_CONVERT: dict[str, Callable[[float], Any]] = {"util": lambda v: min(1.0, max(0.0, v))}
-
-_EMPTY: Mapping[Any, float] = {}
-_NONE: Mapping[str, Any] = {}
 # What the static series give a Daemon or Disk besides its columns (extra's keys).
 _OSD_NAMED = ("host", "device_class", "objectstore", "devices")
 _DISK_NAMED = ("write_cache", "device_cache", "rotational", "virtual", "transport", "model",
                "daemons")
-_ROW_MAKERS: dict[tuple[type, tuple[str, ...]], Callable[..., Any] | None] = {}
-
-
-def _maker(cls: type, key: tuple[str, ...], fixed: Mapping[str, Any],
-           named: tuple[str, ...]) -> Callable[[tuple[str, ...]], Callable[..., Any] | None]:
-    """`rows` for _Reuse.build: a record maker per set of column names, made once."""
-    def rows(names: tuple[str, ...]) -> Callable[..., Any] | None:
-        memo = (cls, names)
-        if memo not in _ROW_MAKERS:
-            _ROW_MAKERS[memo] = row_maker(cls, key, fixed, names, named)
-        return _ROW_MAKERS[memo]
-    return rows
-
 
 _OSD_ROWS = _maker(Daemon, ("id",), {"kind": "osd"}, _OSD_NAMED)
 _DISK_ROWS = _maker(Disk, ("host", "name"), {}, _DISK_NAMED)
 
-
-def _divide(num: Mapping[Any, float], den: Mapping[Any, float]) -> dict[Any, float]:
-    """Each key's numerator over its denominator, where both are and the denominator is
-    not 0 (PromQL's would be NaN or infinite, which the queries drop)."""
-    return {k: n / d for k, n in num.items() if (d := den.get(k))}
-
-
-def _is_osd(name: str) -> bool:
-    return name.startswith("osd.")
-
-
-def _osd_extra(meta: Any, occ: Any) -> dict[str, dict[str, Any]]:
-    """What the static series say of each OSD: its host, class, store and devices."""
-    out: dict[str, dict[str, Any]] = {}
-    for s in meta:
-        m = s["metric"]
-        if "ceph_daemon" in m:
-            d = out.setdefault(m["ceph_daemon"], {})
-            d["host"] = _short(m["hostname"]) if m.get("hostname") else None
-            d["device_class"] = m.get("device_class") or None
-            d["objectstore"] = m.get("objectstore") or None
-    for s in occ:
-        m = s["metric"]
-        if "ceph_daemon" not in m:
-            continue
-        d = out.setdefault(m["ceph_daemon"], {})
-        names = [x for x in m.get("devices", "").split(",") if x and x != "N/A"]
-        if not names and m.get("device", "").startswith("/dev/"):
-            names = [m["device"].removeprefix("/dev/")]
-        d["devices"] = tuple(sorted(set(d.get("devices", ())) | set(names)))
-        d.setdefault("host", _short(m["instance"]) if m.get("instance") else None)
-    return out
-
-
-def _disk_extra(write_cache: Mapping[tuple[str, str], float],
-                device_cache: Mapping[tuple[str, str], float], info: Any,
-                osds: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """What stormdeck's exporter says of each disk (its caches, what it is) and which
-    OSDs sit on it, by (host, device): static series, made again only when re-read."""
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    for col, field_name in ((write_cache, "write_cache"), (device_cache, "device_cache")):
-        for (device, hostname), v in col.items():
-            if device and hostname:
-                out.setdefault((_short(hostname), device), {})[field_name] = \
-                    "write back" if v >= 1 else "write through"
-    for s in info:
-        m = s.get("metric", {})
-        if not (m.get("device") and m.get("hostname")):
-            continue
-        f = out.setdefault((_short(m["hostname"]), m["device"]), {})
-        if m.get("rotational") in ("0", "1"):
-            f["rotational"] = m["rotational"] == "1"
-        if m.get("virtual") in ("0", "1"):
-            f["virtual"] = m["virtual"] == "1"
-        if m.get("transport"):
-            f["transport"] = m["transport"]
-        if m.get("model"):
-            f["model"] = m["model"]
-    holders: dict[tuple[str, str], list[str]] = {}
-    for name, d in osds.items():
-        if not _is_osd(name) or not d.get("host"):
-            continue
-        for dev in d.get("devices") or ():
-            holders.setdefault((d["host"], dev), []).append(name)
-    for key, names in holders.items():
-        out.setdefault(key, {})["daemons"] = tuple(sorted(names))
-    return out
-
-
 _VERSION = re.compile(r"ceph version (\d+\.\d+\.\d+)\S* \([0-9a-f]+\) (\w+)")
-_R = TypeVar("_R")
 
 
 def _replace(part: Partial, **changes: Any) -> Partial:
     return dataclasses.replace(part, **changes)
-
-
-class _Reuse(Generic[_R]):
-    """The records of the last read, handed back by identity where equal to the new:
-    an unchanged daemon, disk or host is the same object in every snapshot, so the
-    History holds one of it, and a mapping with nothing changed is the same mapping
-    (the hub's merge then reuses what it made of it)."""
-
-    def __init__(self) -> None:
-        self._last: Mapping[Any, _R] = {}
-        self._cols: Mapping[str, Mapping[Any, float]] | None = None
-        self._extra: Mapping[Any, Mapping[str, Any]] = {}
-        self._conv: dict[str, tuple[Mapping[Any, float], Mapping[Any, Any]]] = {}
-
-    def build(self, cols: Mapping[str, Mapping[Any, float]],
-              extra: Mapping[Any, Mapping[str, Any]],
-              make: Callable[[Any, dict[str, Any]], _R],
-              convert: Mapping[str, Callable[[float], Any]] | None = None,
-              keep: Callable[[Any], bool] | None = None,
-              rows: Callable[[tuple[str, ...]], Callable[..., _R] | None] | None = None
-              ) -> Mapping[Any, _R]:
-        """The records `make` builds from a read's columns (per field, each key's value)
-        and `extra` (per key, fields that are no column), building only those whose
-        inputs differ from the last read's; the rest are the last read's objects, and
-        with nothing changed the mapping is the last one (the hub's merge then reuses
-        what it made of it). Which keys changed is found column by column, each value
-        compared in C, and not at all once most have: at 10,000 OSDs a read brings 16
-        columns of 10,000 values, and on a loaded cluster every rate moves. `convert`
-        turns a field's value into the record's type, `keep` says which keys are
-        records at all; `make` must depend on nothing but the key and its fields.
-        `rows`, given the column names, may give a faster maker of the same records
-        (`model.row_maker`: key, extra, then the values)."""
-        last, last_cols, last_extra = self._last, self._cols, self._extra
-        # Values in the record's types, each column converted once (in C) while it is
-        # the same answer.
-        convert = convert or {}
-        cols = {name: self._converted(name, col, convert[name]) if name in convert else col
-                for name, col in cols.items()}
-        keys: dict[Any, None] = {}
-        for col in cols.values():
-            keys.update(dict.fromkeys(col))
-        keys.update(dict.fromkeys(extra))
-        # The keys whose inputs changed; None: all of them (the first read, or a scrape
-        # that moved every daemon's rates, the common case on a loaded cluster).
-        changed: set[Any] | None = None if last_cols is None else set()
-        for name, col in cols.items():
-            if changed is None or 2 * len(changed) > len(keys):
-                changed = None  # most moved: all are made again (below)
-                break
-            old = last_cols.get(name) if last_cols is not None else None
-            if old is col:
-                continue
-            if old is None:
-                changed.update(col)
-            elif old != col:
-                # The keys whose value differs, each compared in C.
-                changed.update(compress(keys, map(ne, map(old.get, keys), map(col.get, keys))))
-                changed.update(old.keys() - col.keys())
-        if changed is not None and extra is not last_extra and extra != last_extra:
-            changed.update(k for k in keys.keys() | last_extra.keys()
-                           if extra.get(k) != last_extra.get(k))
-        # Each key's row of values, looked up column by column in C (None where a
-        # column lacks the key: every field read from a column defaults to None, so
-        # None and absent make the same record).
-        names = tuple(cols)
-        kept = [k for k in keys if keep(k)] if keep is not None else list(keys)
-        fast = rows(names) if rows is not None else None
-        new: dict[Any, _R]
-        if fast is not None and changed is None:
-            # Most keys' inputs moved (a loaded cluster's every scrape): all made in one
-            # pass, the rows fed to the maker in C, cheaper than telling the rest apart.
-            new = dict(zip(kept, map(fast, kept, map(extra.get, kept, repeat(_NONE)),
-                                     *(map(cols[name].get, kept) for name in names)),
-                           strict=True))
-        else:
-            new = {}
-            for key, *values in zip(kept, *(map(cols[name].get, kept) for name in names),
-                                    strict=True):
-                old_rec = last.get(key)
-                if old_rec is not None and changed is not None and key not in changed:
-                    new[key] = old_rec
-                elif fast is not None:
-                    new[key] = fast(key, extra.get(key, _NONE), *values)
-                else:
-                    f = dict(extra.get(key, ()))
-                    f.update(zip(names, values, strict=True))
-                    new[key] = make(key, f)
-        self._cols, self._extra = cols, extra
-        if changed is not None and not changed and list(new) == list(last):
-            return last
-        self._last = new
-        return new
-
-    def _converted(self, name: str, col: Mapping[Any, float],
-                   conv: Callable[[float], Any]) -> Mapping[Any, Any]:
-        memo = self._conv.get(name)
-        if memo is not None and memo[0] is col:
-            return memo[1]
-        out = dict(zip(col, map(conv, col.values()), strict=True))
-        self._conv[name] = (col, out)
-        return out
-
-    def reuse(self, new: Mapping[str, _R]) -> Mapping[str, _R]:
-        last = self._last
-        out: dict[str, _R] = {}
-        same = len(new) == len(last)
-        for key, rec in new.items():
-            old = last.get(key)
-            if old is rec or (old is not None and old == rec):
-                out[key] = old
-            else:
-                out[key] = rec
-                same = False
-        if same and list(out) == list(last):
-            return last
-        self._last = out
-        return out
 
 
 class PrometheusSource:

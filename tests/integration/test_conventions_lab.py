@@ -200,8 +200,9 @@ def test_ca_basic_auth_and_matcher_from_the_config_file(secure_prometheus: Secur
 
 def test_the_matcher_narrows_every_query_to_one_cluster(
         secure_prometheus: SecurePrometheus) -> None:
+    from stormdeck.collectors.prometheus.decode import _value
     from stormdeck.collectors.prometheus.queries import ALL_QUERIES
-    from stormdeck.collectors.prometheus.source import PrometheusSource, _value
+    from stormdeck.collectors.prometheus.source import PrometheusSource
 
     prom = secure_prometheus
     kw = {"ca": str(prom.pki.ca), "user": "stormdeck",

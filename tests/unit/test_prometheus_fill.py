@@ -62,7 +62,7 @@ def test_pools_fill_as_librados_df_fills_them() -> None:
 
 
 def test_without_percent_used_the_ratio_is_stored_over_stored_and_avail() -> None:
-    from stormdeck.collectors.prometheus.source import _fill
+    from stormdeck.collectors.prometheus.decode import _fill
 
     assert _fill({"stored": 25.0, "max_avail": 75.0}) == (25, 75, 0.25)
     assert _fill({"stored": 1.0, "max_avail": 0.0, "percent_used": 1.2}) == (1, 0, 1.0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from stormdeck.collectors.model import Daemon
-from stormdeck.collectors.prometheus.source import _Reuse
+from stormdeck.collectors.prometheus.reuse import _Reuse
 
 
 def test_records_are_built_only_where_their_columns_changed() -> None:
@@ -55,8 +55,8 @@ def test_records_are_built_only_where_their_columns_changed() -> None:
 
 def test_the_row_maker_makes_what_the_records_own_init_makes() -> None:
     from stormdeck.collectors.model import Disk, row_maker
+    from stormdeck.collectors.prometheus.decode import _CONVERT
     from stormdeck.collectors.prometheus.source import (
-        _CONVERT,
         _DISK_NAMED,
         _DISK_ROWS,
         _OSD_NAMED,
