@@ -1,1 +1,1 @@
-"""The fleet through Prometheus: its PromQL (queries, promql), its HTTP client, its source."""
+"""The fleet through Prometheus: PromQL (queries, promql), client, decode, fleet model, source."""

@@ -56,7 +56,7 @@ def test_records_are_built_only_where_their_columns_changed() -> None:
 def test_the_row_maker_makes_what_the_records_own_init_makes() -> None:
     from stormdeck.collectors.model import Disk, row_maker
     from stormdeck.collectors.prometheus.decode import _CONVERT
-    from stormdeck.collectors.prometheus.source import (
+    from stormdeck.collectors.prometheus.fleet import (
         _DISK_NAMED,
         _DISK_ROWS,
         _OSD_NAMED,
