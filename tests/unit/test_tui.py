@@ -79,7 +79,11 @@ async def open_review(app: StormdeckApp, pilot, key: str) -> PlanReview:
     table.move_cursor(row=table.keys.index(key))
     await pilot.press("enter")
     # A change that moves data is predicted in a worker first (advisors/blast/).
-    await until(pilot, lambda: isinstance(app.screen, PlanReview), 120)
+    try:
+        await until(pilot, lambda: isinstance(app.screen, PlanReview), 120)
+    except AssertionError:
+        said = [f"{n.title}: {n.message}" for n in app._notifications]
+        raise AssertionError(f"no review of {key} opened; the console said {said}") from None
     return app.screen
 
 
@@ -87,7 +91,11 @@ async def open_undo(app: StormdeckApp, pilot, timeout: float = 60.0) -> PlanRevi
     """u on the journal view's selected entry: its review, made in a worker first (the
     checks, the inverse and what it moves, as `stormdeck undo` makes them)."""
     await pilot.press("u")
-    await until(pilot, lambda: isinstance(app.screen, PlanReview), timeout)
+    try:
+        await until(pilot, lambda: isinstance(app.screen, PlanReview), timeout)
+    except AssertionError:
+        said = [f"{n.title}: {n.message}" for n in app._notifications]
+        raise AssertionError(f"no undo review opened; the console said {said}") from None
     return app.screen
 
 
