@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from stormdeck.advisors.actuators.table import known_actuator
 from stormdeck.advisors.findings import Change
 from stormdeck.advisors.lock import secure_dir
 from stormdeck.advisors.overrides import is_overridden
@@ -77,12 +78,14 @@ class Entry:
 
     @property
     def awaiting_clean(self) -> bool:
-        """A change that moved data when it was made (a pool's pg_num/pgp_num, or its undo),
-        whose active+clean has not been seen yet. An OSD's noup is predicted too, but moves
-        nothing until that OSD next goes down: there is no movement of its own to follow."""
-        return self.prediction is not None and self.change.kind == "pool_set" and \
-            self.made is True and not self.undone_by and \
-            not (self.settled or {}).get("clean_at")
+        """A change that moved data when it was made (its actuator follows it to active+clean:
+        a pool's pg_num/pgp_num, or its undo), whose active+clean has not been seen yet. An
+        OSD's noup is predicted too, but moves nothing until that OSD next goes down: there
+        is no movement of its own to follow."""
+        act = known_actuator(self.change.kind)
+        return self.prediction is not None and act is not None and \
+            act.follows_to_clean(self.change) and self.made is True and \
+            not self.undone_by and not (self.settled or {}).get("clean_at")
 
     @property
     def status(self) -> str:
@@ -157,9 +160,11 @@ def _entry(rec: dict[str, Any]) -> Entry | None:
     undoes = _text(rec.get("undoes"))
     if "value" in rec:
         value = _text(rec.get("value"))
-    else:  # a version-1 intent: an undo of a config option that was unset sent `config rm`
-        value = None if undoes and c.kind == "ceph_config" and c.proposed == "unset" \
-            else c.proposed
+    else:  # a version-1 intent: an undo to "unset" of a kind that removes (a config
+        # option's: `config rm`) sent no value
+        act = known_actuator(c.kind)
+        removed = undoes and act is not None and act.unset_removes and c.proposed == "unset"
+        value = None if removed else c.proposed
     return Entry(id=rec["id"], plan=_text(rec.get("plan")), rule=_text(rec.get("rule")),
                  cluster=_text(rec.get("cluster")), change=c, before=_text(rec.get("before")),
                  started=float(rec["time"]), undoes=undoes, value=value,

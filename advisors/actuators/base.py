@@ -69,6 +69,17 @@ DEVICE = re.compile(r"^(?:[A-Za-z0-9_.-]+:)?/dev/([a-z0-9]+)$")
 
 
 @dataclass(frozen=True, slots=True)
+class DataMovement:
+    """What a data-moving change does to placement, as data the blast radius predicts from
+    (advisors/blast/changes.py): the OSDs it holds down, or the PG count it gives a pool."""
+
+    held_down: tuple[int, ...] = ()  # OSDs kept down the next time each goes down (noup)
+    pool: str | None = None  # the pool whose pg_num or pgp_num it sets
+    key: str = ""  # "pg_num" or "pgp_num"
+    count: str = ""  # the value proposed (the prediction says when it is not a number)
+
+
+@dataclass(frozen=True, slots=True)
 class Verified:
     outcome: str  # "applied" | "pending" | "pending restart" | "overridden by <reason>"
     after: str | None
@@ -94,6 +105,9 @@ class Actuator:
     # Whether it moves Curve's copyset leaders: the leader rules tell the term rises it
     # causes (transfers) from elections.
     moves_leaders: ClassVar[bool] = False
+    # Whether "unset" proposed means the setting removed (apply(None), `config rm`), not a
+    # value of that name: a version-1 journal, which kept no value, is read by it.
+    unset_removes: ClassVar[bool] = False
 
     def command(self, c: Change) -> str:
         """The exact command this change runs, rendered from its fields and args: what the
@@ -108,6 +122,20 @@ class Actuator:
         """Why this cluster cannot take the change as proposed (the engine drops it with
         this note), or None. What a kind's cluster lacks is the kind's own knowledge."""
         return None
+
+    def moves_data(self, c: Change) -> bool:
+        """Whether carrying it out moves data between OSDs: the blast radius predicts what
+        (data_movement) and guards it before it is confirmed."""
+        return False
+
+    def data_movement(self, c: Change) -> DataMovement:
+        """What a change that moves data (moves_data) does to placement."""
+        return DataMovement()
+
+    def follows_to_clean(self, c: Change) -> bool:
+        """Whether the data it moves starts moving as it is made, so that apply follows it
+        until the cluster is active+clean again."""
+        return self.moves_data(c)
 
     def runtime(self, ceph: CephAdmin | None, c: Change) -> bool | None:
         """Whether it applies without a restart; None: unknown (confirmed as if not)."""

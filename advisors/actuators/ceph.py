@@ -6,7 +6,7 @@ import re
 import time
 
 from stormdeck.advisors import overrides
-from stormdeck.advisors.actuators.base import Actuator, Backends, Verified, same
+from stormdeck.advisors.actuators.base import Actuator, Backends, DataMovement, Verified, same
 from stormdeck.advisors.ceph_admin import CephAdmin, Refused
 from stormdeck.advisors.findings import Change
 from stormdeck.base.errors import UserError
@@ -20,6 +20,7 @@ class CephConfig(Actuator):
     kind = "ceph_config"
     needs_ceph = True
     fixed_runtime = None
+    unset_removes = True  # an option unset is `config rm`
 
     def command(self, c: Change) -> str:
         return f"ceph config set {c.target} {c.key} {c.proposed}"
@@ -247,6 +248,19 @@ class OsdFlag(Actuator):
     def width(self, c: Change) -> str:
         return "daemon" if self._one_osd(c) else "cluster"
 
+    def moves_data(self, c: Change) -> bool:
+        """noup set on one OSD: the next time that OSD goes down it stays down, and its PGs
+        lose it (below min_size they stop serving IO); the cluster's own noup holds no OSD
+        of its own."""
+        return c.key == "noup" and c.proposed == "set" and c.target != "cluster"
+
+    def data_movement(self, c: Change) -> DataMovement:
+        return DataMovement(held_down=(int(c.target.removeprefix("osd.")),))
+
+    def follows_to_clean(self, c: Change) -> bool:
+        # Nothing moves until that OSD next goes down: no movement of its own to follow.
+        return False
+
     @staticmethod
     def _one_osd(c: Change) -> bool:
         if c.target == "cluster":
@@ -303,6 +317,14 @@ class PoolSet(Actuator):
 
     def width(self, c: Change) -> str:
         return "pool"
+
+    def moves_data(self, c: Change) -> bool:
+        """pg_num or pgp_num: PGs split or merge and data moves as the mgr steps pgp_num,
+        for hours; a pool's other variables move none."""
+        return c.key in self.CONVERGING
+
+    def data_movement(self, c: Change) -> DataMovement:
+        return DataMovement(pool=c.target, key=c.key, count=c.proposed)
 
     def read(self, b: Backends, c: Change) -> str | None:
         ceph = b.need_ceph()
@@ -373,6 +395,10 @@ class FastEC(PoolSet):
             raise UserError(f"fast EC can only be turned on ({self.KEY} true), not set to "
                             f"{value} (K5.1)")
         super().apply(b, c, value)
+
+    def moves_data(self, c: Change) -> bool:
+        # It changes how an EC pool's shards are written, not where they are.
+        return False
 
     def cannot_undo(self, c: Change) -> str | None:
         return f"{c.command} cannot be undone: fast EC cannot be turned off again (K5.1)"

@@ -24,10 +24,16 @@ def actuator(kind: str) -> Actuator:
         raise UserError(f"unknown kind of change {kind!r}") from None
 
 
+def known_actuator(kind: str) -> Actuator | None:
+    """The actuator of a kind, or None for a kind this version lacks (a journal may name
+    one): what a kind that is not known does is asked of no one."""
+    return ACTUATORS.get(kind)
+
+
 def moves_leaders(kind: str) -> bool:
     """Whether a change of this kind (a journal's: it may name a kind this version lacks)
     moves Curve's leaders."""
-    act = ACTUATORS.get(kind)
+    act = known_actuator(kind)
     return act is not None and act.moves_leaders
 
 

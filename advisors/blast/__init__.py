@@ -47,7 +47,6 @@ from __future__ import annotations
 
 from stormdeck.advisors import crushlib
 from stormdeck.advisors.blast.changes import (
-    MOVING_POOL_KEYS,
     changes_key,
     moves_data,
     plan_prediction,
@@ -98,7 +97,7 @@ from stormdeck.advisors.blast.tools import Tools, find_tools
 from stormdeck.collectors.placement import ClusterState
 
 __all__ = [
-    "CRUSH_LINE", "MOVING_POOL_KEYS", "PG_LINE", "SAMPLE", "ClusterState", "OsdFill",
+    "CRUSH_LINE", "PG_LINE", "SAMPLE", "ClusterState", "OsdFill",
     "Prediction", "Tools", "Up", "_ids", "_pg_order", "_weights", "against_outcome",
     "apply_upmaps", "as_dict", "changes_key", "compare", "crush_hash32_2", "crush_map",
     "crush_up_sets", "crushlib", "find_tools", "human", "lowered_up_sets", "mask_of",

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from stormdeck.advisors.actuators.base import DataMovement
+from stormdeck.advisors.actuators.table import known_actuator
 from stormdeck.advisors.blast.prediction import Prediction
 from stormdeck.advisors.blast.questions import predict_down, predict_pg_num
 from stormdeck.advisors.blast.tools import Tools, find_tools
@@ -15,45 +17,50 @@ from stormdeck.base.errors import UserError
 from stormdeck.collectors.placement import ClusterState
 
 # ---- the changes that move data -------------------------------------------------------
+# Which changes move data, and what each does to placement, is their actuator's word
+# (advisors/actuators: moves_data, data_movement, follows_to_clean); asked here, never by
+# a kind's name. A kind this version does not know (a journal's) moves nothing.
 
-# (kind, key) of changes whose placement effect is computed: pg_num/pgp_num on pools,
-# an OSD's noup (it stays down the next time it goes down), the cluster's noup/noin.
-MOVING_POOL_KEYS = ("pg_num", "pgp_num")
+
+def moves_data(change: Any) -> bool:
+    """Whether carrying the change out moves data: its actuator says."""
+    act = known_actuator(change.kind)
+    return act is not None and act.moves_data(change)
+
+
+def movement(change: Any) -> DataMovement | None:
+    """What the change does to placement, as its actuator says; None: it moves no data."""
+    act = known_actuator(change.kind)
+    return act.data_movement(change) if act is not None and act.moves_data(change) else None
 
 
 def splits_pool(change: Any) -> bool:
     """A pool's pg_num or pgp_num: data moves as the mgr steps pgp_num, for hours."""
-    return change.kind == "pool_set" and change.key in MOVING_POOL_KEYS
-
-
-def moves_data(change: Any) -> bool:
-    if splits_pool(change):
-        return True
-    return change.kind == "osd_flag" and change.key == "noup" and change.proposed == "set" \
-        and change.target != "cluster"
+    m = movement(change)
+    return m is not None and m.pool is not None
 
 
 def predict_changes(state: ClusterState, tools: Tools, changes: Sequence[Any],
                     verdict_of: Any = None) -> Prediction | None:
     """The prediction for a plan's data-moving changes, together: every OSD held down by
     noup at once (two of them may share a PG), each pool's pg_num. None: nothing moves."""
-    moving = [c for c in changes if moves_data(c)]
-    if not moving:
-        return None
+    moving = [m for m in map(movement, changes) if m is not None]
     parts: list[Prediction] = []
-    held = sorted(int(c.target.removeprefix("osd.")) for c in moving if c.kind == "osd_flag")
+    held = sorted(i for m in moving for i in m.held_down)
     if held:
         verdict = verdict_of(held) if verdict_of is not None else None
         parts.append(predict_down(state, tools, held, verdict,
                                   what=f"noup holds {' '.join(f'osd.{i}' for i in held)} "
                                        "down (the next time each goes down)"))
-    for c in moving:
-        if c.kind == "pool_set":
+    for m in moving:
+        if m.pool is not None:
             try:
-                target = int(c.proposed)
+                target = int(m.count)
             except ValueError:
-                raise UserError(f"{c.key} {c.proposed!r} is not a number") from None
-            parts.append(predict_pg_num(state, tools, c.target, target, c.key))
+                raise UserError(f"{m.key} {m.count!r} is not a number") from None
+            parts.append(predict_pg_num(state, tools, m.pool, target, m.key))
+    if not parts:
+        return None
     first = parts[0]
     tail = first
     for nxt in parts[1:]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from pathlib import Path
 
-from stormdeck.advisors.actuators.base import Backends
+from stormdeck.advisors import blast
+from stormdeck.advisors.actuators.base import Backends, DataMovement
 from stormdeck.advisors.actuators.curve import CurveLeaderSchedule
 from stormdeck.advisors.actuators.table import ACTUATORS, actuator, change, moves_leaders
 from stormdeck.advisors.engine import Engine
@@ -15,7 +17,9 @@ from tests.captured import history, with_cluster
 ROOT = Path(__file__).resolve().parents[2]
 # Where a change's kind was once tested by name: now each asks the actuator table.
 ASKERS = ("advisors/engine.py", "advisors/rules/leaders.py", "stormdeck/cli_change.py",
-          "stormdeck/assembly.py", "advisors/apply.py", "advisors/plan.py")
+          "stormdeck/assembly.py", "advisors/apply.py", "advisors/plan.py",
+          "advisors/journal.py",
+          *sorted(str(f.relative_to(ROOT)) for f in (ROOT / "advisors/blast").glob("*.py")))
 
 
 def kind_literals(path: Path) -> list[str]:
@@ -52,6 +56,29 @@ def test_the_leader_schedule_is_followed_from_the_range_its_change_saw() -> None
 def test_which_kinds_move_leaders_is_the_actuators_word() -> None:
     assert [k for k in ACTUATORS if moves_leaders(k)] == ["curve_leader_schedule"]
     assert moves_leaders("a kind of a later version") is False
+
+
+def test_what_moves_data_is_the_actuators_word() -> None:
+    """The blast radius and the journal ask the actuator whether a change moves data, what
+    it does to placement and whether apply follows it to active+clean."""
+    noup = change("osd_flag", "osd.3", "noup", "unset", "set")
+    split = change("pool_set", "rbd", "pgp_num", "32", "64")
+    others = [change("osd_flag", "cluster", "noup", "unset", "set"),
+              change("osd_flag", "osd.3", "noup", "set", "unset"),
+              change("pool_set", "rbd", "size", "2", "3"),
+              change("fast_ec", "ecpool", "allow_ec_optimizations", "false", "true"),
+              change("ceph_config", "osd", "osd_max_backfills", "1", "2"),
+              replace(split, kind="a kind of a later version")]
+    assert [blast.moves_data(c) for c in (noup, split)] == [True, True]
+    assert [blast.moves_data(c) for c in others] == [False] * len(others)
+    assert actuator("osd_flag").data_movement(noup) == DataMovement(held_down=(3,))
+    assert actuator("pool_set").data_movement(split) == \
+        DataMovement(pool="rbd", key="pgp_num", count="64")
+    assert blast.splits_pool(split) and not blast.splits_pool(noup)
+    # noup moves nothing until that OSD next goes down: nothing of its own to follow.
+    assert actuator("pool_set").follows_to_clean(split)
+    assert not actuator("osd_flag").follows_to_clean(noup)
+    assert [k for k, a in ACTUATORS.items() if a.unset_removes] == ["ceph_config"]
 
 
 def test_the_engine_drops_what_the_actuator_vets() -> None:
