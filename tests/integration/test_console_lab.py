@@ -18,6 +18,7 @@ from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.host.source import HostSource
+from stormdeck.lab.state import BENCH_POOL
 from stormdeck.tui.app import StormdeckApp
 from stormdeck.tui.feed import Feed
 from stormdeck.tui.views import FindingTable, JournalTable
@@ -82,8 +83,27 @@ async def test_apply_and_undo_from_the_console(lab_cluster: LabCluster, tmp_path
     assert journal.entries()[0].undone_by
 
 
-FLAPPER = "osd.2"
 FLAP = "ceph.osd.flapping"
+
+
+def free_to_hold_down(lab: LabCluster) -> str:
+    """An up OSD that holds no PG of a pool whose PGs stop at one copy less (the lab's
+    pools have size 1): the one ceph.osd.flapping may propose to hold down. The load pool
+    that earlier tests filled (lab-bench, made again by the next `lab load`) is removed
+    first, so the state is the test's own whatever ran before it."""
+    pools = {p["pool_id"]: p for p in lab.command("osd pool ls", detail="detail")}  # type: ignore[union-attr]
+    if any(p["pool_name"] == BENCH_POOL for p in pools.values()):
+        lab.command("osd pool rm", pool=BENCH_POOL, pool2=BENCH_POOL,
+                    yes_i_really_really_mean_it=True)
+        pools = {i: p for i, p in pools.items() if p["pool_name"] != BENCH_POOL}
+    fragile = {i for i, p in pools.items() if p["size"] - 1 < p["min_size"]}
+    dump = lab.command("pg dump", target="mgr", dumpcontents=["pgs_brief"])
+    rows = dump["pg_stats"] if isinstance(dump, dict) else dump  # type: ignore[index]
+    busy = {o for r in rows if int(r["pgid"].split(".")[0]) in fragile for o in r["acting"]}
+    up = [o["osd"] for o in lab.command("osd dump")["osds"] if o["up"]]  # type: ignore[index]
+    free = [o for o in up if o not in busy]
+    assert free, f"every OSD holds a one-copy PG (pools {sorted(fragile)}): none may be held down"
+    return f"osd.{free[-1]}"
 
 
 def osd_state(lab: LabCluster, osd: str) -> list[str]:
@@ -103,8 +123,10 @@ async def test_a_flapping_osd_held_through_the_console_and_planned_through_the_c
     applies them with the typed phrase and undoes them from the journal (issue 42: every
     change kind through the paths users run; `stormdeck apply` of the pair is
     test_pools_ec_lab's). The OSD is marked down twice by `ceph osd down` (not a clean
-    stop, which the rule does not count), and boots again by itself each time."""
+    stop, which the rule does not count), and boots again by itself each time. The OSD is
+    one that may be held down: it holds no PG of a one-copy pool."""
     conf = str(lab_cluster.conf)
+    flapper = free_to_hold_down(lab_cluster)
     journal = Journal(tmp_path / "journal.jsonl")
     feed = Feed([CephSource(conffile=conf), HostSource(ceph_conf=conf)],
                 Engine(load_settings()), interval=1.0)
@@ -113,14 +135,14 @@ async def test_a_flapping_osd_held_through_the_console_and_planned_through_the_c
     plan_file = tmp_path / "flap.json"
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
     planner = subprocess.Popen(
-        [sys.executable, "-m", "stormdeck", "plan", FLAP, "--target", FLAPPER, "--for", "35",
+        [sys.executable, "-m", "stormdeck", "plan", FLAP, "--target", flapper, "--for", "35",
          "-o", str(plan_file), "-c", conf], env=env, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
-    key = f"{FLAP}|{FLAPPER}"
+    key = f"{FLAP}|{flapper}"
     try:
         async with app.run_test(size=(160, 48)) as pilot:
             def up() -> bool | None:
-                d = app.frame.snapshot.daemons.get(FLAPPER) if app.frame else None
+                d = app.frame.snapshot.daemons.get(flapper) if app.frame else None
                 return d.up if d is not None else None
 
             await until(pilot, lambda: up() is True, 60)
@@ -128,19 +150,24 @@ async def test_a_flapping_osd_held_through_the_console_and_planned_through_the_c
                 # Held down until the console has seen it down: a running OSD marked down
                 # boots again within a second, quicker than a poll may catch.
                 lab_cluster.command("osd set", key="noup")
-                lab_cluster.command("osd down", ids=[FLAPPER.split(".")[1]])
+                lab_cluster.command("osd down", ids=[flapper.split(".")[1]])
                 await until(pilot, lambda: up() is False, 30)
                 lab_cluster.command("osd unset", key="noup")
                 await until(pilot, lambda: up() is True, 60)
-            await pilot.press("6")
-            table = app.query_one(FindingTable)
-            await until(pilot, lambda: key in table.keys, 30)
+            # The pair is proposed once no PG is inactive: right after the OSD is back, its
+            # PGs still peer, and the finding then holds no change (keeps_pgs_active).
+            def proposed() -> bool:
+                return app.frame is not None and any(
+                    f.rule == FLAP and f.target == flapper and f.changes
+                    for f in app.frame.findings)
+
+            await until(pilot, proposed, 60)
             review = await open_review(app, pilot, key)
             assert [(c.kind, c.target, c.key) for c in review.plan.changes] == [
-                ("osd_flag", FLAPPER, "noup"), ("osd_flag", FLAPPER, "noout")]
+                ("osd_flag", flapper, "noup"), ("osd_flag", flapper, "noout")]
             assert app.focused.id == "cancel"
             await confirm_review(app, pilot, review)
-            assert {"noup", "noout"} <= set(osd_state(lab_cluster, FLAPPER))
+            assert {"noup", "noout"} <= set(osd_state(lab_cluster, flapper))
             assert [e.status for e in journal.entries()] == ["applied", "applied"]
             await pilot.press("7")
             entries = app.query_one(JournalTable)
@@ -148,18 +175,18 @@ async def test_a_flapping_osd_held_through_the_console_and_planned_through_the_c
                 await until(pilot, lambda e=entry: e.id in entries.keys, 10)
                 entries.move_cursor(row=entries.keys.index(entry.id))
                 await confirm_review(app, pilot, await open_undo(app, pilot))
-            assert not {"noup", "noout"} & set(osd_state(lab_cluster, FLAPPER))
+            assert not {"noup", "noout"} & set(osd_state(lab_cluster, flapper))
         out, err = planner.communicate(timeout=90)
         assert planner.returncode == 0, err
         saved = json.loads(plan_file.read_text())
         assert saved["rule"] == FLAP, saved
         assert [(c["kind"], c["target"], c["key"], c["proposed"]) for c in saved["changes"]] \
-            == [("osd_flag", FLAPPER, "noup", "set"), ("osd_flag", FLAPPER, "noout", "set")]
-        assert f"ceph osd set-group noup {FLAPPER}" in out, out
+            == [("osd_flag", flapper, "noup", "set"), ("osd_flag", flapper, "noout", "set")]
+        assert f"ceph osd set-group noup {flapper}" in out, out
     finally:
         if planner.poll() is None:
             planner.kill()
             planner.communicate()
         lab_cluster.command("osd unset", key="noup")
-        for flag in {"noup", "noout"} & set(osd_state(lab_cluster, FLAPPER)):
-            lab_cluster.command("osd unset-group", flags=flag, who=[FLAPPER])
+        for flag in {"noup", "noout"} & set(osd_state(lab_cluster, flapper)):
+            lab_cluster.command("osd unset-group", flags=flag, who=[flapper])

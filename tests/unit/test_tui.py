@@ -72,8 +72,23 @@ def incident(s, i):
                         recovering_bps=48e6, recovering_objects_per_sec=12.0)
 
 
+def heard(app: StormdeckApp) -> list[str]:
+    """Every toast the app shows from now on, kept: a toast is gone from the screen after
+    a few seconds, and a test that failed later must still say what it said."""
+    said: list[str] = []
+    real = app.notify
+
+    def notify(message: str, *args, **kwargs):
+        said.append(f"{kwargs.get('title') or ''}: {message}")
+        return real(message, *args, **kwargs)
+
+    app.notify = notify  # type: ignore[method-assign]
+    return said
+
+
 async def open_review(app: StormdeckApp, pilot, key: str) -> PlanReview:
     """Findings view, the finding `key` selected, Enter: its plan review."""
+    said = heard(app)
     await pilot.press("6")
     table = app.query_one(FindingTable)
     table.move_cursor(row=table.keys.index(key))
@@ -82,7 +97,6 @@ async def open_review(app: StormdeckApp, pilot, key: str) -> PlanReview:
     try:
         await until(pilot, lambda: isinstance(app.screen, PlanReview), 120)
     except AssertionError:
-        said = [f"{n.title}: {n.message}" for n in app._notifications]
         raise AssertionError(f"no review of {key} opened; the console said {said}") from None
     return app.screen
 
@@ -90,11 +104,11 @@ async def open_review(app: StormdeckApp, pilot, key: str) -> PlanReview:
 async def open_undo(app: StormdeckApp, pilot, timeout: float = 60.0) -> PlanReview:
     """u on the journal view's selected entry: its review, made in a worker first (the
     checks, the inverse and what it moves, as `stormdeck undo` makes them)."""
+    said = heard(app)
     await pilot.press("u")
     try:
         await until(pilot, lambda: isinstance(app.screen, PlanReview), timeout)
     except AssertionError:
-        said = [f"{n.title}: {n.message}" for n in app._notifications]
         raise AssertionError(f"no undo review opened; the console said {said}") from None
     return app.screen
 
