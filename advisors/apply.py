@@ -490,10 +490,7 @@ class Executor:
             # Read again under the lock: another terminal may have undone it meanwhile.
             entry = self.journal.find(entry.id)
             self.inverse(entry)
-            ceph = self.backends.ceph
-            if entry.cluster and ceph is not None and ceph.fsid() != entry.cluster:
-                raise UserError(f"{entry.id} was made on cluster {printable(entry.cluster)}, "
-                                f"not on this one ({ceph.fsid()}): undo it there")
+            self.check_undo_cluster(entry)
             entry = self.refresh(entry)
             if entry.made is False:
                 raise UserError(f"nothing to undo: {entry.id} was read again and was not made "
@@ -506,6 +503,13 @@ class Executor:
                              undoes=entry.id,
                              prediction=prediction.to_dict() if prediction is not None
                              else None)
+
+    def check_undo_cluster(self, entry: Entry) -> None:
+        """An entry is undone on the cluster it was made on, nowhere else."""
+        ceph = self.backends.ceph
+        if entry.cluster and ceph is not None and (now := ceph.fsid()) != entry.cluster:
+            raise UserError(f"{entry.id} was made on cluster {printable(entry.cluster)}, "
+                            f"not on this one ({now}): undo it there")
 
     def check_undo_stale(self, entry: Entry, inverse: Change) -> None:
         """Undo puts back the value before only over the value this entry set: a later

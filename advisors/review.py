@@ -129,6 +129,7 @@ def review_undo(ex: Any, entry: Entry) -> Review:
     checks.append("read-only")
     inverse = ex.inverse(entry)  # an entry with no way back is refused before asking
     checks.append("changes")
+    ex.check_undo_cluster(entry)  # another cluster's entry: "undo it there", not "stale"
     ex.check_undo_stale(entry, inverse)
     checks.append("stale")
     checks.append("runtime")  # an undo puts back what was: no runtime claim to check

@@ -103,22 +103,37 @@ def compare(figure: str, windows: Sequence[Window], higher_is_better: bool,
     Its interval is a bootstrap that resamples what varies: the seconds inside each window
     (in blocks, since they are correlated) and the pairs themselves, the AB pairs among
     AB pairs and the BA among BA so the drift keeps cancelling in every replicate."""
-    if len(windows) < 4 or any(len(w.samples) < 3 for w in windows):
-        raise ValueError("a comparison needs 2 A/B pairs of windows of 3 samples or more")
+    if len(windows) < 4 or len(windows) % 2 or any(len(w.samples) < 3 for w in windows):
+        raise ValueError("a comparison needs whole A/B pairs, 2 or more, of windows of 3 "
+                         "samples or more")
+    if any(not math.isfinite(x) for w in windows for x in w.samples):
+        raise ValueError(f"{figure} has a sample that is not a number")
+    if block < 1 or replicates < 2:
+        raise ValueError("a bootstrap needs blocks of 1 sample or more and 2 replicates "
+                         "or more")
     pairs = _pairs(windows)
     est = _mean([_log_ratio(_mean(a.samples), _mean(b.samples)) for a, b, _ in pairs])
     rng = random.Random(seed)
     ab = [p for p in pairs if p[2]]
     ba = [p for p in pairs if not p[2]]
+    if len(ab) != len(ba):
+        # Without as many BA pairs as AB, a drift is not cancelled (see schedule).
+        raise ValueError("the windows must run in ABBA order: as many BA pairs as AB")
     reps = []
     for _ in range(replicates):
         logs = []
         for group in (ab, ba):
             for _k in range(len(group)):
                 a, b, _first = group[rng.randrange(len(group))]
-                logs.append(_log_ratio(_resampled_mean(a.samples, rng, block),
-                                       _resampled_mean(b.samples, rng, block)))
-        reps.append(_mean(logs))
+                ma = _resampled_mean(a.samples, rng, block)
+                mb = _resampled_mean(b.samples, rng, block)
+                if ma <= 0 or mb <= 0:  # a resample of a window's idle seconds: no ratio
+                    break
+                logs.append(math.log(mb / ma))
+        if len(logs) == len(pairs):
+            reps.append(_mean(logs))
+    if len(reps) < replicates // 2:
+        raise ValueError(f"{figure} is zero in too many seconds to compare as a ratio")
     # The replicates' spread is the estimate's standard error; the interval takes
     # Student's t for as many degrees of freedom as there are pairs less one, not the
     # replicates' percentiles: with four pairs the bootstrap sees few distinct draws and
@@ -133,8 +148,9 @@ def compare(figure: str, windows: Sequence[Window], higher_is_better: bool,
         verdict = "better" if up == higher_is_better else "worse"
     else:
         verdict = "no effect"
-    # The interval's half-width around the estimate, as a fraction: a change at least
-    # this large would have put the interval clear of 1.
+    # The interval's half-width around the estimate, as a fraction: a change this large
+    # would have put the interval clear of 1 about half the time (twice it, nearly
+    # always).
     smallest = max(hi / ratio - 1.0, 1.0 - lo / ratio)
     before = _mean([x for w in windows if w.arm == A for x in w.samples])
     after = _mean([x for w in windows if w.arm == B for x in w.samples])
@@ -151,6 +167,8 @@ def load_moved(load: Sequence[Window], max_step: float = MAX_LOAD_STEP) -> str |
     """Why the offered load makes the run not separable, or None: the load figure (client
     ops per second, or what the operator names) compared between adjacent windows of the
     same arm, where the change cannot be the cause."""
+    if any(not w.samples for w in load):
+        raise ValueError("a load window has no samples")
     worst: tuple[float, int] | None = None
     for i in range(len(load) - 1):
         w1, w2 = load[i], load[i + 1]

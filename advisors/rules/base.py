@@ -160,7 +160,10 @@ class Context:
             r = opt.running.get(who)
             return r if r is not None and r.wins_over_database else None
         if who not in ("osd", "global") or not c.running_read or \
-                c.num_up_osds is None or len(c.running_read) < c.num_up_osds:
+                c.num_up_osds is None or len(c.running_read) < c.num_up_osds or \
+                len(opt.running) < len(c.running_read):
+            # Not every OSD read, or not every one read runs a value of its own: the
+            # database's stands (and 10,000 OSDs are not walked to find that out).
             return None
         seen = [opt.running.get(o) for o in c.running_read]
         first = seen[0]
@@ -168,7 +171,11 @@ class Context:
                 r is None or not r.wins_over_database or r.value != first.value
                 for r in seen):
             return None
-        return first
+        # The count said every up OSD; the set says which: one read before it went down
+        # and another up since, not read, would otherwise pass for all of them.
+        ids, (ups,) = self.osd_columns("up")
+        up = {i for i, u in zip(ids, ups, strict=True) if u}
+        return first if up <= c.running_read else None
 
     def provenance(self, name: str, who: str = "osd") -> str:
         """Where the value the OSDs of `who` run with comes from, when that is not the
@@ -191,7 +198,8 @@ class Context:
         named = ", ".join(osds[:4]) + (f" and {len(osds) - 4} more" if len(osds) > 4 else "")
         values = sorted({r.value or "?" for r in differ.values()})
         layers = sorted({LAYER_FROM.get(r.source or "", r.source or "?")
-                         for r in differ.values()})
+                         if r.source in ABOVE_DATABASE or r.source == "default"
+                         else "from before its last start" for r in differ.values()})
         db = self.database(name, who)
         revert = ": a restart reverts it" if all(
             r.source == "override" for r in differ.values()) else \
@@ -279,7 +287,7 @@ def config_change(ctx: Context, option: str, proposed: str, who: str = "osd",
                   runtime=opt.runtime if opt else None, note=note)
 
 
-def unset_step(ctx: Context, name: str, who: str = "osd") -> str:
+def unset_step(ctx: Context, name: str, who: str = "osd", already: bool = True) -> str:
     """The step where the config database already gives what a rule wants and OSDs run
     another value from a layer above it: a `ceph config set` would change nothing, so
     the runtime value is dropped (`config unset`) or the ceph.conf line removed."""
@@ -288,7 +296,9 @@ def unset_step(ctx: Context, name: str, who: str = "osd") -> str:
                     if r.wins_over_database
                     and not same_value(r.value, ctx.database(name, o))), key=osd_number)
     told = [o for o in above if opt is not None and opt.running[o].source == "override"]
-    rest = [o for o in above if o not in told]
+    waiting = [o for o in above if opt is not None
+               and opt.running[o].source not in ABOVE_DATABASE]
+    rest = [o for o in above if o not in told and o not in waiting]
 
     def named(osds: list[str]) -> str:
         return ", ".join(osds[:4]) + (f" and {len(osds) - 4} more" if len(osds) > 4 else "")
@@ -301,8 +311,13 @@ def unset_step(ctx: Context, name: str, who: str = "osd") -> str:
     if rest:
         steps.append(f"remove {name} from ceph.conf (or the command line, the container's "
                      f"environment) of {named(rest)} and restart them")
-    return (f"The config database already gives {name} = {db}: " + "; ".join(steps) + "."
-            if steps else f"The config database already gives {name} = {db}.")
+    if waiting:
+        steps.append(f"restart {named(waiting)}, which read {name} only at start "
+                     "(`ceph osd ok-to-stop` first)")
+    lead = (f"The config database already gives {name} = {db}" if already else
+            f"The OSDs run {name} from a layer above the config database, so the change "
+            "alone changes nothing they run")
+    return f"{lead}: " + "; ".join(steps) + "." if steps else f"{lead}."
 
 
 @dataclass(frozen=True, slots=True)

@@ -117,6 +117,8 @@ class MclockBackgroundVsClients(Rule):
                 ctx, "osd_mclock_profile", "high_client_ops",
                 note=f"recovery and scrubs slow down; set {profile or 'balanced'} back when "
                      "they are done (K8.2)"))
+            if ctx.running_value("osd_mclock_profile") is not None:
+                procedure.append(unset_step(ctx, "osd_mclock_profile", already=False))
         if profile == "custom":
             procedure.append("osd_mclock_profile is custom: raise the client reservation "
                              "(osd_mclock_scheduler_client_res) or lower the background "

@@ -185,6 +185,8 @@ class ScrubDuringLoad(Rule):
                 procedure.append(unset_step(ctx, "osd_scrub_sleep"))
             else:
                 changes.append(config_change(ctx, "osd_scrub_sleep", want))
+                if ctx.running_value("osd_scrub_sleep") is not None:
+                    procedure.append(unset_step(ctx, "osd_scrub_sleep", already=False))
         # A sleep between chunks matters only while a scrub runs: no scrub, nothing to say.
         scrubbing = ctx.kept("pgs_scrubbing", lambda s: s.cluster.pgs_in("scrubbing"))
         busy = max(scrubbing, default=0.0)
@@ -226,6 +228,8 @@ class ScrubDuringLoad(Rule):
                 ctx, "osd_mclock_profile", "high_client_ops",
                 note="the share background work loses slows recovery as well; set "
                      f"{profile or 'balanced'} back when the load is over (K8.2)"))
+            if ctx.running_value("osd_mclock_profile") is not None:
+                procedure.append(unset_step(ctx, "osd_mclock_profile", already=False))
         hours = (ctx.effective("osd_scrub_begin_hour"), ctx.effective("osd_scrub_end_hour"))
         procedure.append(f"osd_scrub_sleep is forced to 0 under {scheduler} and is not the "
                          "lever here (K8.1).")

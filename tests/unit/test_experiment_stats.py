@@ -97,5 +97,14 @@ def test_bad_input_is_one_sentence() -> None:
     short = [Window(a, (1.0, 2.0)) for a in "ABBA"]
     with pytest.raises(ValueError, match="3 samples or more"):
         compare("x", short, True)
+    odd = [Window(a, (1.0, 2.0, 3.0)) for a in "ABBAA"]
+    with pytest.raises(ValueError, match="whole A/B pairs"):
+        compare("x", odd, True)
+    with pytest.raises(ValueError, match="ABBA order"):
+        compare("x", [Window(a, (1.0, 2.0, 3.0)) for a in "ABAB"], True)
+    with pytest.raises(ValueError, match="not a number"):
+        compare("x", [Window(a, (1.0, math.nan, 3.0)) for a in "ABBA"], True)
+    with pytest.raises(ValueError, match="blocks of 1 sample"):
+        compare("x", [Window(a, (1.0, 2.0, 3.0)) for a in "ABBA"], True, block=0)
     with pytest.raises(ValueError, match="A/B pairs"):
         compare("x", [Window(A, (1.0, 1.0, 1.0))] * 4, True)

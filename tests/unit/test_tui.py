@@ -518,3 +518,23 @@ async def test_a_chosen_theme_is_kept(tmp_path: Path, monkeypatch) -> None:
     async with broken.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         assert broken.theme != "nord"  # a torn file is the default theme, not a crash
+
+
+@pytest.mark.asyncio
+async def test_an_executor_that_cannot_be_made_is_a_toast_not_a_crash(tmp_path: Path) -> None:
+    """The executor factory asks the cluster (a read-only cluster's fsid) and reads the
+    config: its failure is said, and the console goes on."""
+    from stormdeck.base.errors import UserError
+
+    def factory():
+        raise UserError("the cluster did not answer (timed out)")
+
+    app = StormdeckApp(StaticFeed(frames()), executor_factory=factory)
+    async with app.run_test(size=(160, 48)) as pilot:
+        said = heard(app)
+        await pilot.press("6")
+        table = app.query_one(FindingTable)
+        table.move_cursor(row=table.keys.index("ceph.scrub.during_load|osd"))
+        await pilot.press("enter")
+        await until(pilot, lambda: any("did not answer" in s for s in said), 10)
+        assert app.is_running and not isinstance(app.screen, PlanReview)

@@ -67,18 +67,25 @@ def review_in_worker(widget: Any, make: Callable[[Any], Any],
     if factory is None:
         say(widget.notify, "no executor: changes are off in this session", severity="error")
         return
-    executor = factory()
+    executor = None
     try:
+        executor = factory()  # it may ask the cluster (a read-only cluster's fsid)
         rv = make(executor)
     except UserError as exc:
-        executor.close()
+        if executor is not None:
+            executor.close()
         say(widget.notify, printable(str(exc), 400), title="refused", severity="error",
             markup=False)
         return
     except BaseException:
-        executor.close()
+        if executor is not None:
+            executor.close()
         raise
-    say(show, rv)
+    try:
+        say(show, rv)
+    except BaseException:  # the app is going: nobody will confirm or cancel it
+        rv.close()
+        raise
 
 
 def carry_out_in_worker(widget: Any, done: str, rv: Any) -> None:
