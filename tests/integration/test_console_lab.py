@@ -18,7 +18,7 @@ from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.ceph.source import CephSource
 from stormdeck.collectors.host.source import HostSource
-from stormdeck.lab.state import BENCH_POOL
+from stormdeck.lab.cluster import Lab
 from stormdeck.tui.app import StormdeckApp
 from stormdeck.tui.feed import Feed
 from stormdeck.tui.views import FindingTable, JournalTable
@@ -86,26 +86,6 @@ async def test_apply_and_undo_from_the_console(lab_cluster: LabCluster, tmp_path
 FLAP = "ceph.osd.flapping"
 
 
-def free_to_hold_down(lab: LabCluster) -> str:
-    """An up OSD that holds no PG of a pool whose PGs stop at one copy less (the lab's
-    pools have size 1): the one ceph.osd.flapping may propose to hold down. The load pool
-    that earlier tests filled (lab-bench, made again by the next `lab load`) is removed
-    first, so the state is the test's own whatever ran before it."""
-    pools = {p["pool_id"]: p for p in lab.command("osd pool ls", detail="detail")}  # type: ignore[union-attr]
-    if any(p["pool_name"] == BENCH_POOL for p in pools.values()):
-        lab.command("osd pool rm", pool=BENCH_POOL, pool2=BENCH_POOL,
-                    yes_i_really_really_mean_it=True)
-        pools = {i: p for i, p in pools.items() if p["pool_name"] != BENCH_POOL}
-    fragile = {i for i, p in pools.items() if p["size"] - 1 < p["min_size"]}
-    dump = lab.command("pg dump", target="mgr", dumpcontents=["pgs_brief"])
-    rows = dump["pg_stats"] if isinstance(dump, dict) else dump  # type: ignore[index]
-    busy = {o for r in rows if int(r["pgid"].split(".")[0]) in fragile for o in r["acting"]}
-    up = [o["osd"] for o in lab.command("osd dump")["osds"] if o["up"]]  # type: ignore[index]
-    free = [o for o in up if o not in busy]
-    assert free, f"every OSD holds a one-copy PG (pools {sorted(fragile)}): none may be held down"
-    return f"osd.{free[-1]}"
-
-
 def osd_state(lab: LabCluster, osd: str) -> list[str]:
     cluster = lab.rados()
     try:
@@ -124,9 +104,15 @@ async def test_a_flapping_osd_held_through_the_console_and_planned_through_the_c
     change kind through the paths users run; `stormdeck apply` of the pair is
     test_pools_ec_lab's). The OSD is marked down twice by `ceph osd down` (not a clean
     stop, which the rule does not count), and boots again by itself each time. The OSD is
-    one that may be held down: it holds no PG of a one-copy pool."""
+    a spare the test adds outside the CRUSH map: it holds no PG, so it may be held down."""
     conf = str(lab_cluster.conf)
-    flapper = free_to_hold_down(lab_cluster)
+    # An OSD of the test's own, outside the CRUSH map (lab/storms.py add_spare_osd): no
+    # pool's PG maps to it, so the rule may rightly propose holding it down whatever
+    # one-copy pools earlier tests left over the lab's three (fresh clone run 6: pools 1
+    # and 14 held a PG on each of them, and the rule refused, as it should).
+    control = Lab(lab_cluster.dir, progress=lambda _msg: None)
+    control.read_state()
+    flapper = f"osd.{control.add_spare_osd()}"
     journal = Journal(tmp_path / "journal.jsonl")
     feed = Feed([CephSource(conffile=conf), HostSource(ceph_conf=conf)],
                 Engine(load_settings()), interval=1.0)
@@ -190,3 +176,4 @@ async def test_a_flapping_osd_held_through_the_console_and_planned_through_the_c
         lab_cluster.command("osd unset", key="noup")
         for flag in {"noup", "noout"} & set(osd_state(lab_cluster, flapper)):
             lab_cluster.command("osd unset-group", flags=flag, who=[flapper])
+        control.remove_spare_osd(int(flapper.split(".")[1]))
