@@ -208,10 +208,13 @@ def read_as_whatif_does(lab: LabCluster, predicted: dict) -> None:
         conn.close()
 
 
+@pytest.mark.releases("pacific", "tentacle")
 def test_whatif_out_predicts_exactly_the_pgs_that_move(release_cluster: LabCluster,
                                                        tmp_path: Path) -> None:
-    """Every PG of every pool: the predicted set must be the one that changes. On Reef and
-    Tentacle, down and pg_num too (down_and_split)."""
+    """Every PG of every pool: the predicted set must be the one that changes. On Tentacle,
+    down and pg_num too (down_and_split). Not on Reef: its CRUSH mapping and osdmaptool
+    are Tentacle's for this question, and the suite's 40 minutes could not hold the 31 s
+    once the console's flag test came in (issue 42)."""
     lab = release_cluster
     cluster = lab.rados()
     ratio = [r["value"] for r in ceph_json(cluster, "config dump")

@@ -121,7 +121,7 @@ async def test_a_flapping_osd_held_through_the_console_and_planned_through_the_c
     plan_file = tmp_path / "flap.json"
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
     planner = subprocess.Popen(
-        [sys.executable, "-m", "stormdeck", "plan", FLAP, "--target", flapper, "--for", "35",
+        [sys.executable, "-m", "stormdeck", "plan", FLAP, "--target", flapper, "--for", "25",
          "-o", str(plan_file), "-c", conf], env=env, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     key = f"{FLAP}|{flapper}"

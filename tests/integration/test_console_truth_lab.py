@@ -95,13 +95,15 @@ def seconds_of_day(t: float) -> int:
 
 
 @pytest.mark.asyncio
+@pytest.mark.releases("pacific", "tentacle")  # Pacific's stale stamp, and the newest release
 async def test_an_osd_stopped_is_named_and_its_pgs_counted_within_a_poll(
         with_pgs: LabCluster) -> None:
     """kill -9 of an OSD that `ceph osd down` marked down (and that came back) earlier:
     Pacific's mons keep that older down_stamp when failure reports mark it down again
     (issue 42). The overview says since when within 10 s of the kill, never from the old
-    stamp, and names no down OSD as the slowest: on every release (Reef and Tentacle may
-    renew the stamp; the console must be right either way)."""
+    stamp, and names no down OSD as the slowest: on Pacific and on Tentacle, which may
+    renew the stamp (the console must be right either way; it passed on Reef too, left
+    out for the suite's time)."""
     lab = with_pgs
     mon_command(lab, "osd down", ids=[OSD.split(".")[1]])
     marked = time.time()
