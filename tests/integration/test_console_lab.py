@@ -121,7 +121,7 @@ async def test_a_flapping_osd_held_through_the_console_and_planned_through_the_c
     plan_file = tmp_path / "flap.json"
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
     planner = subprocess.Popen(
-        [sys.executable, "-m", "stormdeck", "plan", FLAP, "--target", flapper, "--for", "25",
+        [sys.executable, "-m", "stormdeck", "plan", FLAP, "--target", flapper, "--for", "35",
          "-o", str(plan_file), "-c", conf], env=env, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     key = f"{FLAP}|{flapper}"
@@ -133,13 +133,19 @@ async def test_a_flapping_osd_held_through_the_console_and_planned_through_the_c
 
             await until(pilot, lambda: up() is True, 60)
             for _ in range(2):
-                # Held down until the console has seen it down: a running OSD marked down
-                # boots again within a second, quicker than a poll may catch.
+                # Held down until the console has seen it down, and 3 s more for the
+                # planner, a process of its own polling on its own clock: a running OSD
+                # marked down boots again within a second, quicker than a poll may catch
+                # (CI's run of 0fb877f: the planner, its polls slowed on a busy machine,
+                # saw no down at all).
                 lab_cluster.command("osd set", key="noup")
                 lab_cluster.command("osd down", ids=[flapper.split(".")[1]])
                 await until(pilot, lambda: up() is False, 30)
+                await pilot.pause(3)
                 lab_cluster.command("osd unset", key="noup")
                 await until(pilot, lambda: up() is True, 60)
+            # Its window must hold both flaps, or its verdict below means nothing.
+            assert planner.poll() is None, "the planner's --for ran out before the flaps ended"
             # The pair is proposed once no PG is inactive: right after the OSD is back, its
             # PGs still peer, and the finding then holds no change (keeps_pgs_active).
             def proposed() -> bool:
