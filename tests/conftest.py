@@ -31,6 +31,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="Ceph releases to run the release-parametrised integration tests on, "
                           f"comma-separated from {', '.join(KNOWN_RELEASES)} (default "
                           f"${RELEASES_ENV}, else pacific; pacific always runs)")
+    parser.addoption("--lane", choices=("all", "pacific", "releases"), default="all",
+                     help="which labs' tests: all; pacific (every test but the other "
+                          "releases' labs); releases (only the other releases' labs). "
+                          "`./dev test` runs the two lanes side by side")
 
 
 def selected_releases(config: pytest.Config) -> list[str]:
@@ -44,10 +48,26 @@ def selected_releases(config: pytest.Config) -> list[str]:
     return ["pacific", *[r for r in KNOWN_RELEASES[1:] if r in wanted]]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Unit tests first: `./dev test` builds the release roots in the background meanwhile,
-    and a unit failure shows in minutes, not after the labs."""
+    and a unit failure shows in minutes, not after the labs. With --lane, the tests of
+    one lane only: the labs mostly wait on Ceph, so the Reef and Tentacle labs run beside
+    Pacific's in a second pytest instead of after it."""
     items.sort(key=lambda item: "/integration/" in str(item.path))
+    lane = config.getoption("--lane")
+    if lane == "all":
+        return
+
+    def other_release(item: pytest.Item) -> bool:
+        callspec = getattr(item, "callspec", None)
+        release = callspec.params.get("release_cluster") if callspec is not None else None
+        return release not in (None, "pacific")
+
+    keep = [i for i in items if other_release(i) == (lane == "releases")]
+    dropped = [i for i in items if other_release(i) != (lane == "releases")]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
