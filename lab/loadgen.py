@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, required=True, help="bytes per write")
     ap.add_argument("--threads", type=int, required=True)
     ap.add_argument("--seconds", type=float, required=True, help="0 runs until stopped")
+    ap.add_argument("--round", type=float, default=ROUND_SECONDS,
+                    help="seconds per rados bench round")
     args = ap.parse_args(argv)
 
     rados = shutil.which("rados") or "rados"
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         left = end - time.monotonic()
         if left < 1:
             break
-        secs = int(min(ROUND_SECONDS, left))
+        secs = int(min(args.round, left))
         print(f"loadgen: {secs} s of {args.size}-byte writes, {args.threads} in flight",
               flush=True)
         child = subprocess.Popen([*base, "bench", str(secs), "write", "-b", str(args.size),

@@ -23,7 +23,8 @@ class Storms:
 
     # ---- load ----------------------------------------------------------------
 
-    def load_start(self, size: int, threads: int, seconds: float) -> Proc:
+    def load_start(self, size: int, threads: int, seconds: float,
+                   round_seconds: float = 60) -> Proc:
         state = self._require()
         current = state.procs.get("load")
         if current and self.alive(current):
@@ -33,10 +34,13 @@ class Storms:
             raise LabError(f"--threads {threads}: give 1 to 1024")
         if seconds < 0:
             raise LabError("--seconds must be zero (until stopped) or more")
+        if not 1 <= round_seconds <= 3600:
+            raise LabError(f"--round {round_seconds:g}: give 1 to 3600 seconds")
         self._ensure_pool(BENCH_POOL, 32)
         proc = Proc("load", [sys.executable, "-m", "stormdeck.lab.loadgen",
                              "--conf", str(self.conf), "--pool", BENCH_POOL, "--size", str(size),
-                             "--threads", str(threads), "--seconds", str(seconds)])
+                             "--threads", str(threads), "--seconds", str(seconds),
+                             "--round", str(round_seconds)])
         self._start(state, proc)
         return proc
 

@@ -78,6 +78,11 @@ def register(sub: Any) -> None:
                                           "or stop them with --stop.")
     load.add_argument("--size", default="4K", help="bytes per write (default 4K)")
     load.add_argument("--threads", type=int, default=16, help="writes in flight (default 16)")
+    load.add_argument("--round", type=float, default=60, metavar="SECONDS",
+                      help="seconds per rados bench round (default 60); each round deletes "
+                           "what it wrote when it ends, so its disks never fill, and those "
+                           "deletes are a load of another kind: `stormdeck experiment` on "
+                           "the lab wants a round longer than the experiment")
     load.add_argument("--seconds", type=float, default=0,
                       help="how long; 0 (the default) runs until --stop or lab down")
     load.add_argument("--stop", action="store_true", help="stop the running load")
@@ -206,7 +211,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         else:
             print("no load was running")
         return 0
-    proc = lab.load_start(parse_size(args.size), args.threads, args.seconds)
+    proc = lab.load_start(parse_size(args.size), args.threads, args.seconds, args.round)
     until = f"for {args.seconds:g} s" if args.seconds else "until `stormdeck lab load --stop`"
     print(f"load running (pid {proc.pid}): {args.size} writes, {args.threads} in flight, {until}")
     return 0
