@@ -13,6 +13,7 @@ from stormdeck import (
     cli_change,
     cli_check,
     cli_completion,
+    cli_experiment,
     cli_explain,
     cli_exporter,
     cli_lab,
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_check.register(sub)
     cli_explain.register(sub)
     cli_change.register(sub)
+    cli_experiment.register(sub)
     cli_mute.register(sub)
     cli_record.register(sub)
     cli_validate.register(sub)

@@ -281,6 +281,8 @@ def cmd_journal(args: argparse.Namespace) -> int:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.started))
             tail = f"  undone by {', '.join(e.undone_by)}" if e.undone_by else \
                 f"  undoes {e.undoes}" if e.undoes else ""
+            if e.plan and e.plan.startswith("exp-"):
+                tail += f"  (experiment {printable(e.plan, 20)})"
             print(f"{e.id}  {when}  {e.status:<15} {printable(e.change.command, 120)}  "
                   f"({printable(e.before) if e.before is not None else 'unset'} -> "
                   f"{printable(e.after)}){tail}")

@@ -187,6 +187,24 @@ def load_moved(load: Sequence[Window], max_step: float = MAX_LOAD_STEP) -> str |
             f"{'with' if load[i].arm == B else 'without'} the change: not separable")
 
 
+def mix_moved(figure: str, windows: Sequence[Window], max_step: float = MAX_LOAD_STEP
+              ) -> str | None:
+    """Why the mix of the offered load makes the run not separable, or None: a figure of
+    the load's kind (bytes per op, the share of writes) that the change does not move,
+    compared over every window, with the change or without (the first and the last window
+    have no neighbour of their own arm, so load_moved alone would miss a step there)."""
+    means = [_mean(w.samples) if w.samples else 0.0 for w in windows]
+    top = max(means, default=0.0)
+    if top <= 0:
+        return None
+    low = min(means)
+    if (top - low) / top <= max_step:
+        return None
+    i, j = means.index(low), means.index(top)
+    return (f"the mix of the load moved: {figure} was {low:.3g} in window {i + 1} and "
+            f"{top:.3g} in window {j + 1}: not separable")
+
+
 def judge(figure: str, windows: Sequence[Window], higher_is_better: bool,
           load: Sequence[Window] | None = None, seed: int = 0) -> tuple[Effect, str | None]:
     """`compare`, with the verdict "not separable" where the offered load moved (and why)."""

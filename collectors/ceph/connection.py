@@ -264,11 +264,13 @@ class CephConnection:
 
     def command(self, target: str, cmd: dict[str, Any], timeout: float | None = None
                 ) -> bytes:
-        """One mon ("mon") or mgr ("mgr") command, its JSON output as bytes; CommandError
-        when Ceph refuses it or cannot be reached."""
+        """One mon ("mon"), mgr ("mgr") or OSD ("osd.N", as `ceph tell`) command, its JSON
+        output as bytes; CommandError when Ceph refuses it or cannot be reached."""
         wait = max(1, timeout or self.timeout)
         if target == "mgr":
             ret, out, err = self.mgr.command(cmd, wait)
+        elif target.startswith("osd."):
+            ret, out, err = self._tell(int(target.removeprefix("osd.")), cmd)
         else:
             if self._rados is None:
                 self._rados = self._connect()
@@ -287,3 +289,19 @@ class CephConnection:
         if ret != 0:
             raise CommandError(f"{cmd['prefix']}: {err or f'error {ret}'}")
         return out
+
+    def _tell(self, osd: int, cmd: dict[str, Any]) -> tuple[int, bytes, str]:
+        """A command to one OSD. Unlike the mgr's (MgrLane), librados' OSD commands go
+        through the Objecter, which cancels one at rados_osd_op_timeout (set on this
+        handle) and completes it itself: giving up leaves nothing behind that points at
+        freed memory."""
+        if self._rados is None:
+            self._rados = self._connect()
+        body = json.dumps({**cmd, "format": "json"})
+        try:
+            return self._rados.osd_command(osd, body, b"")  # type: ignore[no-any-return]
+        except Exception as exc:  # rados.Error and its kin: the connection is suspect
+            self._rados, handle = None, self._rados
+            with contextlib.suppress(Exception):
+                handle.shutdown()
+            raise NoAnswer(f"{cmd['prefix']} on osd.{osd}: {exc}") from None

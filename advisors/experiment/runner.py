@@ -1,0 +1,322 @@
+"""One experiment: a change applied and undone in alternated windows through the one review
+and carry-out path, the OSDs' counters read each second, and each figure's effect judged."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from stormdeck.advisors.actuators.table import actuator
+from stormdeck.advisors.experiment import stats
+from stormdeck.advisors.experiment.counters import Reader, Sample, osds_to_read
+from stormdeck.advisors.experiment.figures import FIGURES, LOAD, MIX, Figure, seconds_of
+from stormdeck.advisors.experiment.record import ExperimentLog
+from stormdeck.advisors.plan import Plan
+from stormdeck.base.errors import UserError
+from stormdeck.base.text import printable
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    window: float = 10.0  # seconds each window is measured
+    rounds: int = 4  # A/B pairs, in ABBA order
+    settle: float = 3.0  # seconds after a change before its window is measured
+    interval: float = 1.0  # seconds between reads
+    keep: bool = False  # keep the change at the end when it helped and harmed nothing
+    osd_limit: int = 32  # OSDs read at most (their `perf dump` each second)
+    min_load: float = 5.0  # client ops per second below which nothing can be measured
+
+    def check(self) -> None:
+        if not (self.interval > 0 and self.window > 0 and self.settle >= 0):
+            raise UserError("the window and the interval are seconds above zero, and the "
+                            "settling time zero or more")
+        if self.window / self.interval < 3:
+            raise UserError(f"a window of {self.window:g} s holds fewer than three reads "
+                            f"{self.interval:g} s apart: give --for {3 * self.interval:g} "
+                            "or more")
+        if self.rounds < 2 or self.rounds % 2:
+            raise UserError(f"--rounds is an even number of A/B pairs, 2 or more, not "
+                            f"{self.rounds}")
+
+
+@dataclass(frozen=True, slots=True)
+class WindowRun:
+    arm: str
+    started: float  # wall seconds
+    reads: int
+
+
+@dataclass(frozen=True)
+class Result:
+    id: str
+    plan: Plan
+    settings: Settings
+    osds: tuple[str, ...]
+    windows: tuple[WindowRun, ...]
+    effects: tuple[stats.Effect, ...]
+    load: stats.Effect | None
+    load_moved: str | None
+    not_judged: tuple[str, ...]  # figures without enough seconds, and why
+    entries: tuple[str, ...]  # the journal entries the run wrote, in order
+    kept: bool
+    figures: dict[str, Figure] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "plan": self.plan.id, "rule": self.plan.rule,
+                "changes": [c.command for c in self.plan.changes],
+                "settings": asdict(self.settings), "osds": list(self.osds),
+                "windows": [asdict(w) for w in self.windows],
+                "figures": [e.as_dict() for e in self.effects],
+                "load": self.load.as_dict() if self.load else None,
+                "load_moved": self.load_moved, "not_judged": list(self.not_judged),
+                "journal": list(self.entries), "kept": self.kept}
+
+
+class Cut(UserError):
+    """The experiment stopped before its end; the change was undone where it could be."""
+
+
+class Harm(Exception):
+    """A read showed a harm the baseline did not have."""
+
+
+def measurable(plan: Plan, runtime: Callable[[Any], bool | None]) -> None:
+    """Refuse, in one sentence, a plan whose changes cannot be alternated: one that moves
+    data, cannot be undone, or takes effect only at a restart."""
+    for c in plan.changes:
+        act = actuator(c.kind)
+        what = f"{printable(c.key)} on {printable(c.target)}"
+        if act.moves_data(c):
+            raise UserError(f"{what} moves data: an experiment alternates only changes that "
+                            "apply and undo at once, and moving data back and forth is no "
+                            "experiment")
+        if not act.reversible or act.cannot_undo(c):
+            raise UserError(f"{what} cannot be undone, so it cannot be alternated")
+        live = act.fixed_runtime if act.fixed_runtime is not None else runtime(c)
+        if live is False:
+            raise UserError(f"{what} takes effect only when the daemons restart: an "
+                            "experiment alternates changes that apply at runtime")
+
+
+class Experiment:
+    """Runs one plan as A (without) and B (with) windows in ABBA order. Every apply and
+    every undo is `Executor.review` / `review_undo` and `Review.carry_out`: the same
+    checks, lock, guard and journal as the CLI's and the console's."""
+
+    def __init__(self, executor: Any, plan: Plan, settings: Settings,
+                 log: ExperimentLog | None = None,
+                 progress: Callable[[str], None] = lambda _m: None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        settings.check()
+        self.ex = executor
+        self.id = f"exp-{uuid.uuid4().hex[:8]}"
+        # Every change of the run is journaled under the experiment's id.
+        self.plan = replace(plan, id=self.id)
+        self.settings = settings
+        self.log = log
+        self.progress = progress
+        self.sleep = sleep
+        self.entries: list[str] = []  # the journal entries written, in order
+        self.applied: list[str] = []  # the entries applied and not yet undone
+        self.reader: Reader | None = None
+        self.base: Sample | None = None
+
+    # -- before anything changes --
+
+    def review(self) -> Any:
+        """The plan's review, as the operator confirms it; refused here when its changes
+        cannot be alternated."""
+        rv = self.ex.review(self.plan)
+        measurable(rv.plan, rv.runtime)
+        if rv.refused:
+            raise UserError(rv.refused)
+        return rv
+
+    def baseline(self) -> float:
+        """Choose the OSDs, read them twice, and refuse a cluster with no client load:
+        the client ops per second seen."""
+        ceph = self.ex.ceph
+        if ceph is None:
+            raise UserError("an experiment reads the OSDs' counters: it needs the Ceph "
+                            "cluster (-c)")
+        up = [f"osd.{i}" for i in ceph.osd_ids()]
+        if not up:
+            raise UserError("no OSD is up: nothing to measure")
+        targets = [c.target for c in self.plan.changes]
+        self.reader = Reader(ceph, osds_to_read(up, targets, self.settings.osd_limit))
+        first = self.reader.read()
+        self.sleep(self.settings.interval)
+        second = self.reader.read()
+        self.base = second
+        load = seconds_of([first, second], (LOAD,))[LOAD.name]
+        if not load:
+            raise UserError(f"none of {', '.join(self.reader.osds[:4])} answered `perf dump`"
+                            " twice: nothing to measure")
+        if load[0] < self.settings.min_load:
+            raise UserError(f"the cluster serves {load[0]:.1f} client ops/s: there is no "
+                            "load to measure the change against (run the workload it is "
+                            "for, or `stormdeck lab load` on a lab)")
+        return load[0]
+
+    # -- the run --
+
+    def run(self, first: Any) -> Result:
+        """Carry out the experiment whose first application `first` (the confirmed
+        review) is. Cut (exit 1, or 130 on Ctrl-C) with the change undone when a harm,
+        a refusal or an interrupt stops it."""
+        if self.base is None:
+            self.baseline()
+        if self.log is not None:
+            self.log.start(self.id, "; ".join(c.command for c in self.plan.changes),
+                           asdict(self.settings))
+        windows: list[tuple[str, list[Sample]]] = []
+        runs: list[WindowRun] = []
+        review: Any = first
+        try:
+            state = stats.A
+            for i, arm in enumerate(stats.schedule(self.settings.rounds)):
+                moved = arm != state
+                if moved and arm == stats.B:
+                    self._apply(review)
+                    review = None
+                elif moved:
+                    self._undo()
+                state = arm
+                if i == 0 or moved:
+                    self._settle()
+                self.progress(f"window {i + 1} of {2 * self.settings.rounds}: "
+                              f"{'with' if arm == stats.B else 'without'} the change")
+                started = time.time()
+                samples = self._window()
+                windows.append((arm, samples))
+                runs.append(WindowRun(arm, started, len(samples)))
+        except BaseException as exc:
+            raise self._cut(exc) from None
+        result = self._judge(windows, runs)
+        kept = False
+        if self.settings.keep and _helped(result):
+            self._apply(None)
+            kept = True
+        result = replace(result, entries=tuple(self.entries), kept=kept)
+        if self.log is not None:
+            self.log.end(self.id, "done", result=result.as_dict())
+        return result
+
+    def _apply(self, review: Any) -> None:
+        # Each application after the first is reviewed again, as any apply is: the
+        # cluster may have moved since (another operator, a value that drifted).
+        rv = review if review is not None else self.ex.review(self.plan)
+        for o in rv.carry_out():
+            self.entries.append(o.entry)
+            self.applied.append(o.entry)
+
+    def _undo(self) -> None:
+        while self.applied:
+            entry = self.ex.journal.find(self.applied[-1])
+            outcomes = self.ex.review_undo(entry).carry_out()
+            self.entries += [o.entry for o in outcomes]
+            self.applied.pop()
+
+    def _read(self) -> Sample:
+        assert self.reader is not None and self.base is not None
+        s = self.reader.read()
+        why = s.harms.worse_than(self.base.harms)
+        if why is None and s.failed:
+            why = f"{', '.join(s.failed)} did not answer `perf dump`"
+        if why is not None:
+            raise Harm(why)
+        return s
+
+    def _settle(self) -> None:
+        end = time.monotonic() + self.settings.settle
+        while time.monotonic() < end:
+            self._read()
+            self.sleep(min(self.settings.interval, max(0.0, end - time.monotonic())))
+
+    def _window(self) -> list[Sample]:
+        samples = [self._read()]
+        end = samples[0].time + self.settings.window
+        while True:
+            wait = min(self.settings.interval, end - time.monotonic())
+            if wait <= 0:
+                break
+            self.sleep(wait)
+            samples.append(self._read())
+        return samples
+
+    def _cut(self, exc: BaseException) -> BaseException:
+        """The run stopped by `exc`: the change undone if it is on, the log ended, and the
+        one sentence the operator reads."""
+        if isinstance(exc, KeyboardInterrupt):
+            why, code = "interrupted", 130
+        elif isinstance(exc, (Harm, UserError)):
+            why, code = f"stopped: {exc}", 1
+        else:
+            why, code = f"stopped: {type(exc).__name__}: {exc}", 1
+        undone = ""
+        if self.applied:
+            try:
+                self._undo()
+                undone = "; the change was undone (see stormdeck journal)"
+            except BaseException as again:
+                undone = (f"; undoing it failed ({again}): stormdeck undo "
+                          f"{self.applied[-1]} puts it back")
+        elif self.entries:
+            undone = "; the change is not on (see stormdeck journal)"
+        else:
+            undone = "; nothing was changed"
+        if self.log is not None:
+            with contextlib.suppress(UserError):
+                self.log.end(self.id, "cut", why + undone)
+        return Cut(f"experiment {self.id} {why}{undone}", exit_code=code)
+
+    # -- the verdict --
+
+    def _judge(self, windows: list[tuple[str, list[Sample]]], runs: list[WindowRun]
+               ) -> Result:
+        per_window = [(arm, seconds_of(samples, (*FIGURES, LOAD, *MIX)))
+                      for arm, samples in windows]
+
+        def series(f: Figure) -> list[stats.Window] | str:
+            out = []
+            for k, (arm, secs) in enumerate(per_window):
+                xs = secs[f.name]
+                if len(xs) < 3:
+                    return f"{f.name}: window {k + 1} had {len(xs)} seconds with a value"
+                if sum(xs) <= 0:
+                    return f"{f.name}: zero in every second of window {k + 1}"
+                out.append(stats.Window(arm, tuple(xs)))
+            return out
+
+        load = series(LOAD)
+        moved = stats.load_moved(load) if not isinstance(load, str) else \
+            f"the load itself could not be measured ({load}): not separable"
+        for f in MIX:
+            if moved is None:
+                mix = [stats.Window(arm, tuple(secs[f.name])) for arm, secs in per_window]
+                moved = stats.mix_moved(f.name, mix)
+        effects, skipped = [], []
+        for f in FIGURES:
+            w = series(f)
+            if isinstance(w, str):
+                skipped.append(w)
+                continue
+            effect = stats.compare(f.name, w, f.higher_is_better)
+            if moved is not None:
+                effect = replace(effect, verdict="not separable")
+            effects.append(effect)
+        load_effect = stats.compare(LOAD.name, load, True) if not isinstance(load, str) \
+            else None
+        assert self.reader is not None
+        return Result(self.id, self.plan, self.settings, self.reader.osds, tuple(runs),
+                      tuple(effects), load_effect, moved, tuple(skipped), tuple(self.entries),
+                      False, {f.name: f for f in (*FIGURES, LOAD)})
+
+
+def _helped(r: Result) -> bool:
+    verdicts = {e.verdict for e in r.effects}
+    return r.load_moved is None and "better" in verdicts and "worse" not in verdicts

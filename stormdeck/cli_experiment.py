@@ -1,0 +1,133 @@
+"""`stormdeck experiment`: did a change help? Alternated windows on the live cluster."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from stormdeck.base.errors import UserError
+from stormdeck.base.text import printable
+from stormdeck.output import add_format_options, dump, is_json
+from stormdeck.sources import add_source_options
+
+USAGE = ("give the change as `set WHO OPTION VALUE` (a config option), `flag FLAG` (a "
+         "cluster-wide OSD flag), or a plan file")
+
+
+def register(sub: Any) -> None:
+    from stormdeck.cli_change import _change_options
+
+    p = sub.add_parser(
+        "experiment", help="measure what a change does, in alternated rounds",
+        description="Apply a change and undo it in windows without (A) and with (B) it, in "
+                    "ABBA order so a drift of the load cancels; read the OSDs' op counters "
+                    "each second; report each figure's change as a ratio with its 95% "
+                    "interval and a verdict: better, worse, no effect (with the smallest "
+                    "effect the run could have seen), or not separable (the load moved). "
+                    "Every apply and undo is journaled as `apply`'s are. Slow ops, an OSD "
+                    "down or PGs inactive stop it and undo the change. The change is undone "
+                    "at the end unless --keep and it helped.")
+    p.add_argument("change", nargs="+", metavar="CHANGE",
+                   help="set WHO OPTION VALUE | flag FLAG | PLAN.json")
+    p.add_argument("--for", dest="window", type=float, default=10.0, metavar="SECONDS",
+                   help="seconds each window is measured (default 10)")
+    p.add_argument("--rounds", type=int, default=4,
+                   help="A/B pairs, an even number (default 4: 8 windows)")
+    p.add_argument("--settle", type=float, default=3.0, metavar="SECONDS",
+                   help="seconds after each change before its window (default 3)")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the change at the end when a figure got better and none worse")
+    _change_options(p)
+    add_format_options(p, "the result")
+    add_source_options(p)
+    p.set_defaults(handler=cmd_experiment)
+
+
+def plan_of(words: list[str], ex: Any) -> Any:
+    """The plan an experiment runs: from a file, or one change written on the line (its
+    current value read from the cluster, as a rule's proposal carries it)."""
+    from stormdeck.advisors.actuators.table import actuator, change
+    from stormdeck.advisors.plan import Plan
+
+    if len(words) == 1:
+        return Plan.load(Path(words[0]))
+    verb, rest = words[0], words[1:]
+    if verb == "set" and len(rest) == 3:
+        c = change("ceph_config", rest[0], rest[1], None, rest[2])
+    elif verb == "flag" and len(rest) == 1:
+        c = change("osd_flag", "cluster", rest[0], None, "set")
+    else:
+        raise UserError(USAGE)
+    # What the cluster holds now (the plan's stale check compares against it), and
+    # whether it applies at runtime, as its `config help` says.
+    c = replace(c, current=ex.current(c))
+    live = actuator(c.kind).runtime(ex.ceph, c)
+    if live is not None:
+        c = replace(c, runtime=live)
+    fsid = ex.ceph.fsid() if ex.ceph is not None else None
+    return Plan(id="experiment", created=time.time(), rule="experiment", target=c.target,
+                summary=f"experiment: {c.command}", source="experiment", fsid=fsid,
+                changes=(c,))
+
+
+def cmd_experiment(args: argparse.Namespace) -> int:
+    from stormdeck.advisors.experiment.record import ExperimentLog, log_path
+    from stormdeck.advisors.experiment.runner import Experiment, Settings
+    from stormdeck.cli_change import confirm, executor
+
+    settings = Settings(window=args.window, rounds=args.rounds, settle=args.settle,
+                        keep=args.keep)
+    settings.check()
+    with executor(args, needs_ceph=True) as ex:
+        plan = plan_of(args.change, ex)
+        exp = Experiment(ex, plan, settings, ExperimentLog(log_path()),
+                         progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True))
+        rv = exp.review()
+        load = exp.baseline()
+        windows = 2 * settings.rounds
+        total = windows * settings.window + (settings.rounds + 1) * settings.settle
+        # With -f json the review goes to stderr: stdout holds the result alone.
+        out = sys.stderr if is_json(args) else sys.stdout
+        print(rv.text, file=out)
+        print(f"experiment {exp.id}: {windows} windows of {settings.window:g} s in ABBA order "
+              f"(about {total:.0f} s), reading {', '.join(exp.reader.osds[:6])}"
+              f"{' ...' if len(exp.reader.osds) > 6 else ''}; the load now {load:,.0f} "
+              "client ops/s; the change is applied and undone "
+              f"{settings.rounds // 2} times, each journaled", file=out, flush=True)
+        confirm(rv, args.yes)
+        result = exp.run(rv)
+    if is_json(args):
+        dump(result.as_dict(), args)
+    else:
+        print(report(result))
+    return 0
+
+
+def report(r: Any) -> str:
+    lines = [f"experiment {r.id}: {printable('; '.join(c.command for c in r.plan.changes), 300)}"]
+    for e in r.effects:
+        f = r.figures[e.figure]
+        change = (e.ratio - 1) * 100
+        lines.append(f"  {e.figure:<14} {_shown(f, e.before):>14} -> {_shown(f, e.after):<14} "
+                     f"{change:+6.1f}%  (95%: {(e.ci_low - 1) * 100:+.1f}% to "
+                     f"{(e.ci_high - 1) * 100:+.1f}%)  {e.verdict}"
+                     + (f", smallest it could see: {e.smallest_effect:.0%}"
+                        if e.verdict == "no effect" else ""))
+    for why in r.not_judged:
+        lines.append(f"  not judged: {printable(why, 200)}")
+    if r.load_moved:
+        lines.append(f"  {printable(r.load_moved, 300)}")
+    lines.append("  kept: the change stays" if r.kept else
+                 "  undone: the cluster is as it was (journal "
+                 f"{', '.join(r.entries[:2])}{' ...' if len(r.entries) > 2 else ''})")
+    return "\n".join(lines)
+
+
+def _shown(f: Any, value: float) -> str:
+    from stormdeck.advisors.experiment.figures import shown
+
+    return shown(f, value)
