@@ -328,14 +328,16 @@ class Executor:
                 return entry
             # A later end supersedes: what `ceph status` said right after goes on with it.
             self.journal.end(entry.id, "applied", f"reached {arrived}", arrived,
-                             observed=entry.observed, settled=entry.settled)
+                             observed=entry.observed, settled=entry.settled,
+                             measured=entry.measured)
         else:
             stored = act.before(self.backends, c)
             if same(stored, entry.value):
                 self.journal.end(entry.id, "pending" if act.arrived(
                     self.backends, c, entry.value) is None else "applied",
                     "read again: the change was made", stored,
-                    observed=entry.observed, settled=entry.settled)
+                    observed=entry.observed, settled=entry.settled,
+                    measured=entry.measured)
             elif same(stored, entry.before):
                 self.journal.end(entry.id, "not made", "read again: the value is the one "
                                  "before the change", stored)
@@ -401,7 +403,7 @@ class Executor:
                 continue
             record = merge_settled(e, [*(samples or ()), now], by)
             self.journal.end(e.id, e.status, e.detail, e.after, observed=e.observed,
-                             settled=record)
+                             settled=record, measured=e.measured)
             done.append(e.id)
         return done
 

@@ -75,6 +75,9 @@ class Entry:
     # How the data movement it started ended: when the cluster was seen active+clean again,
     # and the most misplaced/degraded seen on the way (Executor.settle); absent until then.
     settled: dict[str, Any] | None = None
+    # What an experiment measured the change to do (advisors/experiment: per figure its
+    # ratio, interval and verdict), on the entry that left it made; absent otherwise.
+    measured: dict[str, Any] | None = None
 
     @property
     def awaiting_clean(self) -> bool:
@@ -185,7 +188,8 @@ def _ended(e: Entry, rec: dict[str, Any]) -> Entry:
                  outcome=_text(rec.get("outcome")) or "unknown",
                  detail=_text(rec.get("detail")) or "", after=_text(rec.get("after")),
                  undoes=e.undoes, value=e.value, prediction=e.prediction,
-                 observed=_dict(rec.get("observed")), settled=_dict(rec.get("settled")))
+                 observed=_dict(rec.get("observed")), settled=_dict(rec.get("settled")),
+                 measured=_dict(rec.get("measured")))
 
 
 class Journal:
@@ -322,17 +326,21 @@ class Journal:
 
     def end(self, entry_id: str, outcome: str, detail: str = "", after: str | None = None,
             observed: dict[str, Any] | None = None,
-            settled: dict[str, Any] | None = None) -> None:
+            settled: dict[str, Any] | None = None,
+            measured: dict[str, Any] | None = None) -> None:
         """How a change ended (a later end of the same entry supersedes an earlier one, so
-        it carries on what the earlier one said: `observed`, `settled`). The time until
-        active+clean is such a later end, not a record type of its own, so a journal
-        with it stays readable by a stormdeck that predates it."""
+        it carries on what the earlier one said: `observed`, `settled`, `measured`). The
+        time until active+clean, and an experiment's measure, are such later ends, not
+        record types of their own, so a journal with them stays readable by a stormdeck
+        that predates them."""
         record = {"type": "end", "id": entry_id, "time": time.time(), "outcome": outcome,
                   "detail": detail[:2000], "after": after}
         if observed is not None:
             record["observed"] = observed
         if settled is not None:
             record["settled"] = settled
+        if measured is not None:
+            record["measured"] = measured
         self._append(record, ending=True)
         with contextlib.suppress(JournalError):
             self._ensure_reserve()  # given up for this end: take it back if there is room

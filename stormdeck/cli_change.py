@@ -42,6 +42,10 @@ def register(sub: Any) -> None:
                             "SECONDS until active+clean and journal how long it took (by "
                             "default apply returns at once and a later `stormdeck journal "
                             "--refresh` or the console's journal records it)")
+    apply.add_argument("--measure", type=float, metavar="SECONDS", default=None,
+                       help="then measure what it does: windows of SECONDS with and without "
+                            "it, in BAAB order under the live load, ending with it made; "
+                            "the effect is journaled beside it (see stormdeck experiment)")
     _change_options(apply)
     add_source_options(apply)
     apply.set_defaults(handler=cmd_apply)
@@ -209,6 +213,10 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if not 0 <= args.follow <= 86400:
         raise UserError(f"--follow takes 0 to 86400 seconds, not {args.follow:g}")
     plan = Plan.load(args.file)
+    if args.measure is not None:
+        from stormdeck.cli_experiment import apply_measured
+
+        return apply_measured(args, plan)
     print(review(plan))
     with executor(args, needs_ceph(plan.changes)) as ex:
         # Every check before asking (read-only, stale, runtime, what it moves and the
@@ -292,6 +300,10 @@ def cmd_journal(args: argparse.Namespace) -> int:
                 print(f"    {EXPLAIN[e.status]}")
             if e.prediction is not None:
                 print(f"    {printable(predicted_against_observed(e), 400)}")
+            if e.measured is not None:
+                from stormdeck.advisors.experiment.text import measure_line
+
+                print(f"    {printable(measure_line(e.measured), 600)}")
     for note in j.damaged:
         print(f"stormdeck: {note}", file=sys.stderr)
     return 3 if damaged else 0

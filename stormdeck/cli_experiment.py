@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from stormdeck.base.errors import UserError
-from stormdeck.base.text import printable
 from stormdeck.output import add_format_options, dump, is_json
 from stormdeck.sources import add_source_options
 
@@ -75,59 +74,54 @@ def plan_of(words: list[str], ex: Any) -> Any:
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
-    from stormdeck.advisors.experiment.record import ExperimentLog, log_path
-    from stormdeck.advisors.experiment.runner import Experiment, Settings
-    from stormdeck.cli_change import confirm, executor
+    from stormdeck.advisors.experiment.runner import Settings
 
     settings = Settings(window=args.window, rounds=args.rounds, settle=args.settle,
                         keep=args.keep)
+    return _run(args, settings, lambda ex: plan_of(args.change, ex), lead=False)
+
+
+def apply_measured(args: argparse.Namespace, plan: Any) -> int:
+    """`apply --measure SECONDS`: the plan applied as the first window of an experiment
+    whose windows run BAAB..., so it ends made, with its measure journaled beside it."""
+    from stormdeck.advisors.experiment.runner import Settings
+
+    if args.follow:
+        raise UserError("--measure and --follow do not go together: a change that moves "
+                        "data is not measured in rounds")
+    settings = Settings(window=args.measure)
+    return _run(args, settings, lambda _ex: plan, lead=True)
+
+
+def _run(args: argparse.Namespace, settings: Any, plan_for: Any, lead: bool) -> int:
+    from stormdeck.advisors.experiment.record import beside
+    from stormdeck.advisors.experiment.runner import Experiment
+    from stormdeck.advisors.experiment.text import report_lines
+    from stormdeck.cli_change import confirm, executor
+
     settings.check()
+    # `apply` has no --format: its measure is said in words.
+    as_json = getattr(args, "format", None) is not None and is_json(args)
     with executor(args, needs_ceph=True) as ex:
-        plan = plan_of(args.change, ex)
-        exp = Experiment(ex, plan, settings, ExperimentLog(log_path()),
+        exp = Experiment(ex, plan_for(ex), settings, beside(ex.journal),
                          progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True))
         rv = exp.review()
         load = exp.baseline()
         windows = 2 * settings.rounds
         total = windows * settings.window + (settings.rounds + 1) * settings.settle
         # With -f json the review goes to stderr: stdout holds the result alone.
-        out = sys.stderr if is_json(args) else sys.stdout
+        out = sys.stderr if as_json else sys.stdout
         print(rv.text, file=out)
-        print(f"experiment {exp.id}: {windows} windows of {settings.window:g} s in ABBA order "
-              f"(about {total:.0f} s), reading {', '.join(exp.reader.osds[:6])}"
+        order, end = ("BAAB", "made") if lead else ("ABBA", "undone")
+        print(f"experiment {exp.id}: {windows} windows of {settings.window:g} s in {order} "
+              f"order (about {total:.0f} s), reading {', '.join(exp.reader.osds[:6])}"
               f"{' ...' if len(exp.reader.osds) > 6 else ''}; the load now {load:,.0f} "
-              "client ops/s; the change is applied and undone "
-              f"{settings.rounds // 2} times, each journaled", file=out, flush=True)
+              f"client ops/s; each apply and undo journaled, the change {end} at the end",
+              file=out, flush=True)
         confirm(rv, args.yes)
-        result = exp.run(rv)
-    if is_json(args):
+        result = exp.run(rv, lead_with_change=lead)
+    if as_json:
         dump(result.as_dict(), args)
     else:
-        print(report(result))
+        print("\n".join(report_lines(result)))
     return 0
-
-
-def report(r: Any) -> str:
-    lines = [f"experiment {r.id}: {printable('; '.join(c.command for c in r.plan.changes), 300)}"]
-    for e in r.effects:
-        f = r.figures[e.figure]
-        change = (e.ratio - 1) * 100
-        lines.append(f"  {e.figure:<14} {_shown(f, e.before):>14} -> {_shown(f, e.after):<14} "
-                     f"{change:+6.1f}%  (95%: {(e.ci_low - 1) * 100:+.1f}% to "
-                     f"{(e.ci_high - 1) * 100:+.1f}%)  {e.verdict}"
-                     + (f", smallest it could see: {e.smallest_effect:.0%}"
-                        if e.verdict == "no effect" else ""))
-    for why in r.not_judged:
-        lines.append(f"  not judged: {printable(why, 200)}")
-    if r.load_moved:
-        lines.append(f"  {printable(r.load_moved, 300)}")
-    lines.append("  kept: the change stays" if r.kept else
-                 "  undone: the cluster is as it was (journal "
-                 f"{', '.join(r.entries[:2])}{' ...' if len(r.entries) > 2 else ''})")
-    return "\n".join(lines)
-
-
-def _shown(f: Any, value: float) -> str:
-    from stormdeck.advisors.experiment.figures import shown
-
-    return shown(f, value)

@@ -95,7 +95,6 @@ def _alive(pid: Any) -> bool:
     return True
 
 
-def log_path() -> Path:
-    from stormdeck.advisors.settings import state_dir
-
-    return state_dir() / "experiments.jsonl"
+def beside(journal: Any) -> ExperimentLog:
+    """The record of runs beside the change journal the runs' changes go to."""
+    return ExperimentLog(journal.path.with_name("experiments.jsonl"))

@@ -4,6 +4,7 @@ and carry-out path, the OSDs' counters read each second, and each figure's effec
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -84,6 +85,10 @@ class Harm(Exception):
     """A read showed a harm the baseline did not have."""
 
 
+class Stopped(Exception):
+    """The operator stopped the run (the console's c), as Ctrl-C does the CLI's."""
+
+
 def measurable(plan: Plan, runtime: Callable[[Any], bool | None]) -> None:
     """Refuse, in one sentence, a plan whose changes cannot be alternated: one that moves
     data, cannot be undone, or takes effect only at a restart."""
@@ -110,7 +115,8 @@ class Experiment:
     def __init__(self, executor: Any, plan: Plan, settings: Settings,
                  log: ExperimentLog | None = None,
                  progress: Callable[[str], None] = lambda _m: None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 changed: Callable[[], None] = lambda: None) -> None:
         settings.check()
         self.ex = executor
         self.id = f"exp-{uuid.uuid4().hex[:8]}"
@@ -124,6 +130,9 @@ class Experiment:
         self.applied: list[str] = []  # the entries applied and not yet undone
         self.reader: Reader | None = None
         self.base: Sample | None = None
+        self.changed = changed  # after each apply and undo: the journal has a new entry
+        # Set from another thread (the console's stop key): the next read stops the run.
+        self.stopping = threading.Event()
 
     # -- before anything changes --
 
@@ -164,10 +173,12 @@ class Experiment:
 
     # -- the run --
 
-    def run(self, first: Any) -> Result:
+    def run(self, first: Any, lead_with_change: bool = False) -> Result:
         """Carry out the experiment whose first application `first` (the confirmed
         review) is. Cut (exit 1, or 130 on Ctrl-C) with the change undone when a harm,
-        a refusal or an interrupt stops it."""
+        a refusal or an interrupt stops it. `lead_with_change` (`apply --measure`): the
+        windows run BAAB..., so the run begins by applying and ends with the change made,
+        its measure journaled beside it."""
         if self.base is None:
             self.baseline()
         if self.log is not None:
@@ -178,7 +189,10 @@ class Experiment:
         review: Any = first
         try:
             state = stats.A
-            for i, arm in enumerate(stats.schedule(self.settings.rounds)):
+            order = stats.schedule(self.settings.rounds)
+            if lead_with_change:
+                order = tuple(stats.B if a == stats.A else stats.A for a in order)
+            for i, arm in enumerate(order):
                 moved = arm != state
                 if moved and arm == stats.B:
                     self._apply(review)
@@ -197,32 +211,56 @@ class Experiment:
         except BaseException as exc:
             raise self._cut(exc) from None
         result = self._judge(windows, runs)
-        kept = False
-        if self.settings.keep and _helped(result):
+        kept = bool(self.applied)
+        if not kept and self.settings.keep and _helped(result):
             self._apply(None)
             kept = True
         result = replace(result, entries=tuple(self.entries), kept=kept)
+        if kept:
+            self._journal_measure(result)
         if self.log is not None:
             self.log.end(self.id, "done", result=result.as_dict())
         return result
+
+    def _journal_measure(self, result: Result) -> None:
+        """Beside each change left made, what the run measured it to do: a later end of
+        its entry carrying on what the earlier said, under the writer's lock."""
+        from stormdeck.advisors.lock import writer
+
+        journal = self.ex.journal
+        with writer(journal.path.parent, f"journaling the measure of {self.id}",
+                    self.ex.wait):
+            for entry_id in self.applied:
+                e = journal.find(entry_id)
+                journal.end(e.id, e.outcome or "applied", e.detail, e.after,
+                            observed=e.observed, settled=e.settled,
+                            measured=measure_of(result))
 
     def _apply(self, review: Any) -> None:
         # Each application after the first is reviewed again, as any apply is: the
         # cluster may have moved since (another operator, a value that drifted).
         rv = review if review is not None else self.ex.review(self.plan)
-        for o in rv.carry_out():
-            self.entries.append(o.entry)
-            self.applied.append(o.entry)
+        try:
+            for o in rv.carry_out():
+                self.entries.append(o.entry)
+                self.applied.append(o.entry)
+        finally:
+            self.changed()
 
     def _undo(self) -> None:
         while self.applied:
             entry = self.ex.journal.find(self.applied[-1])
-            outcomes = self.ex.review_undo(entry).carry_out()
+            try:
+                outcomes = self.ex.review_undo(entry).carry_out()
+            finally:
+                self.changed()
             self.entries += [o.entry for o in outcomes]
             self.applied.pop()
 
     def _read(self) -> Sample:
         assert self.reader is not None and self.base is not None
+        if self.stopping.is_set():
+            raise Stopped
         s = self.reader.read()
         why = s.harms.worse_than(self.base.harms)
         if why is None and s.failed:
@@ -253,6 +291,8 @@ class Experiment:
         one sentence the operator reads."""
         if isinstance(exc, KeyboardInterrupt):
             why, code = "interrupted", 130
+        elif isinstance(exc, Stopped):
+            why, code = "stopped by the operator", 130
         elif isinstance(exc, (Harm, UserError)):
             why, code = f"stopped: {exc}", 1
         else:
@@ -315,6 +355,13 @@ class Experiment:
         return Result(self.id, self.plan, self.settings, self.reader.osds, tuple(runs),
                       tuple(effects), load_effect, moved, tuple(skipped), tuple(self.entries),
                       False, {f.name: f for f in (*FIGURES, LOAD)})
+
+
+def measure_of(r: Result) -> dict[str, Any]:
+    """What the journal keeps of a run beside the change it left made."""
+    return {"experiment": r.id, "load_moved": r.load_moved,
+            "figures": [{"figure": e.figure, "ratio": e.ratio, "ci_low": e.ci_low,
+                         "ci_high": e.ci_high, "verdict": e.verdict} for e in r.effects]}
 
 
 def _helped(r: Result) -> bool:
