@@ -110,6 +110,9 @@ class StormdeckApp(App[None]):
         self._priority = priority_actions()
         self.journal = journal
         self.low_bandwidth = low_bandwidth
+        # The windows an experiment from the findings view (e) runs with: the engine's
+        # own defaults unless set (a test's lab wants them short).
+        self.experiment_settings: Any = None
         self.tabs = list(tabs) or [ClusterTab(cluster_name, feed, executor_factory, mutes,
                                               read_only)]
         self.active = 0

@@ -160,11 +160,15 @@ KEYS: list[Key] = [
         palette="Mutes: list and lift them"),
     Key("m", "mute", "On a finding: mute it for an hour (asks first from the palette)",
         scope="findings"),
+    Key("e", "experiment", "On a finding: measure its change in alternated rounds under "
+        "the live load (an experiment; it ends undone)", scope="findings"),
     Key("u", "undo", "On a journal entry: undo it", scope="journal"),
     # In the dialogs.
     Key("escape", "close", "Close the dialog; in a plan review: cancel", scope="dialog"),
     Key("tab", "focus_next", "The next button or field", scope="dialog"),
     Key("x,delete", "lift", "In the mutes list (M): lift the selected mute", scope="dialog"),
+    Key("c", "cut", "In a running experiment: stop it (the change is undone)",
+        scope="dialog"),
     Key("o", "whatif_out", "In an OSD's detail: what if it goes out (predicted; nothing "
         "changes)", scope="dialog"),
 ]

@@ -13,6 +13,7 @@ from textual.widgets import Static
 
 from stormdeck.advisors import knowledge
 from stormdeck.advisors.blast import moves_data
+from stormdeck.advisors.experiment.text import report_lines
 from stormdeck.advisors.findings import Finding
 from stormdeck.advisors.plan import (
     Plan,
@@ -25,7 +26,13 @@ from stormdeck.tui.format import SEVERITY_STYLE, inert
 from stormdeck.tui.keys import in_scope
 from stormdeck.tui.screens import MutesList, PlanReview
 from stormdeck.tui.table import Column, VirtualTable
-from stormdeck.tui.views.base import View, carry_out_in_worker, review_in_worker
+from stormdeck.tui.views.base import (
+    JournalChanged,
+    View,
+    carry_out_in_worker,
+    review_in_worker,
+)
+from stormdeck.tui.views.experiment import ExperimentOffer, ExperimentScreen, offer
 from stormdeck.tui.views.overview import LAB_HINT
 
 
@@ -82,7 +89,8 @@ def finding_detail(f: Finding | None) -> Text:
         out.append_text(inert(f"  note: {note}", "yellow", 300))
         out.append("\n")
     if f.changes:
-        out.append("\nEnter: review the change   m: mute for an hour\n", style="bold")
+        out.append("\nEnter: review the change   e: measure it (an experiment)   m: mute "
+                   "for an hour\n", style="bold")
     # Last, so that what to do stays in view on a small terminal.
     out.append("\n")
     out.append_text(sources_detail(f))
@@ -185,6 +193,66 @@ class FindingsView(View, Vertical):
     @work(thread=True)
     def dismissed(self, rv: Any) -> None:
         rv.close()  # a connection's shutdown is not the screen's to wait on
+
+    def action_experiment(self) -> None:
+        """e: the selected finding's change measured in alternated rounds (advisors/
+        experiment), reviewed first as Enter's is; the run on a screen of its own."""
+        finding = self.query_one(FindingTable).selected()
+        if finding is None:
+            return
+        if not finding.changes:
+            self.notify("this finding proposes no change stormdeck can measure", markup=False)
+            return
+        frame = self.app.tab.frame
+        fsid = frame.snapshot.cluster.fsid if frame and frame.snapshot.cluster else None
+        try:
+            plan = plan_from_finding(finding, fsid)
+        except UserError as exc:
+            self.notify(printable(str(exc), 400), title="refused", severity="error",
+                        markup=False)
+            return
+        self.notify("reading the load the experiment would measure against...", markup=False)
+        self.offer_experiment(plan)
+
+    @work(thread=True, exclusive=True, group="experiment-offer")
+    def offer_experiment(self, plan: Plan) -> None:
+        settings = getattr(self.app, "experiment_settings", None)
+        review_in_worker(self, lambda executor: offer(executor, plan, self.journal_moved,
+                                                      settings), self.open_offer)
+
+    def journal_moved(self) -> None:
+        self.post_message(JournalChanged())
+
+    def open_offer(self, o: ExperimentOffer) -> None:
+        self.app.push_screen(PlanReview(o.plan, o.text, reasons=o.reasons, refused=o.refused),
+                             lambda ok: self.start_experiment(o) if ok else self.dismissed(o))
+
+    def start_experiment(self, o: ExperimentOffer) -> None:
+        screen = ExperimentScreen(f"experiment {o.experiment.id}: "
+                                  + "; ".join(c.command for c in o.plan.changes),
+                                  stop=o.experiment.stopping)
+        self.app.push_screen(screen)
+        self.run_experiment(o, screen)
+
+    @work(thread=True, group="experiment")
+    def run_experiment(self, o: ExperimentOffer, screen: ExperimentScreen) -> None:
+        say = self.app.call_from_thread
+        o.experiment.progress = lambda m: say(screen.progress, m)
+        try:
+            result = o.experiment.run(o.review)
+        except UserError as exc:
+            say(screen.cut, str(exc))
+            say(self.notify, printable(str(exc), 400), title="experiment stopped",
+                severity="error", markup=False)
+            return
+        finally:
+            o.close()
+            self.post_message(JournalChanged())
+        lines = report_lines(result)
+        say(screen.finished, lines)
+        verdicts = ", ".join(f"{e.figure} {e.verdict}" for e in result.effects[:3])
+        say(self.notify, printable(f"{result.id}: {verdicts or 'nothing judged'}", 300),
+            title="experiment done", markup=False)
 
     def action_mute(self) -> None:
         finding = self.query_one(FindingTable).selected()

@@ -10,6 +10,7 @@ from textual import work
 from textual.binding import Binding, BindingType
 
 from stormdeck.advisors.blast import against_outcome
+from stormdeck.advisors.experiment.text import measure_line
 from stormdeck.advisors.overrides import is_overridden
 from stormdeck.base.errors import UserError
 from stormdeck.tui.format import inert
@@ -32,6 +33,23 @@ def _status(status: str) -> Any:
     if status in ("pending", "pending restart"):
         return inert(status, "yellow")
     return inert(status, "bold red" if status in ("INCOMPLETE", "failed", "unknown") else "")
+
+
+def _in_experiment(e: Any) -> bool:
+    return bool(e.plan and e.plan.startswith("exp-"))
+
+
+def _told(e: Any) -> str:
+    """What the row adds to the command: the prediction against the outcome, the
+    experiment it is a round of, and what an experiment measured it to do."""
+    out = ""
+    if e.prediction is not None:
+        out += f"  [{against_outcome(e.prediction, e.observed, e.settled)}]"
+    if e.measured is not None:
+        out += f"  [{measure_line(e.measured)}]"
+    elif _in_experiment(e):
+        out += f"  [a round of {e.plan}]"
+    return out
 
 
 # An entry whose outcome is still open: read again on the cluster while the view shows it.
@@ -59,10 +77,9 @@ class JournalTable(View, VirtualTable):
         if any((e.status in OPEN and not e.undone_by) or e.awaiting_clean for e in entries):
             self.reread_open()
         self.sync((e.id, (inert(e.id), inert(clock(e.started)), _status(e.status),
-                          inert(e.change.command
-                                + (f"  [{against_outcome(e.prediction, e.observed, e.settled)}]"
-                                   if e.prediction is not None else ""),
-                                limit=80 if e.prediction is None else 300),
+                          inert(e.change.command + _told(e),
+                                limit=80 if e.prediction is None and e.measured is None
+                                and not _in_experiment(e) else 300),
                           inert(f"{e.before if e.before is not None else 'unset'} -> {e.after}"
                             + (f" ({e.status.removeprefix('overridden by ')})"
                                if is_overridden(e.status) else "")),
