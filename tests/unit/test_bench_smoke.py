@@ -27,18 +27,21 @@ def run(name: str, *extra: str, timeout: float = 240) -> subprocess.CompletedPro
 def test_every_bench_has_a_smoke_test() -> None:
     tested = {"snapshot_bench.py", "scale_bench.py", "console_bench.py", "record_bench.py",
               "curve_bench.py", "exporter_bench.py", "prometheus_bench.py", "fleet_bench.py",
-              "blast_bench.py", "fleet_read_bench.py"}
+              "blast_bench.py", "fleet_read_bench.py", "experiment_bench.py"}
     assert set(BENCHES) == tested, "a new bench needs its smoke run here"
 
 
 @pytest.mark.parametrize("name", ["snapshot_bench.py", "record_bench.py", "curve_bench.py",
                                   "exporter_bench.py", "console_bench.py",
-                                  "prometheus_bench.py", "fleet_read_bench.py"])
+                                  "prometheus_bench.py", "fleet_read_bench.py",
+                                  "experiment_bench.py"])
 def test_bench_runs_in_smoke_mode(name: str) -> None:
     res = run(name)
     assert res.stdout.strip(), f"{name} printed no figure"
     if name in ("curve_bench.py", "prometheus_bench.py"):  # the pooling benches
         assert "connections" in res.stdout, res.stdout
+    if name == "experiment_bench.py":  # the recorded counters read and judged
+        assert "recorded counters, 4 OSDs" in res.stdout, res.stdout
     if name == "fleet_read_bench.py":  # both encodings read the whole planted fleet
         assert "median gzip" in res.stdout and "median identity" in res.stdout, res.stdout
         assert res.stdout.count(" 20 OSDs") == 2, res.stdout

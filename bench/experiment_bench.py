@@ -1,0 +1,138 @@
+"""Benchmark: what an experiment costs the host it runs on.
+
+With --conf (a cluster under load; a lab: `stormdeck lab up`, `stormdeck lab load --round
+150`): one real experiment, the whole path a user runs (the review, the baseline, every
+apply and undo through the journal, a read of every measured OSD's `perf dump` and of
+`status` each second, the judging), with this process's CPU measured over it. Reported: CPU
+as % of one core over the run, and per read of the OSDs.
+
+Without --conf (and with --smoke, as CI runs it): the reading and judging path on the
+counters of a recorded Pacific dump, planted for --osds OSDs (at most the 32 a run reads)
+and 8 windows: the parse of every OSD's dump each second and the verdicts' bootstrap.
+
+    .venv/bin/python bench/experiment_bench.py --conf /var/tmp/stormdeck-lab/ceph.conf
+    .venv/bin/python bench/experiment_bench.py --osds 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from stormdeck.advisors.experiment import stats  # noqa: E402
+from stormdeck.advisors.experiment.counters import (  # noqa: E402
+    Harms,
+    Sample,
+    parse_perf_dump,
+)
+from stormdeck.advisors.experiment.figures import FIGURES, LOAD, MIX, seconds_of  # noqa: E402
+
+
+def cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def on_cluster(conf: str, window: float, rounds: int) -> dict[str, float]:
+    from stormdeck.advisors.apply import CephAdmin, Executor
+    from stormdeck.advisors.experiment.record import beside
+    from stormdeck.advisors.experiment.runner import Experiment, Settings
+    from stormdeck.advisors.journal import Journal
+    from stormdeck.cli_experiment import plan_of
+
+    state = Path(tempfile.mkdtemp(prefix="stormdeck-bench-"))
+    journal = Journal(state / "journal.jsonl")
+    with Executor(journal, ceph=CephAdmin(conf)) as ex:
+        plan = plan_of(["set", "osd", "osd_scrub_sleep", "0.1"], ex)
+        exp = Experiment(ex, plan, Settings(window=window, rounds=rounds, settle=1),
+                         beside(journal))
+        rv = exp.review()
+        exp.baseline()
+        assert exp.reader is not None
+        reads = 20
+        c0, t0 = cpu(), time.monotonic()
+        for _ in range(reads):
+            exp.reader.read()
+        per_read = (cpu() - c0) / reads
+        read_wall = (time.monotonic() - t0) / reads
+        c0, t0 = cpu(), time.monotonic()
+        result = exp.run(rv)
+        used, wall = cpu() - c0, time.monotonic() - t0
+    return {"osds": len(exp.reader.osds), "seconds": wall, "cpu_pct": 100 * used / wall,
+            "read_cpu_ms": 1000 * per_read, "read_wall_ms": 1000 * read_wall,
+            "figures": len(result.effects)}
+
+
+def recorded(osds: int, windows: int, seconds: int) -> dict[str, float]:
+    raw = (ROOT / "tests" / "data" / "pacific" / "perf_dump_osd_load.json").read_text()
+    doc = json.loads(raw)
+    calm = Harms(0, osds, 0, "HEALTH_OK")
+    order = stats.schedule(windows // 2)
+    c0, t0 = cpu(), time.monotonic()
+    runs = []
+    parses = 0
+    for k, arm in enumerate(order):
+        samples = []
+        for s in range(seconds + 1):
+            step = (k * (seconds + 1) + s) * (1.6 if arm == stats.B else 1.0)
+            per = {}
+            for i in range(osds):
+                o = dict(doc["osd"])
+                o["op_w"] = doc["osd"]["op_w"] + int(step * 900) + i
+                o["op_in_bytes"] = doc["osd"]["op_in_bytes"] + int(step * 900) * 4096
+                lat = dict(doc["osd"]["op_w_latency"])
+                lat["avgcount"] = o["op_w"]
+                lat["sum"] = lat["sum"] + step * 900 * (0.008 if arm == stats.B else 0.005)
+                o["op_w_latency"] = lat
+                per[f"osd.{i}"] = parse_perf_dump(json.dumps({"osd": o}))
+                parses += 1
+            samples.append(Sample(float(k * (seconds + 1) + s), per, calm))
+        runs.append((arm, seconds_of(samples, (*FIGURES, LOAD, *MIX))))
+    read_cpu = cpu() - c0
+    c1 = cpu()
+    judged = []
+    for f in FIGURES:
+        w = [stats.Window(arm, tuple(secs[f.name])) for arm, secs in runs]
+        if all(len(x.samples) >= 3 and sum(x.samples) > 0 for x in w):
+            judged.append(stats.compare(f.name, w, f.higher_is_better))
+    judge_cpu = cpu() - c1
+    span = windows * (seconds + 1)
+    return {"osds": osds, "reads_per_s_cpu_ms": 1000 * read_cpu / span,
+            "judge_cpu_s": judge_cpu, "cpu_pct_of_run": 100 * (read_cpu + judge_cpu) / span,
+            "figures": len(judged), "wall_s": time.monotonic() - t0}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--conf", help="a cluster under load to run one real experiment on")
+    ap.add_argument("--osds", type=int, default=32, help="OSDs planted without --conf")
+    ap.add_argument("--window", type=float, default=10.0)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--smoke", action="store_true", help="a few seconds, for CI")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.conf:
+        out = on_cluster(args.conf, args.window, args.rounds)
+        line = (f"experiment on {out['osds']} OSDs: {out['cpu_pct']:.2f}% of a core over "
+                f"{out['seconds']:.0f} s; a read of them {out['read_cpu_ms']:.1f} ms of CPU "
+                f"({out['read_wall_ms']:.1f} ms wall)")
+    else:
+        osds, seconds = (4, 3) if args.smoke else (args.osds, int(args.window))
+        out = recorded(osds, 2 * args.rounds, seconds)
+        line = (f"recorded counters, {out['osds']} OSDs: reading {out['reads_per_s_cpu_ms']:.1f} "
+                f"ms of CPU a second, judging {out['judge_cpu_s']:.2f} s once; "
+                f"{out['cpu_pct_of_run']:.2f}% of a core over the run")
+    print(json.dumps(out) if args.json else line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
