@@ -14,6 +14,7 @@ import pytest
 
 from stormdeck.advisors.apply import CephAdmin, Executor
 from stormdeck.advisors.engine import Engine
+from stormdeck.advisors.experiment.runner import Settings
 from stormdeck.advisors.journal import Journal
 from stormdeck.advisors.settings import load_settings
 from stormdeck.collectors.ceph.source import CephSource
@@ -21,7 +22,9 @@ from stormdeck.collectors.host.source import HostSource
 from stormdeck.lab.cluster import Lab
 from stormdeck.tui.app import StormdeckApp
 from stormdeck.tui.feed import Feed
+from stormdeck.tui.screens import PlanReview
 from stormdeck.tui.views import FindingTable, JournalTable
+from stormdeck.tui.views.experiment import ExperimentScreen
 from tests.conftest import LabCluster, ceph_json
 from tests.integration.test_changes_lab import scrubbing
 from tests.unit.test_tui import (
@@ -77,6 +80,26 @@ async def test_apply_and_undo_from_the_console(lab_cluster: LabCluster, tmp_path
             await pilot.press("7")
             assert app.query_one(JournalTable).keys == [entry.id]
             await confirm_review(app, pilot, await open_undo(app, pilot))
+            # The same change measured from the findings view (e, issue 44): reviewed as
+            # Enter's is, then applied and undone in ABBA rounds under the load, each
+            # round journaled, the report on the experiment's screen.
+            app.experiment_settings = Settings(window=3, settle=1)
+            with scrubbing(lab_cluster):
+                await pilot.press("6")
+                await until(pilot, lambda: f"{rule}|osd" in table.keys, 90)
+                table.move_cursor(row=table.keys.index(f"{rule}|osd"))
+                await pilot.press("e")
+                await until(pilot, lambda: isinstance(app.screen, PlanReview), 60)
+            offer = app.screen
+            assert "As an experiment: 8 windows of 3 s in ABBA order" in offer.review
+            await confirm_with_phrase(app, pilot, offer)  # waits for the run's end
+            screen = app.screen
+            assert isinstance(screen, ExperimentScreen) and screen.result, screen.ended
+            assert any(line.lstrip().startswith("write latency") for line in screen.result)
+            runs = [e for e in journal.entries() if (e.plan and e.plan.startswith("exp-"))
+                    or (e.undoes and e.undoes in {x.id for x in journal.entries()
+                                                 if x.plan and x.plan.startswith("exp-")})]
+            assert len(runs) == 4, [e.change.command for e in journal.entries()]
     finally:
         lab_cluster.cli("lab", "load", "--stop")
     assert stored(lab_cluster, "osd", "osd_scrub_sleep") is None

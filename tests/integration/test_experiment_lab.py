@@ -151,3 +151,70 @@ def test_a_load_changed_halfway_is_not_separable(lab_cluster: LabCluster,
     result = json.loads(out)
     assert result["load_moved"] and "not separable" in result["load_moved"]
     assert {f["verdict"] for f in result["figures"]} == {"not separable"}
+
+
+def test_apply_measure_leaves_the_change_made_with_its_measure_journaled(
+        lab_cluster: LabCluster, tmp_path: Path) -> None:
+    """`apply --measure`: the plan applied as the first window, BAABBAAB, so it ends made;
+    the journal keeps the measure beside the change, and a worse one names the undo."""
+    from stormdeck.advisors.actuators.table import change
+    from stormdeck.advisors.plan import Plan
+
+    lab = lab_cluster
+    fsid = lab.command("status")["fsid"]  # type: ignore[index]
+    plan = Plan(id="p-measure", created=time.time(), rule="operator", target="osd",
+                summary="debug_osd up", source="test", fsid=str(fsid),
+                changes=(change("ceph_config", "osd", "debug_osd", "1/5", "20/20"),))
+    plan.save(tmp_path / "plan.json")
+    assert lab.cli(*LOAD).rc == 0
+    try:
+        writing(lab)
+        r = run_cli("apply", str(tmp_path / "plan.json"), "--measure", "3", "--yes",
+                    "-c", str(lab.conf), env=env(tmp_path), timeout=300)
+    finally:
+        lab.cli("lab", "load", "--stop")
+    try:
+        assert r.rc == 0, r.err
+        assert "made: the change stays" in r.out
+        entries = journal(lab, tmp_path)
+        last = entries[-1]
+        assert last["undoes"] is None and last["status"] == "applied"
+        measured = {f["figure"]: f for f in last["measured"]["figures"]}
+        assert measured["write latency"]["verdict"] == "worse", r.out
+        assert f"stormdeck undo {last['id']} puts it back" in r.out
+        shown = run_cli("journal", "-c", str(lab.conf), env=env(tmp_path))
+        assert "measured by exp-" in shown.out and "write latency +" in shown.out
+    finally:
+        lab.command("config rm", who="osd", name="debug_osd")
+
+
+def test_a_run_killed_mid_way_is_read_as_cut_and_its_change_undone_by_hand(
+        lab_cluster: LabCluster, tmp_path: Path) -> None:
+    """kill -9 while the change is on: the journal holds it applied, the record of runs
+    reads the run as cut, and `stormdeck undo` puts the value back."""
+    lab = lab_cluster
+    assert lab.cli(*LOAD).rc == 0
+    try:
+        writing(lab)
+        run = subprocess.Popen(
+            [sys.executable, "-m", "stormdeck", "experiment", "flag", "noscrub", *SHORT,
+             "--yes", "-c", str(lab.conf)], env=env(tmp_path), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, bufsize=1)
+        assert run.stderr is not None
+        for line in run.stderr:
+            if "window 2 of 8" in line:  # B: the flag is set
+                break
+        run.kill()
+        run.wait(timeout=30)
+    finally:
+        lab.cli("lab", "load", "--stop")
+    assert "noscrub" in lab.command("osd dump")["flags"]  # type: ignore[index]
+    from stormdeck.advisors.experiment.record import ExperimentLog
+
+    runs = ExperimentLog(tmp_path / "state" / "stormdeck" / "experiments.jsonl").runs()
+    assert [r["outcome"] for r in runs] == ["cut"]
+    entries = journal(lab, tmp_path)
+    assert [e["status"] for e in entries] == ["applied"]
+    undo = run_cli("undo", entries[0]["id"], "--yes", "-c", str(lab.conf), env=env(tmp_path))
+    assert undo.rc == 0, undo.err
+    assert "noscrub" not in lab.command("osd dump")["flags"]  # type: ignore[index]
