@@ -90,6 +90,7 @@ def apply_measured(args: argparse.Namespace, plan: Any) -> int:
         raise UserError("--measure and --follow do not go together: a change that moves "
                         "data is not measured in rounds")
     settings = Settings(window=args.measure)
+    settings.check("--measure")
     return _run(args, settings, lambda _ex: plan, lead=True)
 
 

@@ -4,6 +4,7 @@ and carry-out path, the OSDs' counters read each second, and each figure's effec
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 import uuid
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from stormdeck.advisors.actuators.base import same
 from stormdeck.advisors.actuators.table import actuator
 from stormdeck.advisors.experiment import stats
 from stormdeck.advisors.experiment.counters import Reader, Sample, osds_to_read
@@ -31,13 +33,17 @@ class Settings:
     osd_limit: int = 32  # OSDs read at most (their `perf dump` each second)
     min_load: float = 5.0  # client ops per second below which nothing can be measured
 
-    def check(self) -> None:
-        if not (self.interval > 0 and self.window > 0 and self.settle >= 0):
+    def check(self, flag: str = "--for") -> None:
+        if not all(math.isfinite(x) for x in (self.window, self.interval, self.settle)) or \
+                not (self.interval > 0 and self.window > 0 and self.settle >= 0):
             raise UserError("the window and the interval are seconds above zero, and the "
                             "settling time zero or more")
+        if self.window > 3600 or self.settle > 600:
+            raise UserError(f"{flag} {self.window:g}: a window is at most 3600 s and the "
+                            "settling time at most 600 s")
         if self.window / self.interval < 3:
             raise UserError(f"a window of {self.window:g} s holds fewer than three reads "
-                            f"{self.interval:g} s apart: give --for {3 * self.interval:g} "
+                            f"{self.interval:g} s apart: give {flag} {3 * self.interval:g} "
                             "or more")
         if self.rounds < 2 or self.rounds % 2:
             raise UserError(f"--rounds is an even number of A/B pairs, 2 or more, not "
@@ -77,6 +83,9 @@ class Result:
                 "journal": list(self.entries), "kept": self.kept}
 
 
+BASELINE_KEEP = 15.0  # seconds a baseline read before the confirmation stands
+
+
 class Cut(UserError):
     """The experiment stopped before its end; the change was undone where it could be."""
 
@@ -101,6 +110,9 @@ def measurable(plan: Plan, runtime: Callable[[Any], bool | None]) -> None:
                             "experiment")
         if not act.reversible or act.cannot_undo(c):
             raise UserError(f"{what} cannot be undone, so it cannot be alternated")
+        if act.has_value and same(c.current, c.proposed):
+            raise UserError(f"{what} is {printable(c.current)} already: with and without "
+                            "the change would be the same windows")
         live = act.fixed_runtime if act.fixed_runtime is not None else runtime(c)
         if live is False:
             raise UserError(f"{what} takes effect only when the daemons restart: an "
@@ -158,6 +170,13 @@ class Experiment:
         targets = [c.target for c in self.plan.changes]
         self.reader = Reader(ceph, osds_to_read(up, targets, self.settings.osd_limit))
         first = self.reader.read()
+        if first.failed:
+            # An OSD that does not answer now would stop the run at its first read:
+            # measured without it, and said in the run's OSD list.
+            self.reader = Reader(ceph, [o for o in self.reader.osds if o not in first.failed])
+            if not self.reader.osds:
+                raise UserError(f"no OSD answered `perf dump` ({', '.join(first.failed[:4])}"
+                                "): nothing to measure")
         self.sleep(self.settings.interval)
         second = self.reader.read()
         self.base = second
@@ -179,7 +198,9 @@ class Experiment:
         a refusal or an interrupt stops it. `lead_with_change` (`apply --measure`): the
         windows run BAAB..., so the run begins by applying and ends with the change made,
         its measure journaled beside it."""
-        if self.base is None:
+        if self.base is None or time.monotonic() - self.base.time > BASELINE_KEEP:
+            # Read again when the operator took a while to confirm: the harms are judged
+            # against the cluster as the run starts, not as it was offered.
             self.baseline()
         if self.log is not None:
             self.log.start(self.id, "; ".join(c.command for c in self.plan.changes),
@@ -210,16 +231,27 @@ class Experiment:
                 runs.append(WindowRun(arm, started, len(samples)))
         except BaseException as exc:
             raise self._cut(exc) from None
+        # Past the windows the cluster is as the run means to leave it; what fails now
+        # (keeping the change, journaling its measure) is said, and the run recorded.
         result = self._judge(windows, runs)
         kept = bool(self.applied)
-        if not kept and self.settings.keep and _helped(result):
-            self._apply(None)
-            kept = True
-        result = replace(result, entries=tuple(self.entries), kept=kept)
-        if kept:
-            self._journal_measure(result)
-        if self.log is not None:
-            self.log.end(self.id, "done", result=result.as_dict())
+        said = ""
+        try:
+            if not kept and self.settings.keep and _helped(result):
+                self._apply(None)
+                kept = True
+            result = replace(result, entries=tuple(self.entries), kept=kept)
+            if kept:
+                self._journal_measure(result)
+        except UserError as exc:
+            said = f"measured, but {printable(str(exc), 300)}"
+        finally:
+            if self.log is not None:
+                with contextlib.suppress(UserError):
+                    self.log.end(self.id, "done", said, result=result.as_dict())
+        if said:
+            raise UserError(f"experiment {self.id} {said} (see stormdeck journal)",
+                            exit_code=1)
         return result
 
     def _journal_measure(self, result: Result) -> None:
@@ -241,11 +273,26 @@ class Experiment:
         # cluster may have moved since (another operator, a value that drifted).
         rv = review if review is not None else self.ex.review(self.plan)
         try:
-            for o in rv.carry_out():
-                self.entries.append(o.entry)
-                self.applied.append(o.entry)
+            outcomes = rv.carry_out()
+        except BaseException:
+            # A change sent whose outcome is unknown is journaled and may be on: it is
+            # the run's to undo (Executor.sent names what this apply sent).
+            for entry in self.ex.sent:
+                if entry not in self.entries:
+                    self.entries.append(entry)
+                    self.applied.append(entry)
+            raise
         finally:
             self.changed()
+        for o in outcomes:
+            self.entries.append(o.entry)
+            self.applied.append(o.entry)
+        off = [o for o in outcomes if o.outcome != "applied"]
+        if off:
+            # Overridden, pending, not made: B would be measured without the change.
+            raise UserError(f"{printable(off[0].change.command, 200)} ended "
+                            f"{printable(off[0].outcome, 120)}, not applied: the windows "
+                            "with it would measure without it")
 
     def _undo(self) -> None:
         while self.applied:
@@ -276,13 +323,10 @@ class Experiment:
             self.sleep(min(self.settings.interval, max(0.0, end - time.monotonic())))
 
     def _window(self) -> list[Sample]:
+        # Whole intervals only: a short last one would weigh as much as a full second.
         samples = [self._read()]
-        end = samples[0].time + self.settings.window
-        while True:
-            wait = min(self.settings.interval, end - time.monotonic())
-            if wait <= 0:
-                break
-            self.sleep(wait)
+        for _ in range(int(self.settings.window / self.settings.interval + 1e-9)):
+            self.sleep(max(0.0, samples[-1].time + self.settings.interval - time.monotonic()))
             samples.append(self._read())
         return samples
 
@@ -293,18 +337,19 @@ class Experiment:
             why, code = "interrupted", 130
         elif isinstance(exc, Stopped):
             why, code = "stopped by the operator", 130
-        elif isinstance(exc, (Harm, UserError)):
-            why, code = f"stopped: {exc}", 1
+        elif isinstance(exc, Harm | UserError):
+            why, code = f"stopped: {printable(str(exc), 400)}", 1
         else:
-            why, code = f"stopped: {type(exc).__name__}: {exc}", 1
+            why, code = f"stopped: {type(exc).__name__}: {printable(str(exc), 400)}", 1
         undone = ""
         if self.applied:
             try:
                 self._undo()
                 undone = "; the change was undone (see stormdeck journal)"
             except BaseException as again:
-                undone = (f"; undoing it failed ({again}): stormdeck undo "
-                          f"{self.applied[-1]} puts it back")
+                left = " and ".join(f"stormdeck undo {e}" for e in reversed(self.applied))
+                undone = (f"; undoing it failed ({printable(str(again), 300)}): {left} puts "
+                          "it back")
         elif self.entries:
             undone = "; the change is not on (see stormdeck journal)"
         else:
@@ -345,12 +390,18 @@ class Experiment:
             if isinstance(w, str):
                 skipped.append(w)
                 continue
-            effect = stats.compare(f.name, w, f.higher_is_better)
+            try:
+                effect = stats.compare(f.name, w, f.higher_is_better)
+            except ValueError as exc:  # a figure zero in most seconds: no ratio to give
+                skipped.append(f"{f.name}: {exc}")
+                continue
             if moved is not None:
                 effect = replace(effect, verdict="not separable")
             effects.append(effect)
-        load_effect = stats.compare(LOAD.name, load, True) if not isinstance(load, str) \
-            else None
+        load_effect = None
+        if not isinstance(load, str):
+            with contextlib.suppress(ValueError):
+                load_effect = stats.compare(LOAD.name, load, True)
         assert self.reader is not None
         return Result(self.id, self.plan, self.settings, self.reader.osds, tuple(runs),
                       tuple(effects), load_effect, moved, tuple(skipped), tuple(self.entries),

@@ -190,19 +190,30 @@ def load_moved(load: Sequence[Window], max_step: float = MAX_LOAD_STEP) -> str |
 def mix_moved(figure: str, windows: Sequence[Window], max_step: float = MAX_LOAD_STEP
               ) -> str | None:
     """Why the mix of the offered load makes the run not separable, or None: a figure of
-    the load's kind (bytes per op, the share of writes) that the change does not move,
-    compared over every window, with the change or without (the first and the last window
-    have no neighbour of their own arm, so load_moved alone would miss a step there)."""
-    means = [_mean(w.samples) if w.samples else 0.0 for w in windows]
-    top = max(means, default=0.0)
-    if top <= 0:
+    the load's kind (bytes per op, the share of writes) compared among the windows of
+    each arm, the first and the last included (load_moved sees only neighbours of one
+    arm, and those two have none). Within an arm the change cannot move it; across arms
+    it may (a change that slows writes shifts a closed-loop client's share of them)."""
+    worst: tuple[float, int, int] | None = None
+    for arm in (A, B):
+        means = [(_mean(w.samples) if w.samples else 0.0, k)
+                 for k, w in enumerate(windows) if w.arm == arm]
+        if len(means) < 2:
+            continue
+        (low, i), (top, j) = min(means), max(means)
+        if top <= 0:
+            continue
+        step = (top - low) / top
+        if worst is None or step > worst[0]:
+            worst = (step, i, j)
+    if worst is None or worst[0] <= max_step:
         return None
-    low = min(means)
-    if (top - low) / top <= max_step:
-        return None
-    i, j = means.index(low), means.index(top)
-    return (f"the mix of the load moved: {figure} was {low:.3g} in window {i + 1} and "
-            f"{top:.3g} in window {j + 1}: not separable")
+    step, i, j = worst
+    lo, hi = _mean(windows[i].samples) if windows[i].samples else 0.0, \
+        _mean(windows[j].samples)
+    return (f"the mix of the load moved: {figure} was {lo:.3g} in window {i + 1} and "
+            f"{hi:.3g} in window {j + 1}, both {'with' if windows[i].arm == B else 'without'}"
+            " the change: not separable")
 
 
 def judge(figure: str, windows: Sequence[Window], higher_is_better: bool,

@@ -39,7 +39,8 @@ def report_lines(r: Any) -> list[str]:
 def measure_line(measured: dict[str, Any]) -> str:
     """A journal entry's measure in one line: each figure's change, interval and verdict."""
     parts = []
-    for f in measured.get("figures") or ():
+    figures = measured.get("figures")
+    for f in figures if isinstance(figures, list) else ():
         try:
             parts.append(f"{f['figure']} {(f['ratio'] - 1) * 100:+.0f}% (95%: "
                          f"{(f['ci_low'] - 1) * 100:+.0f}% to {(f['ci_high'] - 1) * 100:+.0f}%)"

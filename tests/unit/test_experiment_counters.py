@@ -143,12 +143,11 @@ def test_a_run_whose_process_died_reads_as_cut(tmp_path: Path) -> None:
     log.start("exp-done", "ceph config set osd debug_osd 20/20", {})
     log.end("exp-done", "done", result={"figures": []})
     # A start written by a process that is gone (kill -9 mid-run).
-    child = subprocess.run([sys.executable, "-c", (
+    subprocess.run([sys.executable, "-c", (
         "import sys; from pathlib import Path; "
         "from stormdeck.advisors.experiment.record import ExperimentLog; "
         f"ExperimentLog(Path({str(tmp_path / 'experiments.jsonl')!r})).start('exp-killed', "
         "'ceph osd set noscrub', {})")], check=True, env={**os.environ})
-    assert child.returncode == 0
     log.start("exp-running", "ceph osd set nodeep-scrub", {})  # this process: alive
     with open(tmp_path / "experiments.jsonl", "ab") as f:
         f.write(b'{"type": "end", "id": "exp-running", "crc": "tampered"}\n')
