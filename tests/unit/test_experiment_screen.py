@@ -18,6 +18,7 @@ from stormdeck.advisors.plan import Plan
 from stormdeck.tui.app import StormdeckApp
 from stormdeck.tui.feed import StaticFeed
 from stormdeck.tui.views.experiment import ExperimentScreen
+from stormdeck.tui.views.findings import FindingsView
 from tests.clock import zone
 from tests.unit.test_tui import frames
 
@@ -92,3 +93,10 @@ async def test_c_stops_a_running_experiment_and_esc_leaves_it_running() -> None:
         await pilot.press("escape")
         assert app.screen is not screen
         screen.progress("window 3 of 8")  # the run reports on, unseen: no error
+        # e on the findings view brings a running experiment's screen back (one at a time).
+        await pilot.press("6")
+        app.query_one(FindingsView).running = screen
+        await pilot.press("e")
+        await pilot.pause()
+        assert app.screen is screen
+        assert "window 3 of 8" in str(screen.query_one("#experiment-body").render())

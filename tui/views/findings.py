@@ -197,6 +197,14 @@ class FindingsView(View, Vertical):
     def action_experiment(self) -> None:
         """e: the selected finding's change measured in alternated rounds (advisors/
         experiment), reviewed first as Enter's is; the run on a screen of its own."""
+        running = getattr(self, "running", None)
+        if running is not None:
+            # One at a time: two runs would measure each other's changes.
+            if running not in self.app.screen_stack:
+                self.app.push_screen(running)
+            self.notify("an experiment runs already: its screen again (c stops it)",
+                        markup=False)
+            return
         finding = self.query_one(FindingTable).selected()
         if finding is None:
             return
@@ -231,8 +239,14 @@ class FindingsView(View, Vertical):
         screen = ExperimentScreen(f"experiment {o.experiment.id}: "
                                   + "; ".join(c.command for c in o.plan.changes),
                                   stop=o.experiment.stopping)
+        self.running: ExperimentScreen | None = screen
         self.app.push_screen(screen)
         self.run_experiment(o, screen)
+
+    def on_unmount(self) -> None:
+        # The console going: the run stops at its next read and undoes its change.
+        if getattr(self, "running", None) is not None and self.running.stop is not None:
+            self.running.stop.set()
 
     @work(thread=True, group="experiment")
     def run_experiment(self, o: ExperimentOffer, screen: ExperimentScreen) -> None:
@@ -248,6 +262,7 @@ class FindingsView(View, Vertical):
         finally:
             o.close()
             self.post_message(JournalChanged())
+            say(setattr, self, "running", None)
         lines = report_lines(result)
         say(screen.finished, lines)
         verdicts = ", ".join(f"{e.figure} {e.verdict}" for e in result.effects[:3])
