@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -46,6 +47,10 @@ def selected_releases(config: pytest.Config) -> list[str]:
         raise pytest.UsageError(f"unknown release {', '.join(unknown)}; "
                                 f"choose from {', '.join(KNOWN_RELEASES)}")
     return ["pacific", *[r for r in KNOWN_RELEASES[1:] if r in wanted]]
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -167,6 +172,10 @@ class SkipAudit:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # `./dev test` runs the releases lane in the background, where SIGINT arrives ignored:
+    # its trap sends SIGTERM, taken here as Ctrl-C is, so the labs' fixtures stop them.
+    if config.getoption("--lane") == "releases":
+        signal.signal(signal.SIGTERM, _interrupted)
     if not hasattr(config, "workerinput"):  # an xdist worker's reports reach the controller
         config.pluginmanager.register(SkipAudit(), "stormdeck-skip-audit")
 
