@@ -83,7 +83,8 @@ async def test_apply_and_undo_from_the_console(lab_cluster: LabCluster, tmp_path
             # The same change measured from the findings view (e, issue 44): reviewed as
             # Enter's is, then applied and undone in ABBA rounds under the load, each
             # round journaled, the report on the experiment's screen.
-            app.experiment_settings = Settings(window=3, settle=1)
+            # Two pairs (ABBA) only: the shared lab's small OSDs take every test's load.
+            app.experiment_settings = Settings(window=3, settle=1, rounds=2)
             with scrubbing(lab_cluster):
                 await pilot.press("6")
                 await until(pilot, lambda: f"{rule}|osd" in table.keys, 90)
@@ -91,7 +92,7 @@ async def test_apply_and_undo_from_the_console(lab_cluster: LabCluster, tmp_path
                 await pilot.press("e")
                 await until(pilot, lambda: isinstance(app.screen, PlanReview), 60)
             offer = app.screen
-            assert "As an experiment: 8 windows of 3 s in ABBA order" in offer.review
+            assert "As an experiment: 4 windows of 3 s in ABBA order" in offer.review
             await confirm_with_phrase(app, pilot, offer)  # waits for the run's end
             screen = app.screen
             assert isinstance(screen, ExperimentScreen) and screen.result, screen.ended
@@ -99,7 +100,7 @@ async def test_apply_and_undo_from_the_console(lab_cluster: LabCluster, tmp_path
             runs = [e for e in journal.entries() if (e.plan and e.plan.startswith("exp-"))
                     or (e.undoes and e.undoes in {x.id for x in journal.entries()
                                                  if x.plan and x.plan.startswith("exp-")})]
-            assert len(runs) == 4, [e.change.command for e in journal.entries()]
+            assert len(runs) == 2, [e.change.command for e in journal.entries()]
     finally:
         lab_cluster.cli("lab", "load", "--stop")
     assert stored(lab_cluster, "osd", "osd_scrub_sleep") is None
