@@ -159,23 +159,30 @@ class FindingsView(View, Vertical):
     def review(self, finding: Finding) -> None:
         """The finding's change in the plan review, every check and the prediction made
         first (as `stormdeck apply` makes them); applied only if confirmed."""
-        if not finding.changes:
-            self.notify("this finding proposes no change stormdeck can make", markup=False)
-            return
-        frame = self.app.tab.frame
-        fsid = frame.snapshot.cluster.fsid if frame and frame.snapshot.cluster else None
-        # The plan freezes its targets now, before the dialog opens.
-        try:
-            plan = plan_from_finding(finding, fsid)
-        except UserError as exc:
-            self.notify(printable(str(exc), 400), title="refused", severity="error",
-                        markup=False)
+        plan = self.plan_of(finding, "make")
+        if plan is None:
             return
         if any(moves_data(c) for c in plan.changes):
             self.notify("predicting what it moves...", markup=False)
         # The checks read the cluster (values, osdmap, pg dump, osdmaptool): never on the
         # screen's thread; the review opens when they pass.
         self.review_plan(plan)
+
+    def plan_of(self, finding: Finding, verb: str) -> Plan | None:
+        """The finding's plan, its targets frozen now, before any dialog opens; None (and
+        said) when there is none."""
+        if not finding.changes:
+            self.notify(f"this finding proposes no change stormdeck can {verb}",
+                        markup=False)
+            return None
+        frame = self.app.tab.frame
+        fsid = frame.snapshot.cluster.fsid if frame and frame.snapshot.cluster else None
+        try:
+            return plan_from_finding(finding, fsid)
+        except UserError as exc:
+            self.notify(printable(str(exc), 400), title="refused", severity="error",
+                        markup=False)
+            return None
 
     @work(thread=True, exclusive=True)
     def review_plan(self, plan: Plan) -> None:
@@ -208,16 +215,8 @@ class FindingsView(View, Vertical):
         finding = self.query_one(FindingTable).selected()
         if finding is None:
             return
-        if not finding.changes:
-            self.notify("this finding proposes no change stormdeck can measure", markup=False)
-            return
-        frame = self.app.tab.frame
-        fsid = frame.snapshot.cluster.fsid if frame and frame.snapshot.cluster else None
-        try:
-            plan = plan_from_finding(finding, fsid)
-        except UserError as exc:
-            self.notify(printable(str(exc), 400), title="refused", severity="error",
-                        markup=False)
+        plan = self.plan_of(finding, "measure")
+        if plan is None:
             return
         self.notify("reading the load the experiment would measure against...", markup=False)
         self.offer_experiment(plan)
