@@ -80,6 +80,16 @@ def experiment(lab: LabCluster, tmp_path: Path, *change: str) -> Result:
                    env=env(tmp_path), timeout=300)
 
 
+def under_load(lab: LabCluster, tmp_path: Path, *change: str) -> Result:
+    """`stormdeck experiment CHANGE` with the lab's load on for its whole run."""
+    assert lab.cli(*LOAD).rc == 0
+    try:
+        writing(lab)
+        return experiment(lab, tmp_path, *change)
+    finally:
+        lab.cli("lab", "load", "--stop")
+
+
 def figures(out: str) -> dict[str, dict]:
     return {f["figure"]: f for f in json.loads(out)["figures"]}
 
@@ -106,12 +116,7 @@ def test_debug_logging_is_found_worse_and_undone_on_pacific(own_lab: LabCluster,
 def debug_logging_is_worse(lab: LabCluster, tmp_path: Path) -> None:
     """debug_osd 20/20 logs every op: on the lab it cost 30-58% of write latency
     (issue 44's runs, 12 s each, with a drift of 29% between two of the same setting)."""
-    assert lab.cli(*LOAD).rc == 0
-    try:
-        writing(lab)
-        r = experiment(lab, tmp_path, "set", "osd", "debug_osd", "20/20")
-    finally:
-        lab.cli("lab", "load", "--stop")
+    r = under_load(lab, tmp_path, "set", "osd", "debug_osd", "20/20")
     assert r.rc == 0, r.err
     result = json.loads(r.out)
     lat = figures(r.out)["write latency"]
@@ -136,12 +141,9 @@ def test_an_option_nothing_reads_now_has_no_effect(own_lab: LabCluster,
     lab = own_lab
     lab.command("osd set", key="noscrub")
     lab.command("osd set", key="nodeep-scrub")
-    assert lab.cli(*LOAD).rc == 0
     try:
-        writing(lab)
-        r = experiment(lab, tmp_path, "set", "osd", "osd_scrub_sleep", "0.2")
+        r = under_load(lab, tmp_path, "set", "osd", "osd_scrub_sleep", "0.2")
     finally:
-        lab.cli("lab", "load", "--stop")
         lab.command("osd unset", key="noscrub")
         lab.command("osd unset", key="nodeep-scrub")
     assert r.rc == 0, r.err
