@@ -165,6 +165,11 @@ log file = {d}/log/$name.log
 admin socket = {d}/run/$name.asok
 
 [osd]
+# The lab's OSDs are 2 GiB: Pacific's RocksDB defaults (four 256 MiB write buffers, WAL
+# files up to 1 GiB, recycled at full size) outgrew one under minutes of 4 KiB writes
+# (BlueFS "allocation failed, needed 0x1199a000", then abort). Smaller buffers and WAL,
+# as a small device needs; Reef's buffers are 16 MiB already.
+bluestore rocksdb options annex = write_buffer_size=16777216,max_total_wal_size=134217728
 osd data = {d}/data/$name
 log file = {d}/log/$name.log
 admin socket = {d}/run/$name.asok

@@ -137,18 +137,27 @@ def debug_logging_is_worse(lab: LabCluster, tmp_path: Path) -> None:
 def test_an_option_nothing_reads_now_has_no_effect(own_lab: LabCluster,
                                                    tmp_path: Path) -> None:
     """osd_scrub_sleep is read only while a PG scrubs: with scrubs held off, nothing reads
-    it, and the run says so with the least change it could have seen."""
+    it, and the run says so with the least change it could have seen.
+
+    At 95% a change with no effect is called one in about 1 run of 20 by design (2-4% of
+    synthetic runs with these 3-second windows, tests/unit/test_experiment_stats.py): a
+    second run is taken when the first says so, and two in a row (1 in 400) fail."""
     lab = own_lab
-    lab.command("osd set", key="noscrub")
-    lab.command("osd set", key="nodeep-scrub")
-    try:
-        r = under_load(lab, tmp_path, "set", "osd", "osd_scrub_sleep", "0.2")
-    finally:
-        lab.command("osd unset", key="noscrub")
-        lab.command("osd unset", key="nodeep-scrub")
-    assert r.rc == 0, r.err
-    lat = figures(r.out)["write latency"]
-    assert lat["verdict"] == "no effect", (lat, json.loads(r.out)["load_moved"])
+    seen = []
+    for _ in range(2):
+        lab.command("osd set", key="noscrub")
+        lab.command("osd set", key="nodeep-scrub")
+        try:
+            r = under_load(lab, tmp_path, "set", "osd", "osd_scrub_sleep", "0.2")
+        finally:
+            lab.command("osd unset", key="noscrub")
+            lab.command("osd unset", key="nodeep-scrub")
+        assert r.rc == 0, r.err
+        lat = figures(r.out)["write latency"]
+        seen.append((lat, json.loads(r.out)["load_moved"]))
+        if lat["verdict"] == "no effect":
+            break
+    assert lat["verdict"] == "no effect", seen
     assert lat["ci_low"] < 1.0 < lat["ci_high"]
     assert 0 < lat["smallest_effect"] < 1.0
 
