@@ -71,8 +71,19 @@ def test_a_pool_of_100_pgs_is_not_a_power_of_two(lab_cluster: LabCluster) -> Non
 
         # New PGs peer before they serve IO, and Ceph's health floor calls PGs not
         # active critical at once: judge the pool once its PGs are in the map, all clean.
-        settle(cluster)
-        rc, out = check(lab_cluster, "--for", "1")
+        # On CI's two busy cores PGs were seen peering again between the settle and the
+        # check (stop 49): that check judged another cluster than this test's, so it is
+        # taken again, at most twice, and the PG states it saw are said if none is clean.
+        seen = []
+        for _ in range(3):
+            settle(cluster)
+            rc, out = check(lab_cluster, "--for", "1")
+            inactive = [g["summary"] for g in out["findings"]
+                        if g["rule"] == "ceph.pgs.inactive" and g["state"] == "firing"]
+            if not inactive:
+                break
+            seen.append(inactive)
+        assert not inactive, seen
         (f,) = [f for f in out["findings"] if f["rule"] == "ceph.pool.pg_not_power_of_two"]
         assert f["target"] == "pool pg100" and f["state"] == "firing"
         assert f["changes"][0]["command"] == "ceph osd pool set pg100 pg_num 128"

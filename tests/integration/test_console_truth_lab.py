@@ -149,17 +149,23 @@ async def test_an_osd_stopped_is_named_and_its_pgs_counted_within_a_poll(
         stale = next(f for f in seen if any("stale" in s for s in f.snapshot.cluster.pg_states))
         text = overview_text(app, stale)
         assert re.search(r"\d+ stale\+", text), text
-        # Since when: said within 10 s of the kill, from the console's own timeline (it saw
-        # the OSD up after the old stamp), not the stamp of the earlier `osd down`.
+        # Since when: from the console's own timeline (it saw the OSD up after the old stamp),
+        # never the stamp of the earlier `osd down`, OLD_STAMP seconds before the kill. Ceph
+        # marks the OSD down when its peers report it: within seconds on a quiet machine, 16 s
+        # on CI's busy one, so the time said is bounded by the kill and by the first frame that
+        # showed the OSD down, and it is said in that frame or the one after.
         said = [(f, m) for f in seen for m in SINCE.finditer(overview_text(app, f))
                 if m.group(1) == OSD]
-        assert said and said[0][0].snapshot.time <= killed + 10, [
+        down = next(f for f in seen if f.snapshot.daemons[OSD].up is False)
+        assert said and seen.index(said[0][0]) <= seen.index(down) + 1, [
             (f.snapshot.time - killed, m.group(0)) for f, m in said]
         for _f, m in said:
             at = int(m.group(3)) * 3600 + int(m.group(4)) * 60 + int(m.group(5))
             # Whole seconds of the local clock; a day's wrap would need a midnight kill.
-            lag = (at - seconds_of_day(killed)) % 86400
-            assert lag <= 10 or lag >= 86400 - 2, (m.group(0), time.ctime(killed))
+            after_kill = (at - seconds_of_day(killed)) % 86400
+            by_sighting = (seconds_of_day(down.snapshot.time) + 1 - at) % 86400
+            assert (after_kill < 43200 or after_kill >= 86400 - 1) and by_sighting < 43200, (
+                m.group(0), time.ctime(killed), time.ctime(down.snapshot.time))
             assert not m.group(2), m.group(0)
         for f in seen:
             if f.snapshot.daemons[OSD].up is False:
