@@ -6,11 +6,18 @@ apply and undo through the journal, a read of every measured OSD's `perf dump` a
 `status` each second, the judging), with this process's CPU measured over it. Reported: CPU
 as % of one core over the run, and per read of the OSDs.
 
+With --conf and --console: the console's own cost of a run. The real console (its Ceph and
+host sources, the rules, drawing at 160x48, headless) runs on the cluster for --idle
+seconds, then starts the same experiment the way `e` on a finding does (the offer, then the
+run on its screen, in the console's worker thread): its CPU over the run against its CPU
+over as long before, both as % of one core; the difference is what the experiment costs.
+
 Without --conf (and with --smoke, as CI runs it): the reading and judging path on the
 counters of a recorded Pacific dump, planted for --osds OSDs (at most the 32 a run reads)
 and 8 windows: the parse of every OSD's dump each second and the verdicts' bootstrap.
 
     .venv/bin/python bench/experiment_bench.py --conf /var/tmp/stormdeck-lab/ceph.conf
+    .venv/bin/python bench/experiment_bench.py --conf /var/tmp/stormdeck-lab/ceph.conf --console
     .venv/bin/python bench/experiment_bench.py --osds 32
 """
 
@@ -71,6 +78,61 @@ def on_cluster(conf: str, window: float, rounds: int) -> dict[str, float]:
             "figures": len(result.effects)}
 
 
+def in_console(conf: str, window: float, rounds: int, idle: float) -> dict[str, float]:
+    import asyncio
+
+    from stormdeck.advisors.apply import CephAdmin, Executor
+    from stormdeck.advisors.engine import Engine
+    from stormdeck.advisors.experiment.runner import Settings
+    from stormdeck.advisors.journal import Journal
+    from stormdeck.cli_experiment import plan_of
+    from stormdeck.collectors.ceph.source import CephSource
+    from stormdeck.collectors.host.source import HostSource
+    from stormdeck.tui.app import StormdeckApp
+    from stormdeck.tui.feed import Feed
+    from stormdeck.tui.views.experiment import ExperimentScreen, offer
+    from stormdeck.tui.views.findings import FindingsView
+
+    state = Path(tempfile.mkdtemp(prefix="stormdeck-bench-"))
+    journal = Journal(state / "journal.jsonl")
+    feed = Feed([CephSource(conffile=conf), HostSource(ceph_conf=conf)], Engine(),
+                interval=1.0)
+    app = StormdeckApp(feed, journal=journal,
+                       executor_factory=lambda: Executor(journal, ceph=CephAdmin(conf)))
+    settings = Settings(window=window, rounds=rounds, settle=1)
+
+    async def run() -> dict[str, float]:
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.press("6")
+            await pilot.pause(5.0)  # the first frames, the rules' warm-up
+            c0, t0 = cpu(), time.monotonic()
+            await pilot.pause(idle)
+            before = (cpu() - c0) / (time.monotonic() - t0)
+            view = app.query_one(FindingsView)
+
+            def offered():
+                # The offer's executor is closed by the run's end, as the console's is.
+                ex = Executor(journal, ceph=CephAdmin(conf))
+                return offer(ex, plan_of(["set", "osd", "osd_scrub_sleep", "0.1"], ex),
+                             view.journal_moved, settings)
+
+            o = await asyncio.to_thread(offered)
+            c0, t0 = cpu(), time.monotonic()
+            view.start_experiment(o)
+            screen = app.screen
+            assert isinstance(screen, ExperimentScreen)
+            while screen.result is None and screen.ended is None:
+                await pilot.pause(0.5)
+            during = (cpu() - c0) / (time.monotonic() - t0)
+            if screen.result is None:
+                raise SystemExit(f"the experiment was cut: {screen.ended}")
+            return {"idle_pct": 100 * before, "during_pct": 100 * during,
+                    "experiment_pct": 100 * (during - before),
+                    "seconds": time.monotonic() - t0}
+
+    return asyncio.run(run())
+
+
 def recorded(osds: int, windows: int, seconds: int) -> dict[str, float]:
     raw = (ROOT / "tests" / "data" / "pacific" / "perf_dump_osd_load.json").read_text()
     doc = json.loads(raw)
@@ -115,11 +177,20 @@ def main() -> int:
     ap.add_argument("--conf", help="a cluster under load to run one real experiment on")
     ap.add_argument("--osds", type=int, default=32, help="OSDs planted without --conf")
     ap.add_argument("--window", type=float, default=10.0)
-    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--console", action="store_true",
+                    help="with --conf: the console's cost of a run, beside its own")
+    ap.add_argument("--idle", type=float, default=60.0,
+                    help="with --console: seconds measured before the run")
     ap.add_argument("--smoke", action="store_true", help="a few seconds, for CI")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    if args.conf:
+    if args.conf and args.console:
+        out = in_console(args.conf, args.window, args.rounds, args.idle)
+        line = (f"the console: {out['idle_pct']:.2f}% of a core on its own, "
+                f"{out['during_pct']:.2f}% during a {out['seconds']:.0f} s experiment: "
+                f"the experiment {out['experiment_pct']:+.2f}%")
+    elif args.conf:
         out = on_cluster(args.conf, args.window, args.rounds)
         line = (f"experiment on {out['osds']} OSDs: {out['cpu_pct']:.2f}% of a core over "
                 f"{out['seconds']:.0f} s; a read of them {out['read_cpu_ms']:.1f} ms of CPU "

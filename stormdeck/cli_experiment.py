@@ -30,12 +30,15 @@ def register(sub: Any) -> None:
                     "Every apply and undo is journaled as `apply`'s are. Slow ops, an OSD "
                     "down or PGs inactive stop it and undo the change. The change is undone "
                     "at the end unless --keep and it helped.")
-    p.add_argument("change", nargs="+", metavar="CHANGE",
+    p.add_argument("change", nargs="*", metavar="CHANGE",
                    help="set WHO OPTION VALUE | flag FLAG | PLAN.json")
+    p.add_argument("--list", action="store_true",
+                   help="the experiments run from here, oldest first: the change, how each "
+                        "ended (done, cut, running) and its verdicts")
     p.add_argument("--for", dest="window", type=float, default=10.0, metavar="SECONDS",
                    help="seconds each window is measured (default 10)")
-    p.add_argument("--rounds", type=int, default=4,
-                   help="A/B pairs, an even number (default 4: 8 windows)")
+    p.add_argument("--rounds", type=int, default=6,
+                   help="A/B pairs, an even number (default 6: 12 windows)")
     p.add_argument("--settle", type=float, default=3.0, metavar="SECONDS",
                    help="seconds after each change before its window (default 3)")
     p.add_argument("--keep", action="store_true",
@@ -76,9 +79,32 @@ def plan_of(words: list[str], ex: Any) -> Any:
 def cmd_experiment(args: argparse.Namespace) -> int:
     from stormdeck.advisors.experiment.runner import Settings
 
+    if args.list:
+        if args.change:
+            raise UserError("--list shows the experiments run before: it takes no change")
+        return list_runs(args)
+    if not args.change:
+        raise UserError(USAGE)
+
     settings = Settings(window=args.window, rounds=args.rounds, settle=args.settle,
                         keep=args.keep)
     return _run(args, settings, lambda ex: plan_of(args.change, ex), lead=False)
+
+
+def list_runs(args: argparse.Namespace) -> int:
+    """`experiment --list`: the record of runs beside the change journal."""
+    from stormdeck.advisors.apply import journal_path
+    from stormdeck.advisors.experiment.record import ExperimentLog
+    from stormdeck.advisors.experiment.text import run_line
+
+    runs = ExperimentLog(journal_path().with_name("experiments.jsonl")).runs()
+    if is_json(args):
+        dump(runs, args)
+    elif not runs:
+        print("no experiment has run here")
+    else:
+        print("\n".join(run_line(r) for r in runs))
+    return 0
 
 
 def apply_measured(args: argparse.Namespace, plan: Any) -> int:

@@ -6,7 +6,7 @@ import json
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from stormdeck.base.errors import UserError
@@ -123,6 +123,8 @@ class Sample:
     osds: Mapping[str, OsdCounters]
     harms: Harms
     failed: tuple[str, ...] = ()  # OSDs that did not answer this read
+    # CPU seconds (user and system, every thread) of the OSD processes on this host
+    cpu: Mapping[str, float] = field(default_factory=dict)
 
 
 class Reader:
@@ -130,9 +132,11 @@ class Reader:
     each OSD, a few milliseconds each; the OSDs answer it themselves, not the mgr) and
     `status` once."""
 
-    def __init__(self, admin: Any, osds: Sequence[str]) -> None:
+    def __init__(self, admin: Any, osds: Sequence[str],
+                 pids: Mapping[str, int] | None = None) -> None:
         self.admin = admin
         self.osds = tuple(osds)
+        self.pids = {o: p for o, p in (pids or {}).items() if o in self.osds}
 
     def read(self) -> Sample:
         from stormdeck.collectors.ceph.connection import CommandError
@@ -146,13 +150,51 @@ class Reader:
                 got[osd] = parse_perf_dump(raw)
             except (CommandError, ValueError):
                 failed.append(osd)
+        cpu = {}
+        for osd, pid in self.pids.items():
+            t = process_cpu(pid)
+            if t is not None and osd in got:
+                cpu[osd] = t
         at = time.monotonic()
         try:
             status = self.admin.cmd("status")
         except UserError as exc:
             raise UserError(f"the mons did not answer `status` during the experiment: "
                             f"{exc}") from None
-        return Sample(at, got, parse_harms(status), tuple(failed))
+        return Sample(at, got, parse_harms(status), tuple(failed), cpu)
+
+
+def process_cpu(pid: int) -> float | None:
+    """A process's CPU seconds, user and system, over all its threads; None once gone."""
+    import psutil
+
+    try:
+        t = psutil.Process(pid).cpu_times()
+    except (psutil.Error, OSError):
+        return None
+    return float(t.user + t.system)
+
+
+def local_osd_pids(osds: Iterable[str], fsid: str | None) -> dict[str, int]:
+    """The processes on this host of the OSDs named, of the cluster `fsid` (another
+    cluster's osd.0 may run here too): {"osd.0": pid}."""
+    import psutil
+
+    from stormdeck.collectors.host.processes import DaemonFsids, osd_id_from_argv
+
+    wanted, found = set(osds), {}
+    fsids = DaemonFsids()
+    for p in psutil.process_iter(["pid", "name", "cmdline"]):
+        argv = p.info.get("cmdline") or []
+        if not (p.info.get("name") or "").startswith("ceph-osd") or not argv:
+            continue
+        n = osd_id_from_argv(argv)
+        if n is None or f"osd.{n}" not in wanted:
+            continue
+        theirs = fsids.of(p.info["pid"], argv)
+        if fsid is None or theirs is None or theirs == fsid:
+            found[f"osd.{n}"] = int(p.info["pid"])
+    return found
 
 
 def osds_to_read(up: Iterable[str], targets: Iterable[str], limit: int) -> tuple[str, ...]:

@@ -15,8 +15,15 @@ from typing import Any
 from stormdeck.advisors.actuators.base import same
 from stormdeck.advisors.actuators.table import actuator
 from stormdeck.advisors.experiment import stats
-from stormdeck.advisors.experiment.counters import Reader, Sample, osds_to_read
-from stormdeck.advisors.experiment.figures import FIGURES, LOAD, MIX, Figure, seconds_of
+from stormdeck.advisors.experiment.counters import Reader, Sample, local_osd_pids, osds_to_read
+from stormdeck.advisors.experiment.figures import (
+    CPU_PER_OP,
+    FIGURES,
+    LOAD,
+    MIX,
+    Figure,
+    seconds_of,
+)
 from stormdeck.advisors.experiment.record import ExperimentLog
 from stormdeck.advisors.plan import Plan
 from stormdeck.base.errors import UserError
@@ -26,7 +33,7 @@ from stormdeck.base.text import printable
 @dataclass(frozen=True, slots=True)
 class Settings:
     window: float = 10.0  # seconds each window is measured
-    rounds: int = 4  # A/B pairs, in ABBA order
+    rounds: int = 6  # A/B pairs, in ABBA order (stats.py: what 4 and 6 resolve)
     settle: float = 3.0  # seconds after a change before its window is measured
     interval: float = 1.0  # seconds between reads
     keep: bool = False  # keep the change at the end when it helped and harmed nothing
@@ -168,12 +175,14 @@ class Experiment:
         if not up:
             raise UserError("no OSD is up: nothing to measure")
         targets = [c.target for c in self.plan.changes]
-        self.reader = Reader(ceph, osds_to_read(up, targets, self.settings.osd_limit))
+        chosen = osds_to_read(up, targets, self.settings.osd_limit)
+        self.reader = Reader(ceph, chosen, local_osd_pids(chosen, ceph.fsid()))
         first = self.reader.read()
         if first.failed:
             # An OSD that does not answer now would stop the run at its first read:
             # measured without it, and said in the run's OSD list.
-            self.reader = Reader(ceph, [o for o in self.reader.osds if o not in first.failed])
+            self.reader = Reader(ceph, [o for o in self.reader.osds if o not in first.failed],
+                                 self.reader.pids)
             if not self.reader.osds:
                 raise UserError(f"no OSD answered `perf dump` ({', '.join(first.failed[:4])}"
                                 "): nothing to measure")
@@ -367,6 +376,10 @@ class Experiment:
                       for arm, samples in windows]
 
         def series(f: Figure) -> list[stats.Window] | str:
+            assert self.reader is not None
+            if f is CPU_PER_OP and set(self.reader.pids) != set(self.reader.osds):
+                return (f"{f.name}: {len(self.reader.osds) - len(self.reader.pids)} of the "
+                        f"{len(self.reader.osds)} OSDs read do not run on this host")
             out = []
             for k, (arm, secs) in enumerate(per_window):
                 xs = secs[f.name]

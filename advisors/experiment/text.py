@@ -36,6 +36,25 @@ def report_lines(r: Any) -> list[str]:
     return lines
 
 
+def run_line(run: dict[str, Any]) -> str:
+    """One run from the record of runs (record.ExperimentLog.runs) in one line: its id,
+    when, how it ended, the change, and its verdicts or why it was cut."""
+    import time
+
+    when = run.get("time")
+    at = time.strftime("%Y-%m-%d %H:%M", time.localtime(when)) \
+        if isinstance(when, int | float) else "?"
+    head = (f"{printable(str(run.get('id', '?')), 20)}  {at}  "
+            f"{printable(str(run.get('outcome', '?')), 10):<7} "
+            f"{printable(str(run.get('what', '')), 200)}")
+    result = run.get("result")
+    if isinstance(result, dict):
+        said = measure_line({**result, "experiment": run.get("id")})
+        return f"{head}\n    {printable(said.partition(': ')[2], 600)}"
+    reason = run.get("reason")
+    return f"{head}\n    {printable(str(reason), 600)}" if reason else head
+
+
 def measure_line(measured: dict[str, Any]) -> str:
     """A journal entry's measure in one line: each figure's change, interval and verdict."""
     parts = []

@@ -75,6 +75,33 @@ def test_a_seconds_latency_is_its_sums_difference_over_its_counts() -> None:
     assert seconds_of([a, b], (BY_NAME["read latency"],))["read latency"] == []
 
 
+def test_cpu_per_op_is_the_osd_processes_cpu_over_their_ops() -> None:
+    """2 OSDs spent 0.1 and 0.3 CPU seconds on 400 ops: 1 ms of CPU an op. With one OSD's
+    CPU unknown (it runs on another host), or its process replaced, no second."""
+    cpu = BY_NAME["CPU per op"]
+    a = Sample(0.0, {"osd.0": counters(1000, 1.0), "osd.1": counters(1000, 1.0)}, CALM,
+               cpu={"osd.0": 10.0, "osd.1": 20.0})
+    b = Sample(1.0, {"osd.0": counters(1100, 1.2), "osd.1": counters(1300, 2.8)}, CALM,
+               cpu={"osd.0": 10.1, "osd.1": 20.3})
+    assert seconds_of([a, b], (cpu,))["CPU per op"] == [pytest.approx(0.001)]
+    assert not cpu.higher_is_better
+    half = Sample(1.0, b.osds, CALM, cpu={"osd.0": 10.1})
+    assert seconds_of([a, half], (cpu,))["CPU per op"] == []
+    replaced = Sample(1.0, b.osds, CALM, cpu={"osd.0": 0.5, "osd.1": 20.3})
+    assert seconds_of([a, replaced], (cpu,))["CPU per op"] == []
+
+
+def test_this_hosts_osd_processes_are_found_by_id_and_fsid() -> None:
+    """Another cluster's osd.0 (a lab's, when one runs here) is not this cluster's: not
+    claimed (a lab's own are, tests/integration/test_experiment_lab.py); this process's
+    CPU is read, a process gone has none."""
+    from stormdeck.advisors.experiment.counters import local_osd_pids, process_cpu
+
+    assert local_osd_pids(["osd.0"], "00000000-0000-0000-0000-000000000000") == {}
+    assert (process_cpu(os.getpid()) or 0) > 0
+    assert process_cpu(2 ** 22 + 7) is None
+
+
 def test_a_restarted_osd_or_one_read_at_one_end_only_gives_no_second() -> None:
     a = Sample(0.0, {"osd.0": counters(1000, 1.0)}, CALM)
     restarted = Sample(1.0, {"osd.0": counters(10, 0.1)}, CALM)
@@ -156,3 +183,35 @@ def test_a_run_whose_process_died_reads_as_cut(tmp_path: Path) -> None:
     assert runs["exp-killed"]["outcome"] == "cut"
     assert "see stormdeck journal" in runs["exp-killed"]["reason"]
     assert runs["exp-running"]["outcome"] == "running"  # the tampered end is not believed
+
+
+def test_experiment_list_shows_each_run_as_it_ended(tmp_path: Path) -> None:
+    """`stormdeck experiment --list`: the record of runs beside the journal, in words and
+    as JSON; text from the record is data (a control character is shown, not sent)."""
+    from tests.conftest import run_cli
+
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
+    r = run_cli("experiment", "--list", env=env)
+    assert r.rc == 0 and "no experiment has run here" in r.out, r.err
+    log = ExperimentLog(tmp_path / "stormdeck" / "experiments.jsonl")
+    log.start("exp-done", "ceph config set osd debug_osd 20/20\x1b[2J", {})
+    log.end("exp-done", "done", result={"figures": [
+        {"figure": "write latency", "ratio": 1.58, "ci_low": 1.46, "ci_high": 1.71,
+         "verdict": "worse"}], "load_moved": None})
+    log.start("exp-cut", "ceph osd set noscrub", {"rounds": 6})
+    log.end("exp-cut", "cut", reason="1 OSD(s) went down; the change was undone")
+    r = run_cli("experiment", "--list", env=env)
+    assert r.rc == 0, r.err
+    assert "\x1b" not in r.out
+    lines = r.out.splitlines()
+    assert lines[0].startswith("exp-done ") and "done" in lines[0], r.out
+    assert lines[1].strip() == "write latency +58% (95%: +46% to +71%) worse", r.out
+    assert lines[2].startswith("exp-cut ") and "ceph osd set noscrub" in lines[2], r.out
+    assert "1 OSD(s) went down" in lines[3], r.out
+    r = run_cli("experiment", "--list", "-f", "json", env=env)
+    runs = json.loads(r.out)
+    assert [x["outcome"] for x in runs] == ["done", "cut"]
+    r = run_cli("experiment", "--list", "set", "osd", "debug_osd", "1/5", env=env)
+    assert r.rc != 0 and r.err.count("\n") == 1 and "takes no change" in r.err, r.err
+    r = run_cli("experiment", env=env)
+    assert r.rc != 0 and r.err.count("\n") == 1 and "set WHO OPTION VALUE" in r.err, r.err
