@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from stormdeck.base.errors import UserError
+from stormdeck.base.text import printable
 from stormdeck.collectors.model import Snapshot
 
 POOL_PREFIX = "stormdeck-validate-"
@@ -95,6 +96,23 @@ class Cleanup:
             self.failed.append(f"{what}: {exc}")
 
 
+@dataclass(frozen=True)
+class Background:
+    """A tool running beside a step (Ctx.background)."""
+
+    proc: subprocess.Popen[str]
+    err: IO[str]
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def why(self) -> str:
+        """Why it ended: its last line on stderr, or its exit status."""
+        self.err.seek(0)
+        lines = self.err.read().strip().splitlines()
+        return printable(lines[-1], 200) if lines else f"exit {self.proc.returncode}"
+
+
 @dataclass
 class Ctx:
     """What a step works with: the cluster, the host, cancel, progress, cleanup."""
@@ -162,6 +180,22 @@ class Ctx:
                 return texts
             finally:
                 _stop(procs)
+
+    @contextmanager
+    def background(self, argv: Sequence[str]) -> Iterator[Background]:
+        """A tool that runs while the step measures (a load under the sweep): stopped as
+        `run` stops one (SIGINT, then SIGKILL) when the block ends, however it ends."""
+        self.check()
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            try:
+                proc = subprocess.Popen(list(argv), stdout=out, stderr=err, text=True,
+                                        start_new_session=True)
+            except OSError as exc:
+                raise UserError(f"cannot run {argv[0]}: {exc.strerror}") from None
+            try:
+                yield Background(proc, err)
+            finally:
+                _stop([proc])
 
     def rados(self, *args: str) -> list[str]:
         base = [shutil.which("rados") or "rados"]

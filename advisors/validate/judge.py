@@ -391,9 +391,29 @@ def peering(seconds: float | None, pgs: int, previous: Sequence[float] = ()) -> 
     return Verdict(name, PASS, f"{seconds:.1f} s", PEERING, tuple(ev), data)
 
 
-def cpu_scaling(daemon: str, points: Sequence[Point]) -> Verdict:
+# Adding a core "pays" while it brings this much more IOPS (the step's ratio).
+PAYS = 1.10
+
+
+@dataclass(frozen=True)
+class CoreStep:
+    """One step of the CPU sweep measured as an experiment: `to` cores (B) against
+    `frm` (A) in alternated windows, the effect on the OSD's write IOPS with its
+    interval (advisors/experiment/stats.py)."""
+
+    frm: float
+    to: float
+    ratio: float
+    ci_low: float
+    ci_high: float
+
+
+def cpu_scaling(daemon: str, points: Sequence[Point],
+                steps: Sequence[CoreStep] = ()) -> Verdict:
     """K1: IOPS at each core limit; per allocated and per used core; where adding a core
-    stops paying (less than 10% more IOPS)."""
+    stops paying (less than 10% more IOPS). With `steps` (the sweep's alternated rounds)
+    the knee comes with its interval: from the first step that may pay less than 10% (its
+    interval reaches below) to the first that surely does (its interval is all below)."""
     name = f"CPU scaling of {daemon}"
     if len(points) < 2:
         return Verdict(name, SKIP, "fewer than two core limits measured", CORES)
@@ -403,14 +423,30 @@ def cpu_scaling(daemon: str, points: Sequence[Point]) -> Verdict:
         per_used = f", {p.iops / used:.0f} per used core" if used else ""
         ev.append(f"{p.x:g} cores: {p.iops:.0f} IOPS, {p.iops / p.x:.0f} per allocated core"
                   + per_used)
-    knee_at = points[-1].x
-    for a, b in itertools.pairwise(points):
-        if b.iops < a.iops * 1.10:
-            knee_at = a.x
-            break
-    data = {"knee_cores": knee_at, "points": [(p.x, p.iops) for p in points]}
+    data: dict[str, Any] = {"points": [(p.x, p.iops) for p in points]}
     gain = points[-1].iops / points[0].iops if points[0].iops else 0.0
+    if steps:
+        last = steps[-1].to
+        knee_at = next((st.frm for st in steps if st.ratio < PAYS), last)
+        low = next((st.frm for st in steps if st.ci_low < PAYS), last)
+        high = next((st.frm for st in steps if st.ci_high < PAYS), None)
+        for st in steps:
+            ev.append(f"{st.frm:g} -> {st.to:g} cores: {st.ratio - 1:+.1%} IOPS (95%: "
+                      f"{st.ci_low - 1:+.1%} to {st.ci_high - 1:+.1%})")
+        data.update(knee_low=low, knee_high=high, steps=[
+            {"from": st.frm, "to": st.to, "ratio": st.ratio, "ci_low": st.ci_low,
+             "ci_high": st.ci_high} for st in steps])
+        upper = f"{high:g}" if high is not None else f"beyond {last:g}, the last measured"
+        between = f"{knee_at:g} (95%: from {low:g} to {upper})"
+    else:
+        knee_at = points[-1].x
+        for a, b in itertools.pairwise(points):
+            if b.iops < a.iops * PAYS:
+                knee_at = a.x
+                break
+        between = f"{knee_at:g}"
+    data["knee_cores"] = knee_at
     summary = (f"{points[0].x:g} -> {points[-1].x:g} cores: x{gain:.2f} IOPS; adding cores "
-               f"stops paying at {knee_at:g}")
+               f"stops paying at {between}")
     verdict = WARN if knee_at <= 1 else PASS
     return Verdict(name, verdict, summary, CORES, tuple(ev), data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -190,6 +191,12 @@ def cpu_seconds(pid: int) -> float:
     return t.user + t.system
 
 
+# The sweep's windows: seconds each, A/B pairs per step (quick: a rehearsal, 2 pairs).
+SWEEP_WINDOW = {True: 3.0, False: 15.0}
+SWEEP_ROUNDS = {True: 2, False: 4}
+SWEEP_SETTLE = 1.0  # seconds after a change of cores before a window is read
+
+
 def cpu_sweep(ctx: Ctx) -> list[Verdict]:
     osds = [d for d in ctx.snapshot.daemons.values() if d.kind == "osd" and d.pid]
     if ctx.options.cpu_osd:
@@ -213,19 +220,80 @@ def cpu_sweep(ctx: Ctx) -> list[Verdict]:
     counts = list(range(1, len(cpus) + 1))
     if len(counts) > 6:
         counts = sorted({1, 2, 4, 8, 12, 16, len(cpus)} & set(counts))
-    seconds = 3 if ctx.options.quick else 60
-    points: list[Point] = []
+    quick = ctx.options.quick
+    window, rounds = SWEEP_WINDOW[quick], SWEEP_ROUNDS[quick]
+    per_step = 2 * rounds * (window + SWEEP_SETTLE + 1)
     try:
         with scratch_pool(ctx, "cpu", 32) as pool:
-            for i, n in enumerate(counts):
-                ctx.progress(i / len(counts), f"{d.id} on {n} core(s): {seconds} s of writes")
-                set_affinity(pid, set(cpus[:n]))
-                before, t0 = cpu_seconds(pid), time.monotonic()
-                iops, lat = parse_bench(ctx.run(ctx.rados(
-                    "-p", pool, "bench", str(seconds), "write", "-t", "16", "-b", "4096"),
-                    timeout=seconds + 120))
-                used = (cpu_seconds(pid) - before) / (time.monotonic() - t0)
-                points.append(Point(float(n), iops, lat, {"cores_used": used}))
+            # One load for the whole sweep, each step's windows alternating the cores under
+            # it (A B B A ...): a drift of the load or the disks cancels, as in an
+            # experiment, and each step's gain comes with its interval.
+            total = int(per_step * max(1, len(counts) - 1) + 60)
+            with ctx.background(ctx.rados("-p", pool, "bench", str(total), "write", "-t",
+                                          "16", "-b", "4096")) as load:
+                # rados bench takes a moment to connect and fill its 16 slots: the first
+                # window would otherwise measure a load still rising.
+                ctx.progress(0.0, f"{d.id}: starting the load")
+                ctx.sleep(3.0)
+                points, steps = _sweep_steps(ctx, d.id, pid, cpus, counts, window, rounds,
+                                             load)
     finally:
         ctx.cleanup.pop(f"cores of {d.id}")
-    return [judge.cpu_scaling(d.id, points)]
+    return [judge.cpu_scaling(d.id, points, steps)]
+
+
+def _sweep_steps(ctx: Ctx, osd: str, pid: int, cpus: list[int], counts: list[int],
+                 window: float, rounds: int, load: Any
+                 ) -> tuple[list[Point], list[judge.CoreStep]]:
+    """Each step n -> m cores measured as an experiment's rounds: the OSD's own write
+    counters read each second (advisors/experiment), its write IOPS compared between the
+    windows with m cores (B) and with n (A) by the experiment's statistics."""
+    from stormdeck.advisors.experiment import stats
+    from stormdeck.advisors.experiment.counters import Reader
+    from stormdeck.advisors.experiment.figures import BY_NAME, seconds_of
+
+    iops_f, lat_f = BY_NAME["write IOPS"], BY_NAME["write latency"]
+    reader = Reader(ctx.admin, [osd])
+    base = reader.read()
+    seen: dict[int, dict[str, list[float]]] = {}  # cores -> per-second figures
+    steps: list[judge.CoreStep] = []
+    pairs = list(itertools.pairwise(counts))
+    for k, (n, m) in enumerate(pairs):
+        windows: list[stats.Window] = []
+        for i, arm in enumerate(stats.schedule(rounds)):
+            cores = m if arm == stats.B else n
+            ctx.progress((k + i / (2 * rounds)) / len(pairs),
+                         f"{osd}: {n} -> {m} core(s), window {i + 1} of {2 * rounds} "
+                         f"on {cores}")
+            set_affinity(pid, set(cpus[:cores]))
+            ctx.sleep(SWEEP_SETTLE)
+            samples = []
+            used0, t0 = cpu_seconds(pid), time.monotonic()
+            for _ in range(int(window) + 1):
+                if load.poll() is not None:
+                    raise UserError(f"the sweep's rados bench ended early: {load.why()}")
+                s = reader.read()
+                why = s.harms.worse_than(base.harms) or (
+                    f"{osd} did not answer `perf dump`" if s.failed else None)
+                if why is not None:
+                    raise UserError(f"the CPU sweep stopped: {why}")
+                samples.append(s)
+                ctx.sleep(max(0.0, s.time + 1.0 - time.monotonic()))
+            got = seconds_of(samples, (iops_f, lat_f))
+            fig = seen.setdefault(cores, {"iops": [], "lat": [], "used": []})
+            fig["iops"] += got[iops_f.name]
+            fig["lat"] += got[lat_f.name]
+            fig["used"].append((cpu_seconds(pid) - used0) / (time.monotonic() - t0))
+            windows.append(stats.Window(arm, tuple(got[iops_f.name])))
+        try:
+            e = stats.compare("write IOPS", windows, higher_is_better=True)
+        except ValueError as exc:
+            raise UserError(f"{osd} at {n} and {m} cores: {exc}") from None
+        steps.append(judge.CoreStep(float(n), float(m), e.ratio, e.ci_low, e.ci_high))
+    points = [Point(float(c), _avg(f["iops"]), _avg(f["lat"]), {"cores_used": _avg(f["used"])})
+              for c, f in sorted(seen.items())]
+    return points, steps
+
+
+def _avg(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0

@@ -133,7 +133,15 @@ def test_a_quick_run_finds_the_planted_problems_and_leaves_nothing(
     assert peer["status"] == "done" and peer["verdicts"][0]["data"]["seconds"] > 0
     (cpu,) = [s for s in report["steps"] if s["id"] == "cpu"]
     assert cpu["status"] == "done", cpu
-    assert len(cpu["verdicts"][0]["data"]["points"]) == len(sweep_before)
+    sweep = cpu["verdicts"][0]["data"]
+    assert len(sweep["points"]) == len(sweep_before)
+    # Each step of cores measured in alternated rounds, through the experiment's engine:
+    # its gain on osd.0's own write IOPS, with an interval around it, and the knee's.
+    assert len(sweep["steps"]) == len(sweep_before) - 1, sweep
+    for st in sweep["steps"]:
+        assert 0 < st["ci_low"] <= st["ratio"] <= st["ci_high"], st
+    assert sweep["knee_low"] <= sweep["knee_cores"], sweep
+    assert "95%" in cpu["verdicts"][0]["summary"], cpu["verdicts"][0]
     # Nothing left: pools, the scratch file, the sweep's CPU limit.
     assert not [p for p in pools(lab) if p.startswith(POOL_PREFIX)]
     assert not (tmp_path / SCRATCH_NAME).exists()

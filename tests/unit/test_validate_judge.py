@@ -174,6 +174,25 @@ def test_cpu_scaling_finds_where_cores_stop_paying() -> None:
     assert judge.cpu_scaling("osd.0", pts[:1]).verdict == SKIP
 
 
+def test_the_sweeps_rounds_give_the_knee_its_interval() -> None:
+    """K1.2's shape measured in alternated rounds: 4 -> 8 cores gains 8% but its interval
+    reaches 19%, so the knee is at 4 cores or may be as late as 8; 8 -> 10 surely pays less
+    than 10%."""
+    pts = [Point(c, i, 0.002, {"cores_used": c * 0.9}) for c, i in
+           ((2, 5900), (4, 11000), (8, 11900), (10, 12100))]
+    steps = [judge.CoreStep(2, 4, 1.86, 1.70, 2.03), judge.CoreStep(4, 8, 1.08, 0.98, 1.19),
+             judge.CoreStep(8, 10, 1.02, 0.97, 1.06)]
+    v = judge.cpu_scaling("osd.0", pts, steps)
+    assert (v.data["knee_cores"], v.data["knee_low"], v.data["knee_high"]) == (4, 4, 8)
+    assert "stops paying at 4 (95%: from 4 to 8)" in v.summary, v.summary
+    assert "4 -> 8 cores: +8.0% IOPS (95%: -2.0% to +19.0%)" in v.evidence
+    # Every step still pays, or may: the knee is past the last count measured.
+    paying = [judge.CoreStep(1, 2, 1.9, 1.5, 2.3), judge.CoreStep(2, 3, 1.3, 1.05, 1.6)]
+    v = judge.cpu_scaling("osd.0", pts[:3], paying)
+    assert v.data["knee_low"] == 2 and v.data["knee_high"] is None
+    assert "from 2 to beyond 3, the last measured" in v.summary, v.summary
+
+
 def test_cleanup_tries_everything_and_reports_what_failed() -> None:
     done: list[str] = []
     c = Cleanup()
