@@ -218,9 +218,14 @@ def test_prometheus_agrees_with_librados(release_cluster: LabCluster) -> None:
                 n: ((x.up, x.in_), (b.daemons[n].up, b.daemons[n].in_))
                 for n, x in a.daemons.items()}
             # osd df counts PGs mapped to an OSD; the exporter's numpg counts PGs
-            # instantiated on it, strays awaiting removal too: allow a few.
+            # instantiated on it, strays awaiting removal too. The OSD deletes a stray's
+            # objects slowly (osd_delete_sleep_hdd, 5 s, on the lab's rotational loops),
+            # so after earlier tests' pools strays last minutes: Reef's osd.2 held 94 for
+            # 89 mapped for the whole 90 s (fresh clone run 10). More instantiated than
+            # mapped, by up to a fifth, is that; fewer, beyond 2, is a disagreement.
             pairs |= {f"{n} pgs": (x.pgs, b.daemons[n].pgs) for n, x in a.daemons.items()
-                      if abs((x.pgs or 0) - (b.daemons[n].pgs or 0)) > max(2, (x.pgs or 0) // 20)}
+                      if not -2 <= (b.daemons[n].pgs or 0) - (x.pgs or 0)
+                      <= max(2, (x.pgs or 0) // 5)}
             pairs |= {
                 "num_pgs": (ca.num_pgs, cb.num_pgs), "health": (ca.health, cb.health),
                 "not clean": (ca.pgs_not_clean, cb.pgs_not_clean),
