@@ -246,14 +246,27 @@ def test_prometheus_agrees_with_librados(release_cluster: LabCluster) -> None:
             eventually(agree, 90, interval=2)
         except AssertionError:
             raise AssertionError(f"librados and Prometheus still differ: {differ}") from None
-        # Prometheus scrapes every 5 s; right after a storm it may lag one scrape.
-        disks = prom.poll().disks
-        loops = [d for d in disks.values() if d.daemons]
+        # Prometheus scrapes every 5 s; right after a storm it may lag one scrape, and on a
+        # lab just started a disk's utilisation needs two scrapes of node_exporter (a rate).
+        def disks_known() -> list[Any]:
+            loops = [d for d in prom.poll().disks.values() if d.daemons]
+            return loops if all(disk.util is not None for disk in loops) else []
+
+        loops = eventually(disks_known, 30, interval=2)
         assert {d for disk in loops for d in disk.daemons} == {"osd.0", "osd.1", "osd.2"}
-        assert all(disk.util is not None for disk in loops)
         # The lab's Prometheus evaluates stormdeck's recording rules, and they are read
         # (op latencies and awaits only where an OSD or disk had ops in the window).
-        assert prom.mode.startswith("recording rules"), prom.mode
+        # On a lab just started they have not been evaluated yet, and a source probes for
+        # them once a minute: a new source probes at its first poll.
+        def recorded() -> bool:
+            fresh = PrometheusSource(f"http://127.0.0.1:{lab_cluster.prometheus_port}")
+            try:
+                fresh.poll()
+                return fresh.mode.startswith("recording rules")
+            finally:
+                fresh.close()
+
+        eventually(recorded, 30, interval=2)
     finally:
         ceph.close()
         prom.close()
