@@ -65,6 +65,21 @@ def unclean(cluster) -> str:
     return f"{pgmap.get('pgs_by_state')} of {pgmap.get('num_pgs')} PGs"
 
 
+def settle_clean(cluster, timeout: float) -> None:
+    """Wait for every PG to be clean; fail with what was seen and the cluster's log."""
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if clean(cluster):
+            return
+        if not seen or seen[-1] != unclean(cluster):
+            seen.append(unclean(cluster))
+        time.sleep(2)
+    log = [f"{e.get('stamp')} {e.get('name')} {e.get('message')}"
+           for e in ceph_json(cluster, "log last", num=15)]
+    raise AssertionError(f"not clean within {timeout:.0f} s: {seen}; log: {log}")
+
+
 def whatif(lab: LabCluster, *args: str) -> dict:
     res = run_cli("whatif", *args, "-f", "json", "-c", str(lab.conf), timeout=300)
     assert res.rc == 0, res.err
@@ -323,7 +338,10 @@ def test_pg_num_and_down_predictions_and_the_guard_refuses_inactive_pgs(
         journal = run_cli("journal", env=env)
         assert "predicted:" in journal.out and "seen right after" in journal.out
         assert "active+clean" in journal.out and "after" in journal.out
-        assert clean(cluster), unclean(cluster)
+        # What journal --refresh said was true at its read; the cluster can still leave
+        # active+clean after it (CI once saw 3 PGs active+recovery_wait+degraded on the
+        # next read), which is not the journal's to foresee. The undo below wants it clean.
+        settle_clean(cluster, 120)
         # Undo (pg_num 64 -> 32, a merge) is predicted before it asks; with no terminal to
         # confirm on, nothing is sent.
         res = run_cli("undo", entry.id, "-c", str(lab.conf), env=env, timeout=300)
