@@ -78,8 +78,13 @@ def on_cluster(conf: str, window: float, rounds: int) -> dict[str, float]:
             "figures": len(result.effects)}
 
 
-def in_console(conf: str, window: float, rounds: int, idle: float) -> dict[str, float]:
+def in_console(conf: str, window: float, rounds: int, idle: float,
+               profile: Path | None = None) -> dict[str, float]:
+    """See the module's docstring. With `profile`, the console's thread (the event loop,
+    the drawing) and the run's worker are profiled over the run, each to a file there
+    (`python -m pstats`): where the experiment's cost goes."""
     import asyncio
+    import cProfile
 
     from stormdeck.advisors.apply import CephAdmin, Executor
     from stormdeck.advisors.engine import Engine
@@ -117,6 +122,20 @@ def in_console(conf: str, window: float, rounds: int, idle: float) -> dict[str, 
                              view.journal_moved, settings)
 
             o = await asyncio.to_thread(offered)
+            loop_prof = cProfile.Profile() if profile else None
+            if profile:
+                run_once = o.experiment.run
+
+                def profiled(*a, **kw):
+                    prof = cProfile.Profile()
+                    prof.enable()
+                    try:
+                        return run_once(*a, **kw)
+                    finally:
+                        prof.disable()
+                        prof.dump_stats(str(profile / "worker.prof"))
+                o.experiment.run = profiled
+                loop_prof.enable()
             c0, t0 = cpu(), time.monotonic()
             view.start_experiment(o)
             screen = app.screen
@@ -124,6 +143,9 @@ def in_console(conf: str, window: float, rounds: int, idle: float) -> dict[str, 
             while screen.result is None and screen.ended is None:
                 await pilot.pause(0.5)
             during = (cpu() - c0) / (time.monotonic() - t0)
+            if loop_prof is not None and profile is not None:
+                loop_prof.disable()
+                loop_prof.dump_stats(str(profile / "console.prof"))
             if screen.result is None:
                 raise SystemExit(f"the experiment was cut: {screen.ended}")
             return {"idle_pct": 100 * before, "during_pct": 100 * during,
@@ -182,11 +204,14 @@ def main() -> int:
                     help="with --conf: the console's cost of a run, beside its own")
     ap.add_argument("--idle", type=float, default=60.0,
                     help="with --console: seconds measured before the run")
+    ap.add_argument("--profile", type=Path, metavar="DIR",
+                    help="with --console: profile the console's thread and the run's worker "
+                         "over the run into DIR")
     ap.add_argument("--smoke", action="store_true", help="a few seconds, for CI")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.conf and args.console:
-        out = in_console(args.conf, args.window, args.rounds, args.idle)
+        out = in_console(args.conf, args.window, args.rounds, args.idle, args.profile)
         line = (f"the console: {out['idle_pct']:.2f}% of a core on its own, "
                 f"{out['during_pct']:.2f}% during a {out['seconds']:.0f} s experiment: "
                 f"the experiment {out['experiment_pct']:+.2f}%")

@@ -46,6 +46,8 @@ def register(sub: Any) -> None:
                        help="then measure what it does: windows of SECONDS with and without "
                             "it, in BAAB order under the live load, ending with it made; "
                             "the effect is journaled beside it (see stormdeck experiment)")
+    apply.add_argument("--rounds", type=int, default=None,
+                       help="with --measure: A/B pairs, an even number (default 6)")
     _change_options(apply)
     add_source_options(apply)
     apply.set_defaults(handler=cmd_apply)
@@ -212,6 +214,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
     if not 0 <= args.follow <= 86400:
         raise UserError(f"--follow takes 0 to 86400 seconds, not {args.follow:g}")
+    if args.rounds is not None and args.measure is None:
+        raise UserError("--rounds is for --measure: apply alone makes the change once")
     plan = Plan.load(args.file)
     if args.measure is not None:
         from stormdeck.cli_experiment import apply_measured

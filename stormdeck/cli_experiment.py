@@ -29,7 +29,10 @@ def register(sub: Any) -> None:
                     "effect the run could have seen), or not separable (the load moved). "
                     "Every apply and undo is journaled as `apply`'s are. Slow ops, an OSD "
                     "down or PGs inactive stop it and undo the change. The change is undone "
-                    "at the end unless --keep and it helped.")
+                    "at the end unless --keep and it helped. A change that moves data or "
+                    "takes effect only at a restart is measured once, before and after: "
+                    "--rounds windows without it, the change, a wait until its data has "
+                    "moved (or the OSDs read have been restarted, by you), --rounds with it.")
     p.add_argument("change", nargs="*", metavar="CHANGE",
                    help="set WHO OPTION VALUE | flag FLAG | PLAN.json")
     p.add_argument("--list", action="store_true",
@@ -41,6 +44,11 @@ def register(sub: Any) -> None:
                    help="A/B pairs, an even number (default 6: 12 windows)")
     p.add_argument("--settle", type=float, default=3.0, metavar="SECONDS",
                    help="seconds after each change before its window (default 3)")
+    p.add_argument("--settled-within", dest="settled_within", type=float, default=1800.0,
+                   metavar="SECONDS",
+                   help="a change that moves data or takes a restart: how long to wait for "
+                        "the cluster to settle (or the OSDs to restart) before the run stops "
+                        "and undoes it (default 1800)")
     p.add_argument("--keep", action="store_true",
                    help="keep the change at the end when a figure got better and none worse")
     _change_options(p)
@@ -87,7 +95,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         raise UserError(USAGE)
 
     settings = Settings(window=args.window, rounds=args.rounds, settle=args.settle,
-                        keep=args.keep)
+                        keep=args.keep, wait=args.settled_within)
     return _run(args, settings, lambda ex: plan_of(args.change, ex), lead=False)
 
 
@@ -113,9 +121,10 @@ def apply_measured(args: argparse.Namespace, plan: Any) -> int:
     from stormdeck.advisors.experiment.runner import Settings
 
     if args.follow:
-        raise UserError("--measure and --follow do not go together: a change that moves "
-                        "data is not measured in rounds")
-    settings = Settings(window=args.measure)
+        raise UserError("--measure and --follow do not go together: --measure waits for a "
+                        "change that moves data to settle, and measures it then")
+    rounds = getattr(args, "rounds", None)
+    settings = Settings(window=args.measure, **({"rounds": rounds} if rounds else {}))
     settings.check("--measure")
     return _run(args, settings, lambda _ex: plan, lead=True)
 
@@ -134,17 +143,10 @@ def _run(args: argparse.Namespace, settings: Any, plan_for: Any, lead: bool) -> 
                          progress=lambda m: print(f"  {m}", file=sys.stderr, flush=True))
         rv = exp.review()
         load = exp.baseline()
-        windows = 2 * settings.rounds
-        total = windows * settings.window + (settings.rounds + 1) * settings.settle
         # With -f json the review goes to stderr: stdout holds the result alone.
         out = sys.stderr if as_json else sys.stdout
         print(rv.text, file=out)
-        order, end = ("BAAB", "made") if lead else ("ABBA", "undone")
-        print(f"experiment {exp.id}: {windows} windows of {settings.window:g} s in {order} "
-              f"order (about {total:.0f} s), reading {', '.join(exp.reader.osds[:6])}"
-              f"{' ...' if len(exp.reader.osds) > 6 else ''}; the load now {load:,.0f} "
-              f"client ops/s; each apply and undo journaled, the change {end} at the end",
-              file=out, flush=True)
+        print(announce(exp, load, lead), file=out, flush=True)
         confirm(rv, args.yes)
         result = exp.run(rv, lead_with_change=lead)
     if as_json:
@@ -152,3 +154,23 @@ def _run(args: argparse.Namespace, settings: Any, plan_for: Any, lead: bool) -> 
     else:
         print("\n".join(report_lines(result)))
     return 0
+
+
+def announce(exp: Any, load: float, lead: bool) -> str:
+    """What the run will do, said before it is confirmed."""
+    s = exp.settings
+    reading = (f"reading {', '.join(exp.reader.osds[:6])}"
+               f"{' ...' if len(exp.reader.osds) > 6 else ''}; the load now {load:,.0f} "
+               "client ops/s; each apply and undo journaled")
+    if exp.before_after:
+        wait = exp.waits_for()
+        end = "made" if lead else "undone (unless --keep and it helped)"
+        return (f"experiment {exp.id}: {exp.before_after}, so it is measured once, before "
+                f"and after, not alternated: {s.rounds} windows of {s.window:g} s without "
+                f"it, the change, a wait (at most {s.wait:g} s) until {wait}, {s.rounds} "
+                f"windows with it; {reading}, the change {end} at the end")
+    windows = 2 * s.rounds
+    total = windows * s.window + (s.rounds + 1) * s.settle
+    order, end = ("BAAB", "made") if lead else ("ABBA", "undone")
+    return (f"experiment {exp.id}: {windows} windows of {s.window:g} s in {order} order "
+            f"(about {total:.0f} s), {reading}, the change {end} at the end")

@@ -110,6 +110,7 @@ class CephConfig(Actuator):
         # daemon; asked only of a daemon seen not running the section's value.
         own: dict[str, str] = {}
         asked: set[str] = set()
+        live: bool | None = None
         while daemons:
             running = {d: ceph.config_show(d, c.key) for d in daemons}
             for d in daemons:
@@ -124,6 +125,13 @@ class CephConfig(Actuator):
             lagging = [d for d in daemons if not same(running[d], own.get(d, effective))]
             moving = [d for d in lagging if forced is None or not same(running[d], forced)]
             if not moving or time.monotonic() > deadline:
+                break
+            # An option the cluster says takes a restart reaches no running daemon:
+            # waiting for it is 15 s of nothing (asked once, only of a lagging change).
+            if live is None:
+                live = c.runtime if c.runtime is not None else \
+                    self.runtime(ceph, c) is not False
+            if live is False:
                 break
             time.sleep(0.5)
         if own:

@@ -88,6 +88,9 @@ class Harms:
     up_osds: int | None
     pgs_inactive: int | None
     health: str | None
+    # PGs not active+clean (scrubbing counts as clean): what a change that moves data
+    # leaves until its data has moved.
+    pgs_unclean: int | None = None
 
     def worse_than(self, base: Harms) -> str | None:
         """Why this read is a harm the baseline did not have, or None."""
@@ -110,9 +113,12 @@ def parse_harms(status: Mapping[str, Any]) -> Harms:
     fields = parse_status(status)
     _checks, slow, _daemons, _oldest = parse_health_slow(status.get("health", {}))
     states: Mapping[str, int] = fields["pg_states"]
+    known = fields["num_pgs"] is not None
     inactive = sum(n for s, n in states.items() if not pgstate.is_active(s)) \
-        if fields["num_pgs"] is not None else None
-    return Harms(slow, fields["num_up_osds"], inactive, fields["health"])
+        if known else None
+    unclean = fields["num_pgs"] - sum(n for s, n in states.items() if pgstate.is_healthy(s)) \
+        if known else None
+    return Harms(slow, fields["num_up_osds"], inactive, fields["health"], unclean)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +168,15 @@ class Reader:
             raise UserError(f"the mons did not answer `status` during the experiment: "
                             f"{exc}") from None
         return Sample(at, got, parse_harms(status), tuple(failed), cpu)
+
+
+def harm_of(s: Sample, base: Sample) -> str | None:
+    """Why a read stops a run whose baseline is `base` (the experiment's windows, the
+    CPU sweep's steps), or None."""
+    why = s.harms.worse_than(base.harms)
+    if why is None and s.failed:
+        why = f"{', '.join(s.failed)} did not answer `perf dump`"
+    return why
 
 
 def process_cpu(pid: int) -> float | None:

@@ -15,7 +15,13 @@ from typing import Any
 from stormdeck.advisors.actuators.base import same
 from stormdeck.advisors.actuators.table import actuator
 from stormdeck.advisors.experiment import stats
-from stormdeck.advisors.experiment.counters import Reader, Sample, local_osd_pids, osds_to_read
+from stormdeck.advisors.experiment.counters import (
+    Reader,
+    Sample,
+    harm_of,
+    local_osd_pids,
+    osds_to_read,
+)
 from stormdeck.advisors.experiment.figures import (
     CPU_PER_OP,
     FIGURES,
@@ -39,12 +45,18 @@ class Settings:
     keep: bool = False  # keep the change at the end when it helped and harmed nothing
     osd_limit: int = 32  # OSDs read at most (their `perf dump` each second)
     min_load: float = 5.0  # client ops per second below which nothing can be measured
+    # Before/after only: seconds the run waits, after the change, for its data to move
+    # or its OSDs to restart before it stops and undoes it.
+    wait: float = 1800.0
 
     def check(self, flag: str = "--for") -> None:
         if not all(math.isfinite(x) for x in (self.window, self.interval, self.settle)) or \
                 not (self.interval > 0 and self.window > 0 and self.settle >= 0):
             raise UserError("the window and the interval are seconds above zero, and the "
                             "settling time zero or more")
+        if not (math.isfinite(self.wait) and 0 < self.wait <= 86400):
+            raise UserError(f"--settled-within {self.wait:g}: seconds above zero, at most "
+                            "a day")
         if self.window > 3600 or self.settle > 600:
             raise UserError(f"{flag} {self.window:g}: a window is at most 3600 s and the "
                             "settling time at most 600 s")
@@ -78,6 +90,10 @@ class Result:
     entries: tuple[str, ...]  # the journal entries the run wrote, in order
     kept: bool
     figures: dict[str, Figure] = field(default_factory=dict)
+    # Why the run measured before and after the change rather than alternating it (it
+    # moves data, or takes a restart), and the seconds it took to settle; None: ABBA.
+    before_after: str | None = None
+    settled_seconds: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "plan": self.plan.id, "rule": self.plan.rule,
@@ -87,7 +103,9 @@ class Result:
                 "figures": [e.as_dict() for e in self.effects],
                 "load": self.load.as_dict() if self.load else None,
                 "load_moved": self.load_moved, "not_judged": list(self.not_judged),
-                "journal": list(self.entries), "kept": self.kept}
+                "journal": list(self.entries), "kept": self.kept,
+                "method": "before/after" if self.before_after else "alternated",
+                "before_after": self.before_after, "settled_seconds": self.settled_seconds}
 
 
 BASELINE_KEEP = 15.0  # seconds a baseline read before the confirmation stands
@@ -105,25 +123,37 @@ class Stopped(Exception):
     """The operator stopped the run (the console's c), as Ctrl-C does the CLI's."""
 
 
-def measurable(plan: Plan, runtime: Callable[[Any], bool | None]) -> None:
-    """Refuse, in one sentence, a plan whose changes cannot be alternated: one that moves
-    data, cannot be undone, or takes effect only at a restart."""
+RESTART = "takes effect only when the OSDs restart"
+MOVES = "moves data"
+
+
+def measurable(plan: Plan, runtime: Callable[[Any], bool | None]) -> str | None:
+    """How a plan can be measured: None when its changes apply and undo at once (ABBA);
+    why not, when it moves data or takes a restart (one before/after comparison, the
+    data moved or the OSDs restarted in between: moving data back and forth, or
+    restarting every round, is no experiment). A plan that cannot be undone, or that
+    changes nothing, is refused in one sentence."""
+    why = None
     for c in plan.changes:
         act = actuator(c.kind)
         what = f"{printable(c.key)} on {printable(c.target)}"
-        if act.moves_data(c):
-            raise UserError(f"{what} moves data: an experiment alternates only changes that "
-                            "apply and undo at once, and moving data back and forth is no "
-                            "experiment")
         if not act.reversible or act.cannot_undo(c):
-            raise UserError(f"{what} cannot be undone, so it cannot be alternated")
+            raise UserError(f"{what} cannot be undone: an experiment ends with the cluster "
+                            "as it was")
         if act.has_value and same(c.current, c.proposed):
             raise UserError(f"{what} is {printable(c.current)} already: with and without "
                             "the change would be the same windows")
-        live = act.fixed_runtime if act.fixed_runtime is not None else runtime(c)
-        if live is False:
-            raise UserError(f"{what} takes effect only when the daemons restart: an "
-                            "experiment alternates changes that apply at runtime")
+        if act.moves_data(c):
+            why = f"{what} {MOVES}"
+        elif takes_restart(c, runtime) and why is None:
+            why = f"{what} {RESTART}"
+    return why
+
+
+def takes_restart(c: Any, runtime: Callable[[Any], bool | None]) -> bool:
+    """Whether the change is on in a daemon only once it restarts."""
+    act = actuator(c.kind)
+    return (act.fixed_runtime if act.fixed_runtime is not None else runtime(c)) is False
 
 
 class Experiment:
@@ -152,6 +182,11 @@ class Experiment:
         self.changed = changed  # after each apply and undo: the journal has a new entry
         # Set from another thread (the console's stop key): the next read stops the run.
         self.stopping = threading.Event()
+        # Why the plan is measured before and after rather than alternated (review()).
+        self.before_after: str | None = None
+        self.settled_seconds: float | None = None
+        self.latest: Sample | None = None  # the last read
+        self.restart_targets: tuple[str, ...] = ()  # of the changes that take a restart
 
     # -- before anything changes --
 
@@ -159,7 +194,9 @@ class Experiment:
         """The plan's review, as the operator confirms it; refused here when its changes
         cannot be alternated."""
         rv = self.ex.review(self.plan)
-        measurable(rv.plan, rv.runtime)
+        self.before_after = measurable(rv.plan, rv.runtime)
+        self.restart_targets = tuple(c.target for c in rv.plan.changes
+                                     if takes_restart(c, rv.runtime))
         if rv.refused:
             raise UserError(rv.refused)
         return rv
@@ -219,14 +256,20 @@ class Experiment:
         review: Any = first
         try:
             state = stats.A
-            order = stats.schedule(self.settings.rounds)
-            if lead_with_change:
-                order = tuple(stats.B if a == stats.A else stats.A for a in order)
+            if self.before_after:
+                # N windows without, then N with: the change made once, between them.
+                order = (stats.A,) * self.settings.rounds + (stats.B,) * self.settings.rounds
+            else:
+                order = stats.schedule(self.settings.rounds)
+                if lead_with_change:
+                    order = tuple(stats.B if a == stats.A else stats.A for a in order)
             for i, arm in enumerate(order):
                 moved = arm != state
                 if moved and arm == stats.B:
                     self._apply(review)
                     review = None
+                    if self.before_after:
+                        self.settled_seconds = self._await_settled()
                 elif moved:
                     self._undo()
                 state = arm
@@ -243,9 +286,15 @@ class Experiment:
         # Past the windows the cluster is as the run means to leave it; what fails now
         # (keeping the change, journaling its measure) is said, and the run recorded.
         result = self._judge(windows, runs)
-        kept = bool(self.applied)
         said = ""
         try:
+            if self.before_after and self.applied and not lead_with_change and not (
+                    self.settings.keep and _helped(result)):
+                # Measured: the change is undone as an ABBA run's is, once, at the end
+                # (its data moves back; a restart's option waits for the next restart).
+                self.progress("measured: undoing the change")
+                self._undo()
+            kept = bool(self.applied)
             if not kept and self.settings.keep and _helped(result):
                 self._apply(None)
                 kept = True
@@ -296,7 +345,10 @@ class Experiment:
         for o in outcomes:
             self.entries.append(o.entry)
             self.applied.append(o.entry)
-        off = [o for o in outcomes if o.outcome != "applied"]
+        # An option that takes a restart is "pending restart" until the OSDs restart:
+        # what a before/after run then waits for.
+        off = [o for o in outcomes if o.outcome != "applied" and not (
+            o.outcome == "pending restart" and o.change.target in self.restart_targets)]
         if off:
             # Overridden, pending, not made: B would be measured without the change.
             raise UserError(f"{printable(off[0].change.command, 200)} ended "
@@ -318,12 +370,96 @@ class Experiment:
         if self.stopping.is_set():
             raise Stopped
         s = self.reader.read()
-        why = s.harms.worse_than(self.base.harms)
-        if why is None and s.failed:
-            why = f"{', '.join(s.failed)} did not answer `perf dump`"
+        self.latest = s
+        why = harm_of(s, self.base)
         if why is not None:
             raise Harm(why)
         return s
+
+    def _await_settled(self) -> float:
+        """After a change that moves data or takes a restart, before its windows: read
+        until the cluster is as settled as at the baseline (no more PGs off active+clean,
+        OSDs down or slow ops than then) and, for a restart's option, every OSD read has
+        restarted (its counters began again); the seconds that took. What a move or a
+        restart does on the way (PGs peering, an OSD down, slow ops) is its doing, not a
+        harm; not settling within --settled-within is, and stops the run."""
+        assert self.reader is not None and self.base is not None
+        restart = set(self._to_restart())
+        gone: set[str] = set()
+        # Counts only grow in a running OSD: below the last read's, it began again.
+        last = {o: c.op_r + c.op_w + c.op_rw
+                for o, c in (self.latest or self.base).osds.items()}
+        started = time.monotonic()
+        said = 0.0
+        base = self.base.harms
+        while True:
+            if self.stopping.is_set():
+                raise Stopped
+            s = self.reader.read()
+            for osd in self.reader.osds:
+                c = s.osds.get(osd)
+                if c is None:
+                    gone.add(osd)
+                    continue
+                ops = c.op_r + c.op_w + c.op_rw
+                if osd in gone or ops < last.get(osd, 0.0):
+                    restart.discard(osd)  # down and back, or counting from zero again
+                gone.discard(osd)
+                last[osd] = ops
+            h = s.harms
+            waiting = []
+            if restart:
+                waiting.append(f"{', '.join(sorted(restart)[:4])} to restart")
+            if s.failed:
+                waiting.append(f"{', '.join(s.failed[:4])} to answer")
+            if None not in (h.up_osds, base.up_osds) and h.up_osds < base.up_osds:  # type: ignore[operator]
+                waiting.append(f"{base.up_osds - h.up_osds} OSD(s) to come up")  # type: ignore[operator]
+            if (h.pgs_unclean or 0) > (base.pgs_unclean or 0):
+                waiting.append(f"{h.pgs_unclean} PGs to be active+clean")
+            if h.slow_ops > base.slow_ops:
+                waiting.append(f"{h.slow_ops} slow ops to clear")
+            # A split is clean before the mgr steps pgp_num, and its data moves only then
+            # (the Reef lab went 43 PGs inactive after such a pause): the pool must have
+            # reached its targets too.
+            waiting += [f"pool {printable(c.target)} to reach its pg_num and pgp_num"
+                        for c in self.plan.changes if self.ex.placing(c)]
+            took = time.monotonic() - started
+            if not waiting:
+                if self._to_restart():
+                    # The restarted OSDs are new processes: their CPU is read from those.
+                    osds = self.reader.osds
+                    self.reader = Reader(self.ex.ceph, osds,
+                                         local_osd_pids(osds, self.ex.ceph.fsid()))
+                return took
+            if took > self.settings.wait:
+                raise Harm(f"not settled {took:.0f} s after the change (--settled-within): "
+                           f"waiting for {'; '.join(waiting)}")
+            if took - said >= 10 or not said:
+                said = took or 0.001
+                self.progress(f"the change is made; waiting for {'; '.join(waiting)} "
+                              f"({took:.0f} s)")
+            self.sleep(self.settings.interval)
+
+    def _to_restart(self) -> list[str]:
+        """The OSDs read that must restart before the change is on in them: those its
+        options that take a restart are set for."""
+        assert self.reader is not None
+        read = set(self.reader.osds)
+        out: set[str] = set()
+        for target in self.restart_targets:
+            out |= ({target} & read) if target.startswith("osd.") else read
+        return sorted(out, key=lambda o: int(o.removeprefix("osd.")))
+
+    def waits_for(self) -> str:
+        """What a before/after run waits for once the change is made, in words."""
+        restart = self._to_restart() if self.reader is not None else []
+        parts = []
+        if self.before_after and self.before_after.endswith(MOVES):
+            parts.append("its data has moved")
+        if restart:
+            parts.append(f"{', '.join(restart[:6])}{' ...' if len(restart) > 6 else ''} "
+                         "restarted (restart them once it is made)")
+        return " and ".join(parts) or "the cluster is as settled as before it"
 
     def _settle(self) -> None:
         end = time.monotonic() + self.settings.settle
@@ -374,6 +510,7 @@ class Experiment:
                ) -> Result:
         per_window = [(arm, seconds_of(samples, (*FIGURES, LOAD, *MIX)))
                       for arm, samples in windows]
+        compare = stats.compare_before_after if self.before_after else stats.compare
 
         def series(f: Figure) -> list[stats.Window] | str:
             assert self.reader is not None
@@ -404,7 +541,7 @@ class Experiment:
                 skipped.append(w)
                 continue
             try:
-                effect = stats.compare(f.name, w, f.higher_is_better)
+                effect = compare(f.name, w, f.higher_is_better)
             except ValueError as exc:  # a figure zero in most seconds: no ratio to give
                 skipped.append(f"{f.name}: {exc}")
                 continue
@@ -414,11 +551,12 @@ class Experiment:
         load_effect = None
         if not isinstance(load, str):
             with contextlib.suppress(ValueError):
-                load_effect = stats.compare(LOAD.name, load, True)
+                load_effect = compare(LOAD.name, load, True)
         assert self.reader is not None
         return Result(self.id, self.plan, self.settings, self.reader.osds, tuple(runs),
                       tuple(effects), load_effect, moved, tuple(skipped), tuple(self.entries),
-                      False, {f.name: f for f in (*FIGURES, LOAD)})
+                      False, {f.name: f for f in (*FIGURES, LOAD)}, self.before_after,
+                      self.settled_seconds)
 
 
 def measure_of(r: Result) -> dict[str, Any]:

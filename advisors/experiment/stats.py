@@ -176,6 +176,58 @@ def compare(figure: str, windows: Sequence[Window], higher_is_better: bool,
     return Effect(figure, before, after, ratio, lo, hi, verdict, smallest, higher_is_better)
 
 
+def compare_before_after(figure: str, windows: Sequence[Window], higher_is_better: bool,
+                         seed: int = 0, block: int = BLOCK,
+                         replicates: int = REPLICATES) -> Effect:
+    """The effect on `figure` of a change that could not be alternated (it moves data or
+    takes a restart): windows all A, then all B (AA..BB..), at least two of each.
+
+    The estimate is the mean log level of the B windows over that of the A windows. Its
+    standard error is the larger of the seconds' block bootstrap and how windows of one
+    arm differ among themselves, pooled over both arms (2k - 2 degrees of freedom): what
+    a window's level does next to another of the same setting. A drift over the time the
+    change took to settle is not cancelled, as ABBA cancels it; the result says so."""
+    arms = [w.arm for w in windows]
+    k = arms.count(A)
+    if k < 2 or arms != [A] * k + [B] * k or any(len(w.samples) < 3 for w in windows):
+        raise ValueError("a before/after comparison needs as many B windows as A, 2 or "
+                         "more of each, A first, each of 3 samples or more")
+    if any(not math.isfinite(x) for w in windows for x in w.samples):
+        raise ValueError(f"{figure} has a sample that is not a number")
+    means = [_mean(w.samples) for w in windows]
+    if min(means) <= 0:
+        raise ValueError("a figure's window mean must be positive to be compared as a ratio")
+    la, lb = [math.log(m) for m in means[:k]], [math.log(m) for m in means[k:]]
+    est = _mean(lb) - _mean(la)
+    ss = sum((x - _mean(la)) ** 2 for x in la) + sum((x - _mean(lb)) ** 2 for x in lb)
+    df = 2 * k - 2
+    between = ss / df * (2 / k)
+    rng = random.Random(seed)
+    reps = []
+    for _ in range(replicates):
+        ra = [_resampled_mean(w.samples, rng, min(block, max(1, len(w.samples) // 2)))
+              for w in windows[:k]]
+        rb = [_resampled_mean(w.samples, rng, min(block, max(1, len(w.samples) // 2)))
+              for w in windows[k:]]
+        if min(ra) <= 0 or min(rb) <= 0:
+            continue
+        reps.append(_mean([math.log(x) for x in rb]) - _mean([math.log(x) for x in ra]))
+    if len(reps) < replicates // 2:
+        raise ValueError(f"{figure} is zero in too many seconds to compare as a ratio")
+    centre = _mean(reps)
+    within = sum((r - centre) ** 2 for r in reps) / (len(reps) - 1)
+    half = T975[min(df, len(T975) - 1)] * math.sqrt(max(between, within))
+    lo, hi, ratio = math.exp(est - half), math.exp(est + half), math.exp(est)
+    if lo > 1.0 or hi < 1.0:
+        verdict = "better" if (lo > 1.0) == higher_is_better else "worse"
+    else:
+        verdict = "no effect"
+    smallest = max(hi / ratio - 1.0, 1.0 - lo / ratio)
+    before = _mean([x for w in windows[:k] for x in w.samples])
+    after = _mean([x for w in windows[k:] for x in w.samples])
+    return Effect(figure, before, after, ratio, lo, hi, verdict, smallest, higher_is_better)
+
+
 # A step between two windows of the same arm that ran next to each other (BB, AA in
 # ABBAABBA) larger than this share: the offered load moved in a way the alternation cannot
 # cancel (a client started or stopped), not a drift.

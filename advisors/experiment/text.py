@@ -12,6 +12,12 @@ def report_lines(r: Any) -> list[str]:
     """A `runner.Result` as its report: one line per figure (levels, change, 95% interval,
     verdict), what was not judged and why, and where the change stands now."""
     lines = [f"experiment {r.id}: {printable('; '.join(c.command for c in r.plan.changes), 300)}"]
+    ba = getattr(r, "before_after", None)
+    if ba:
+        took = getattr(r, "settled_seconds", None)
+        lines.append(f"  before and after, not alternated: {printable(ba, 200)}; settled "
+                     f"{'?' if took is None else f'{took:.0f}'} s after it was made, and a "
+                     "drift of the load over that time is in the ratios")
     for e in r.effects:
         f = r.figures[e.figure]
         lines.append(f"  {e.figure:<14} {shown(f, e.before):>14} -> {shown(f, e.after):<14} "
@@ -30,6 +36,11 @@ def report_lines(r: Any) -> list[str]:
         if any(e.verdict == "worse" for e in r.effects):
             undo = " and ".join(f"stormdeck undo {e}" for e in made)
             lines.append(f"  it made a figure worse: {undo} puts it back")
+    elif ba and ba.endswith("moves data"):
+        lines.append(f"  undone: its data moves back now (journal {', '.join(r.entries)})")
+    elif ba:
+        lines.append("  undone in the configuration: the OSDs run with the change until "
+                     f"they restart again (journal {', '.join(r.entries)})")
     else:
         lines.append("  undone: the cluster is as it was (journal "
                      f"{', '.join(r.entries[:2])}{' ...' if len(r.entries) > 2 else ''})")

@@ -249,7 +249,7 @@ def _sweep_steps(ctx: Ctx, osd: str, pid: int, cpus: list[int], counts: list[int
     counters read each second (advisors/experiment), its write IOPS compared between the
     windows with m cores (B) and with n (A) by the experiment's statistics."""
     from stormdeck.advisors.experiment import stats
-    from stormdeck.advisors.experiment.counters import Reader
+    from stormdeck.advisors.experiment.counters import Reader, harm_of
     from stormdeck.advisors.experiment.figures import BY_NAME, seconds_of
 
     iops_f, lat_f = BY_NAME["write IOPS"], BY_NAME["write latency"]
@@ -273,8 +273,7 @@ def _sweep_steps(ctx: Ctx, osd: str, pid: int, cpus: list[int], counts: list[int
                 if load.poll() is not None:
                     raise UserError(f"the sweep's rados bench ended early: {load.why()}")
                 s = reader.read()
-                why = s.harms.worse_than(base.harms) or (
-                    f"{osd} did not answer `perf dump`" if s.failed else None)
+                why = harm_of(s, base)
                 if why is not None:
                     raise UserError(f"the CPU sweep stopped: {why}")
                 samples.append(s)

@@ -64,6 +64,26 @@ def test_the_report_says_each_verdict_and_where_the_change_stands() -> None:
         "measured by exp-1: write latency +58% (95%: +46% to +71%) worse"
 
 
+def test_a_before_after_report_says_so_and_how_the_undo_lands() -> None:
+    """A change that moves data, or one that takes a restart, was measured once: the
+    report says it, how long the cluster took to settle, and what the undo does."""
+    from dataclasses import replace
+
+    r = replace(result(), before_after="pg_num on rbd moves data", settled_seconds=41.6,
+                entries=("a1", "u1"))
+    lines = report_lines(r)
+    assert lines[1] == ("  before and after, not alternated: pg_num on rbd moves data; "
+                        "settled 42 s after it was made, and a drift of the load over that "
+                        "time is in the ratios")
+    assert lines[-1] == "  undone: its data moves back now (journal a1, u1)"
+    lines = report_lines(replace(r, before_after="osd_op_num_shards on osd takes effect "
+                                                 "only when the OSDs restart"))
+    assert lines[-1].startswith("  undone in the configuration: the OSDs run with the "
+                                "change until they restart again")
+    assert r.as_dict()["method"] == "before/after" and result().as_dict()["method"] == \
+        "alternated"
+
+
 def test_the_experiment_screen_snapshot(snap_compare) -> None:
     app = StormdeckApp(StaticFeed(frames()), cluster_name="lab")
 

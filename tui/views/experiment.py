@@ -42,6 +42,15 @@ class ExperimentOffer:
     def text(self) -> str:
         s = self.experiment.settings
         osds = self.experiment.reader.osds if self.experiment.reader else ()
+        ba = self.experiment.before_after
+        if ba:
+            wait = self.experiment.waits_for()
+            return (f"{self.review.text}\n\nAs an experiment: {ba}, so it is measured once, "
+                    f"before and after, not alternated: {s.rounds} windows of {s.window:g} s "
+                    f"without it, the change, a wait (at most {s.wait:g} s) until {wait}, "
+                    f"{s.rounds} windows with it, under the load it serves now "
+                    f"({self.load:,.0f} client ops/s). Each apply and undo is journaled; it "
+                    "ends undone.")
         return (f"{self.review.text}\n\nAs an experiment: {2 * s.rounds} windows of "
                 f"{s.window:g} s in ABBA order, without (A) and with (B) the change, under the "
                 f"load it serves now ({self.load:,.0f} client ops/s), reading "
