@@ -345,7 +345,7 @@ def test_a_split_is_measured_before_and_after_and_merged_back(release_cluster: L
         assert [e["id"] for e in entries] == result["journal"]
         assert [e["undoes"] is not None for e in entries] == [False, True]
         # The merge back steps pg_num down under the mgr: "pending" until it is there.
-        assert [e["status"] for e in entries][0] == "applied", entries
+        assert entries[0]["status"] == "applied", entries
         assert entries[1]["status"] in ("applied", "pending"), entries
         assert entries[0]["prediction"]["copies_to_create"] > 0, entries[0]
         (row,) = [p for p in lab.command("osd dump")["pools"]  # type: ignore[index]

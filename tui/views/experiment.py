@@ -78,8 +78,11 @@ class ExperimentScreen(ModalScreen[None]):
     """The run's progress (the worker reports each window), then its report; Esc goes
     back to the console while it runs on, c stops it (the change is undone)."""
 
+    # Opaque: a translucent modal has Textual redraw the console beneath it, dimmed,
+    # every time the console ticks; over a run that cost the console more than the run's
+    # own reads (profiled with bench/experiment_bench.py --profile).
     DEFAULT_CSS = """
-    ExperimentScreen { align: center middle; }
+    ExperimentScreen { align: center middle; background: $background; }
     #experiment { width: 96%; height: auto; max-height: 90%; border: thick $primary;
                   background: $surface; padding: 1 2; }
     """
