@@ -196,8 +196,8 @@ class Experiment:
     # -- before anything changes --
 
     def review(self) -> Any:
-        """The plan's review, as the operator confirms it; refused here when its changes
-        cannot be alternated."""
+        """The plan's review, as the operator confirms it; refused here when it cannot be
+        measured (`measurable`), and `before_after` set when it cannot be alternated."""
         rv = self.ex.review(self.plan)
         self.before_after = measurable(rv.plan, rv.runtime)
         self.restart_targets = tuple(c.target for c in rv.plan.changes
